@@ -1,0 +1,60 @@
+# infermesh build and test entry points. `make demo` runs the main job and
+# `make test` runs every check CI runs (.ci/run calls exactly `make test`).
+
+SHELL := /bin/bash
+GO ?= go
+VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
+LDFLAGS := -X github.com/infermesh/infermesh/pkg/version.Version=$(VERSION)
+BIN := out
+STATICCHECK := honnef.co/go/tools/cmd/staticcheck@v0.8.2
+
+# Benchmarks: `make bench BENCH=Sync COUNT=6 PKG=./pkg/kube/krt/`.
+BENCH ?= .
+COUNT ?= 1
+PKG ?= ./...
+
+.PHONY: all build demo test lint unit integ bench bench-compare fuzz clean
+
+all: build
+
+build:
+	$(GO) build -ldflags "$(LDFLAGS)" -o $(BIN)/pilot-discovery ./pilot/cmd/pilot-discovery
+
+# The main job. For now: build, print the version and the usage.
+demo: build
+	$(BIN)/pilot-discovery version
+	$(BIN)/pilot-discovery --help
+
+# Everything CI checks, in order: static checks, unit tests, integration tests.
+test: lint unit integ
+
+lint:
+	$(GO) vet ./...
+	@out=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \
+	if [ -n "$$out" ]; then echo "gofmt would change:"; echo "$$out"; exit 1; fi
+	$(GO) run $(STATICCHECK) ./...
+
+# Unit tests under the race detector: the fast loop.
+unit:
+	$(GO) test -race -count=1 ./...
+
+# Integration tests against real components (build tag integ), one package at
+# a time.
+integ:
+	$(GO) test -tags=integ -p 1 -timeout 30m -count=1 ./tests/...
+
+# Benchmarks are never part of `make test`.
+bench:
+	$(GO) test -run '^$$' -bench '$(BENCH)' -benchmem -count $(COUNT) $(PKG)
+
+# Our krt against Istio's on the scenario of architecture/krt.md.
+bench-compare:
+	hack/bench-compare.sh
+
+# The randomized model of pkg/kube/krt under the fuzzer: `make fuzz FUZZTIME=60s`.
+FUZZTIME ?= 60s
+fuzz:
+	$(GO) test -run '^$$' -fuzz '^FuzzModel$$' -fuzztime $(FUZZTIME) ./pkg/kube/krt/
+
+clean:
+	rm -rf $(BIN)

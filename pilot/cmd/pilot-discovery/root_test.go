@@ -1,0 +1,35 @@
+// Copyright infermesh authors
+// SPDX-License-Identifier: Apache-2.0
+
+package main
+
+import (
+	"bytes"
+	"strings"
+	"testing"
+
+	"github.com/infermesh/infermesh/pkg/version"
+)
+
+func TestVersionCommand(t *testing.T) {
+	var out bytes.Buffer
+	cmd := newRootCommand()
+	cmd.SetOut(&out)
+	cmd.SetArgs([]string{"version"})
+	if err := cmd.Execute(); err != nil {
+		t.Fatal(err)
+	}
+	if got, want := strings.TrimSpace(out.String()), "pilot-discovery "+version.Version; got != want {
+		t.Fatalf("version output = %q, want %q", got, want)
+	}
+}
+
+func TestUnknownCommandFails(t *testing.T) {
+	cmd := newRootCommand()
+	cmd.SetOut(&bytes.Buffer{})
+	cmd.SetErr(&bytes.Buffer{})
+	cmd.SetArgs([]string{"no-such-command"})
+	if err := cmd.Execute(); err == nil {
+		t.Fatal("unknown command succeeded")
+	}
+}

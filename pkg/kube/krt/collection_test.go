@@ -1,0 +1,80 @@
+// Copyright infermesh authors
+// SPDX-License-Identifier: Apache-2.0
+
+package krt_test
+
+import (
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/infermesh/infermesh/pkg/kube/krt"
+)
+
+// eventually polls cond every millisecond for up to 10 s; asynchrony is real
+// here (every collection has its own goroutine).
+func eventually(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
+func endpointsOf(pods krt.StaticCollection[pod], svcs krt.StaticCollection[service], stop chan struct{}) krt.Collection[endpoints] {
+	byNS := krt.NewNamespaceIndex(pods)
+	return krt.NewCollection(svcs, func(ctx krt.HandlerContext, s service) *endpoints {
+		ps := byNS.Fetch(ctx, s.Namespace, krt.FilterLabel(s.Selector))
+		ips := make([]string, 0, len(ps))
+		for _, p := range ps {
+			ips = append(ips, p.IP)
+		}
+		slices.Sort(ips)
+		return &endpoints{Name: s.Name, Namespace: s.Namespace, IPs: ips}
+	}, krt.WithStop(stop), krt.WithName("Endpoints"))
+}
+
+func TestCollectionFollowsInputs(t *testing.T) {
+	stop := make(chan struct{})
+	defer close(stop)
+	pods := krt.NewStaticCollection(nil, []pod{
+		{Name: "a", Namespace: "ns", Labels: labels("app", "x"), IP: "10.0.0.1"},
+		{Name: "b", Namespace: "ns", Labels: labels("app", "y"), IP: "10.0.0.2"},
+		{Name: "c", Namespace: "other", Labels: labels("app", "x"), IP: "10.0.0.3"},
+	}, krt.WithStop(stop))
+	svcs := krt.NewStaticCollection(nil, []service{{Name: "x", Namespace: "ns", Selector: labels("app", "x")}}, krt.WithStop(stop))
+	eps := endpointsOf(pods, svcs, stop)
+	if !eps.WaitUntilSynced(stop) {
+		t.Fatal("not synced")
+	}
+	get := func() []string {
+		if e := eps.GetKey("ns/x"); e != nil {
+			return e.IPs
+		}
+		return nil
+	}
+	if got := get(); !slices.Equal(got, []string{"10.0.0.1"}) {
+		t.Fatalf("initial endpoints = %v", got)
+	}
+	before := krt.Stats(eps).Transformations
+
+	// A pod that starts matching joins; only the one dependent service reruns.
+	pods.UpdateObject(pod{Name: "b", Namespace: "ns", Labels: labels("app", "x"), IP: "10.0.0.2"})
+	eventually(t, "b to join", func() bool { return slices.Equal(get(), []string{"10.0.0.1", "10.0.0.2"}) })
+	if n := krt.Stats(eps).Transformations - before; n != 1 {
+		t.Errorf("transformations after one pod update = %d, want 1", n)
+	}
+	// A pod in another namespace does not trigger the service.
+	before = krt.Stats(eps).Transformations
+	pods.UpdateObject(pod{Name: "c", Namespace: "other", Labels: labels("app", "x"), IP: "10.0.0.9"})
+	pods.DeleteObject("ns/a")
+	eventually(t, "a to leave", func() bool { return slices.Equal(get(), []string{"10.0.0.2"}) })
+	if n := krt.Stats(eps).Transformations - before; n != 1 {
+		t.Errorf("transformations = %d, want 1 (the other namespace's pod must not trigger)", n)
+	}
+	svcs.DeleteObject("ns/x")
+	eventually(t, "service removal", func() bool { return eps.GetKey("ns/x") == nil })
+}
