@@ -13,14 +13,18 @@
 #   OUT        where raw outputs go (default /tmp/krt-bench-compare):
 #              istio.txt, ours.txt, digest-{istio,ours}/ (rendered outputs)
 #
-# Bench time: 1s per benchmark, repeated COUNT times. One op of Sync or Heap at
-# N=50k takes ~1-1.5 s, so those run once per repetition; the 1k/10k cases and
-# all Update cases run thousands of ops (Update reports p50/p99 over >= ~1,500
-# serial updates even for Istio's E at N=50k). BenchmarkUpdate rebuilds its
-# pipeline for every b.N probe (untimed but real), which dominates at N=50k. With
-# COUNT=6 a full run measured ~MEASURED on this 2-core machine (both sides, with
-# Istio the slower one), inside the 25-minute budget. Smaller BENCHTIME shortens
-# the 1k/10k cases only; use BENCH to skip cases instead.
+# Bench time: 1s per benchmark, repeated COUNT times. One op of Sync, Heap or
+# Churn at N=50k takes 0.3-1.2 s, so those run once or twice per repetition; the
+# 1k/10k cases and all Update cases run thousands of ops (Update reports p50/p99
+# over >= ~2,000 serial updates even for Istio's slowest case, E at N=50k).
+# BenchmarkUpdate rebuilds its pipeline for every b.N probe (untimed but real),
+# which dominates the wall time at N=50k. Measured on this 2-core machine: one
+# repetition of everything takes ~57 s for Istio's side and ~52 s for ours, so
+# COUNT=6 takes ~11 minutes plus ~1 minute of builds and digests (the very first
+# build of bench/istio adds ~3 minutes and downloads ~134 MB of modules); that
+# leaves room for the VM's run-to-run variance inside a 25-minute budget (2s
+# would take an estimated ~20 minutes). Smaller BENCHTIME shortens mainly the
+# 1k/10k cases; use BENCH to skip cases instead.
 set -euo pipefail
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)

@@ -4,6 +4,9 @@
 package krt
 
 import (
+	"fmt"
+	"log/slog"
+	"runtime/debug"
 	"slices"
 	"time"
 )
@@ -12,9 +15,9 @@ import (
 // object of c. Outputs are keyed by their own key, which may differ from the
 // input's; see engine for what happens when two inputs produce one key.
 func NewCollection[I, O any](c Collection[I], f TransformationSingle[I, O], opts ...CollectionOption) Collection[O] {
-	e := newEngine[I, O, struct{}](c, typeName[O](), opts, func(ctx HandlerContext, in I, out []O) ([]O, *struct{}) {
+	e := newEngine[I, O, struct{}](c, typeName[O](), opts, func(ctx HandlerContext, in I, out []*O) ([]*O, *struct{}) {
 		if o := f(ctx, in); o != nil {
-			out = append(out, *o)
+			out = append(out, o)
 		}
 		return out, nil
 	}, nil)
@@ -24,8 +27,8 @@ func NewCollection[I, O any](c Collection[I], f TransformationSingle[I, O], opts
 
 // NewManyCollection derives any number of outputs from each object of c.
 func NewManyCollection[I, O any](c Collection[I], f TransformationMulti[I, O], opts ...CollectionOption) Collection[O] {
-	e := newEngine[I, O, struct{}](c, typeName[O](), opts, func(ctx HandlerContext, in I, out []O) ([]O, *struct{}) {
-		return append(out, f(ctx, in)...), nil
+	e := newEngine[I, O, struct{}](c, typeName[O](), opts, func(ctx HandlerContext, in I, out []*O) ([]*O, *struct{}) {
+		return appendPointers(out, f(ctx, in)), nil
 	}, nil)
 	e.start()
 	return e.store
@@ -43,10 +46,13 @@ func NewManyCollection[I, O any](c Collection[I], f TransformationMulti[I, O], o
 // the winner stops producing the key. The result never depends on the order in
 // which inputs were processed.
 type engine[I, O, S any] struct {
-	store     *store[O]
-	status    *store[ObjectWithStatus[I, S]] // nil unless a status collection
-	parent    *store[I]
-	transform func(ctx HandlerContext, in I, out []O) ([]O, *S)
+	store  *store[O]
+	status *store[ObjectWithStatus[I, S]] // nil unless a status collection
+	parent *store[I]
+	// transform appends the input's outputs to out. The engine keeps the
+	// pointers: a transformation hands its results over and must not modify
+	// them afterwards.
+	transform func(ctx HandlerContext, in I, out []*O) ([]*O, *S)
 	outKey    func(*O) string
 
 	q       *fifo[engineItem]
@@ -62,7 +68,8 @@ type engine[I, O, S any] struct {
 	shadowed map[string]map[string]*O
 
 	ctx     handlerCtx
-	outBuf  []O
+	outBuf  []*O
+	keyBuf  []string
 	dirty   map[string]struct{}
 	order   []string
 	pending map[string]*O // outputs changed in this round; nil value = deleted
@@ -71,14 +78,18 @@ type engine[I, O, S any] struct {
 }
 
 // inputState is what the engine remembers about one input: the keys of its
-// outputs and the dependencies its last run recorded.
+// outputs and the dependencies its last run recorded. Most inputs have one
+// output and one dependency; those live in the inline arrays, so an input
+// costs one allocation.
 type inputState struct {
-	out  []string
-	deps []dependency
+	out    []string
+	deps   []dependency
+	outArr [1]string
+	depArr [1]dependency
 }
 
 func newEngine[I, O, S any](c Collection[I], defaultName string, opts []CollectionOption,
-	transform func(HandlerContext, I, []O) ([]O, *S), outKey func(*O) string,
+	transform func(HandlerContext, I, []*O) ([]*O, *S), outKey func(*O) string,
 ) *engine[I, O, S] {
 	o := buildOptions(defaultName, opts)
 	ti := newTypeInfo[O]()
@@ -224,18 +235,19 @@ func (e *engine[I, O, S]) recompute(k string) (change[ObjectWithStatus[I, S]], b
 		}
 		return change[ObjectWithStatus[I, S]]{key: k}, e.status != nil
 	}
-	e.ctx.deps = e.ctx.deps[:0]
-	start := time.Now()
-	outs, status := e.transform(&e.ctx, *in, e.outBuf[:0])
-	e.store.metrics.observeTransformation(time.Since(start))
-	e.store.transformations.Add(1)
+	outs, status, ok := e.run1(k, in)
+	if !ok {
+		// The transformation panicked: keep this input's previous outputs,
+		// dependencies and status until a later change fixes it.
+		return change[ObjectWithStatus[I, S]]{}, false
+	}
 	if st == nil {
 		st = &inputState{}
 	}
 	if !depsEqual(st.deps, e.ctx.deps) {
-		deps := slices.Clone(e.ctx.deps)
-		e.refile(k, st.deps, deps)
-		st.deps = deps
+		e.refile(k, st.deps, nil)
+		st.deps = appendInline(st.depArr[:0], e.ctx.deps)
+		e.refile(k, nil, st.deps)
 	}
 	e.setOutputs(k, st, outs)
 	clear(outs)
@@ -254,6 +266,27 @@ func (e *engine[I, O, S]) recompute(k string) (change[ObjectWithStatus[I, S]], b
 	return change[ObjectWithStatus[I, S]]{key: k, obj: &ObjectWithStatus[I, S]{Obj: *in, Status: *status}}, true
 }
 
+// run1 runs the transformation for input k. A panic is recovered and logged
+// with the collection and the input's key, so one bad object cannot stop the
+// control plane; ok is false then.
+func (e *engine[I, O, S]) run1(k string, in *I) (outs []*O, status *S, ok bool) {
+	e.ctx.deps = e.ctx.deps[:0]
+	start := time.Now()
+	defer func() {
+		e.store.metrics.observeTransformation(time.Since(start))
+		e.store.transformations.Add(1)
+		if r := recover(); r != nil {
+			e.store.metrics.panics.Inc()
+			slog.Error("krt: transformation panicked; keeping the previous result for this input",
+				"collection", e.store.name, "key", k, "panic", fmt.Sprint(r), "stack", string(debug.Stack()))
+			clear(e.outBuf)
+			ok = false
+		}
+	}()
+	outs, status = e.transform(&e.ctx, *in, e.outBuf[:0])
+	return outs, status, true
+}
+
 // refile moves input k's dependencies from old to new in the sources' reverse
 // indexes.
 func (e *engine[I, O, S]) refile(k string, old, new []dependency) {
@@ -266,26 +299,48 @@ func (e *engine[I, O, S]) refile(k string, old, new []dependency) {
 }
 
 // setOutputs replaces input k's outputs with outs.
-func (e *engine[I, O, S]) setOutputs(k string, st *inputState, outs []O) {
-	var keys []string
-	if len(outs) > 0 {
-		keys = make([]string, 0, len(outs))
-	}
-	for i := range outs {
-		v := outs[i]
-		ok := e.outKey(&v)
+func (e *engine[I, O, S]) setOutputs(k string, st *inputState, outs []*O) {
+	keys := e.keyBuf[:0]
+	for _, v := range outs {
+		ok := e.outKey(v)
+		if ok == k {
+			ok = k // share the input key's bytes
+		}
 		if j := slices.Index(keys, ok); j >= 0 {
 			keys = slices.Delete(keys, j, j+1) // a later output with the same key wins
 		}
 		keys = append(keys, ok)
-		e.claim(k, ok, &v)
+		e.claim(k, ok, v)
 	}
 	for _, old := range st.out {
 		if !slices.Contains(keys, old) {
 			e.release(k, old)
 		}
 	}
-	st.out = keys
+	st.out = appendInline(st.outArr[:0], keys)
+	clear(keys)
+	e.keyBuf = keys[:0]
+}
+
+// appendInline copies src into dst, which is a zero-length slice of an inline
+// array: when src fits, no allocation is made. An empty src gives nil.
+func appendInline[E any](dst, src []E) []E {
+	switch {
+	case len(src) == 0:
+		return nil
+	case len(src) <= cap(dst):
+		return append(dst, src...)
+	}
+	return slices.Clone(src)
+}
+
+// appendPointers appends a pointer to each element of vals to out; the
+// pointers share vals' backing array.
+func appendPointers[O any](out []*O, vals []O) []*O {
+	for i := range vals {
+		out = append(out, &vals[i])
+	}
+	return out
 }
 
 // current returns output ok as of this round.

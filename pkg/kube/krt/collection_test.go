@@ -78,3 +78,35 @@ func TestCollectionFollowsInputs(t *testing.T) {
 	svcs.DeleteObject("ns/x")
 	eventually(t, "service removal", func() bool { return eps.GetKey("ns/x") == nil })
 }
+
+// A transformation that panics on one input keeps that input's previous
+// output, leaves the other inputs alone, and recovers when the input is fixed.
+func TestTransformationPanicIsContained(t *testing.T) {
+	stop := make(chan struct{})
+	defer close(stop)
+	svcs := krt.NewStaticCollection(nil, []service{
+		{Name: "good", Namespace: "ns", Selector: labels("app", "x")},
+		{Name: "bad", Namespace: "ns", Selector: labels("app", "x")},
+	}, krt.WithStop(stop))
+	out := krt.NewCollection(svcs, func(ctx krt.HandlerContext, s service) *endpoints {
+		if s.Selector["app"] == "boom" {
+			panic("cannot handle app=boom")
+		}
+		return &endpoints{Name: s.Name, Namespace: s.Namespace, IPs: []string{s.Selector["app"]}}
+	}, krt.WithStop(stop), krt.WithName("PanicTest"))
+	out.WaitUntilSynced(stop)
+	ips := func(k string) []string {
+		if e := out.GetKey(k); e != nil {
+			return e.IPs
+		}
+		return nil
+	}
+	svcs.UpdateObject(service{Name: "bad", Namespace: "ns", Selector: labels("app", "boom")})
+	svcs.UpdateObject(service{Name: "good", Namespace: "ns", Selector: labels("app", "y")})
+	eventually(t, "good to follow its input", func() bool { return slices.Equal(ips("ns/good"), []string{"y"}) })
+	if got := ips("ns/bad"); !slices.Equal(got, []string{"x"}) {
+		t.Fatalf("output of the panicking input = %v, want the previous [x]", got)
+	}
+	svcs.UpdateObject(service{Name: "bad", Namespace: "ns", Selector: labels("app", "z")})
+	eventually(t, "bad to recover", func() bool { return slices.Equal(ips("ns/bad"), []string{"z"}) })
+}

@@ -16,9 +16,17 @@ import (
 // ctx must be the HandlerContext given to the transformation; Fetch panics
 // otherwise, and when an option needs an accessor the element type lacks.
 func Fetch[T any](ctx HandlerContext, c Collection[T], opts ...FetchOption) []T {
+	return fetchWith(ctx, c.base(), FetchOption{}, opts)
+}
+
+// fetchWith is Fetch with one more option in front (Index.Fetch's index
+// filter), without building a new option slice.
+func fetchWith[T any](ctx HandlerContext, s *store[T], first FetchOption, opts []FetchOption) []T {
 	hc := handlerContextOf(ctx)
-	s := c.base()
 	f := buildFilter(opts)
+	if first.kind != filterNone {
+		f.add(&first)
+	}
 	checkSupported(s, &f)
 	src := hc.host.lookupSource(s.uid)
 	if src == nil {

@@ -100,47 +100,51 @@ type filterExtra struct {
 func buildFilter(opts []FetchOption) filter {
 	var f filter
 	for i := range opts {
-		o := &opts[i]
-		switch o.kind {
-		case filterNone:
-		case filterKeys:
-			if f.hasKeys {
-				f.keys = slices.DeleteFunc(slices.Clone(f.keys), func(k string) bool { return !slices.Contains(o.strs, k) })
-			} else {
-				f.keys, f.hasKeys = o.strs, true
-			}
-		case filterIndex:
-			if f.index != nil {
-				panic("krt: Fetch takes at most one FilterIndex")
-			}
-			f.index, f.indexKey = o.idx, o.str
-		case filterLabel:
-			if f.flags&flagLabels != 0 {
-				m := maps.Clone(f.labels)
-				maps.Copy(m, o.m)
-				f.labels = m
-			} else {
-				f.labels = o.m
-			}
-			f.flags |= flagLabels
-		case filterSelects, filterSelectsNonEmpty:
-			if f.flags&flagSelects != 0 {
-				panic("krt: Fetch takes at most one FilterSelects or FilterSelectsNonEmpty")
-			}
-			f.selects = o.m
-			f.flags |= flagSelects
-			if o.kind == filterSelectsNonEmpty {
-				f.flags |= flagSelectsNonEmpty
-			}
-		case filterNamespace:
-			f.ensureExtra().namespace = o.str
-			f.flags |= flagNamespace
-		case filterGeneric:
-			e := f.ensureExtra()
-			e.generic = append(e.generic, o.fn)
-		}
+		f.add(&opts[i])
 	}
 	return f
+}
+
+// add ANDs one option into f.
+func (f *filter) add(o *FetchOption) {
+	switch o.kind {
+	case filterNone:
+	case filterKeys:
+		if f.hasKeys {
+			f.keys = slices.DeleteFunc(slices.Clone(f.keys), func(k string) bool { return !slices.Contains(o.strs, k) })
+		} else {
+			f.keys, f.hasKeys = o.strs, true
+		}
+	case filterIndex:
+		if f.index != nil {
+			panic("krt: Fetch takes at most one FilterIndex")
+		}
+		f.index, f.indexKey = o.idx, o.str
+	case filterLabel:
+		if f.flags&flagLabels != 0 {
+			m := maps.Clone(f.labels)
+			maps.Copy(m, o.m)
+			f.labels = m
+		} else {
+			f.labels = o.m
+		}
+		f.flags |= flagLabels
+	case filterSelects, filterSelectsNonEmpty:
+		if f.flags&flagSelects != 0 {
+			panic("krt: Fetch takes at most one FilterSelects or FilterSelectsNonEmpty")
+		}
+		f.selects = o.m
+		f.flags |= flagSelects
+		if o.kind == filterSelectsNonEmpty {
+			f.flags |= flagSelectsNonEmpty
+		}
+	case filterNamespace:
+		f.ensureExtra().namespace = o.str
+		f.flags |= flagNamespace
+	case filterGeneric:
+		e := f.ensureExtra()
+		e.generic = append(e.generic, o.fn)
+	}
 }
 
 func (f *filter) ensureExtra() *filterExtra {

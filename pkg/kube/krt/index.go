@@ -5,6 +5,8 @@ package krt
 
 import (
 	"fmt"
+	"reflect"
+	"unsafe"
 )
 
 // Index files the objects of a collection under keys computed from each
@@ -132,20 +134,19 @@ func (i index[K, O]) Lookup(k K) []O {
 }
 
 func (i index[K, O]) Fetch(ctx HandlerContext, k K, opts ...FetchOption) []O {
-	all := make([]FetchOption, 0, len(opts)+1)
-	all = append(all, FetchOption{kind: filterIndex, idx: i.st, str: indexKeyString(k)})
-	all = append(all, opts...)
-	return Fetch(ctx, Collection[O](i.st.coll), all...)
+	return fetchWith(ctx, i.st.coll, FetchOption{kind: filterIndex, idx: i.st, str: indexKeyString(k)}, opts)
 }
 
 // indexKeyString turns an index key into the string the buckets use: strings
-// as they are, Stringers through String, anything else through fmt.
+// (and types whose underlying type is string) as they are, Stringers through
+// String, anything else through fmt.
 func indexKeyString[K comparable](k K) string {
-	switch v := any(k).(type) {
-	case string:
-		return v
-	case fmt.Stringer:
-		return v.String()
+	if reflect.TypeFor[K]().Kind() == reflect.String {
+		// K's underlying type is string: reinterpret without boxing.
+		return *(*string)(unsafe.Pointer(&k))
+	}
+	if s, ok := any(k).(fmt.Stringer); ok {
+		return s.String()
 	}
 	return fmt.Sprint(k)
 }

@@ -18,6 +18,7 @@ import (
 //	krt_collection_events_total{collection,type}             counter, add|update|delete
 //	krt_collection_transformations_total{collection}         counter, transformation runs
 //	krt_collection_transformation_duration_seconds{collection} histogram, seconds
+//	krt_collection_transformation_panics_total{collection}   counter, recovered panics
 var (
 	sizeGauge = prometheus.NewGaugeVec(prometheus.GaugeOpts{
 		Name: "krt_collection_size",
@@ -31,6 +32,10 @@ var (
 		Name: "krt_collection_transformations_total",
 		Help: "Transformation runs (recomputations) of a derived krt collection.",
 	}, []string{"collection"})
+	panicsCounter = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "krt_collection_transformation_panics_total",
+		Help: "Transformation runs of a derived krt collection that panicked (recovered; the input keeps its previous result).",
+	}, []string{"collection"})
 	transformDuration = prometheus.NewHistogramVec(prometheus.HistogramOpts{
 		Name:    "krt_collection_transformation_duration_seconds",
 		Help:    "Duration of one transformation run of a derived krt collection, in seconds.",
@@ -41,7 +46,7 @@ var (
 // RegisterMetrics registers the krt metrics with reg. It returns the first
 // registration error (for example when called twice on one registry).
 func RegisterMetrics(reg prometheus.Registerer) error {
-	for _, c := range []prometheus.Collector{sizeGauge, eventsCounter, transformCounter, transformDuration} {
+	for _, c := range []prometheus.Collector{sizeGauge, eventsCounter, transformCounter, transformDuration, panicsCounter} {
 		if err := reg.Register(c); err != nil {
 			return err
 		}
@@ -56,6 +61,7 @@ type collectionMetrics struct {
 	size                  prometheus.Gauge
 	adds, updates, delete prometheus.Counter
 	transforms            prometheus.Counter
+	panics                prometheus.Counter
 	duration              prometheus.Observer
 }
 
@@ -77,6 +83,7 @@ func newCollectionMetrics(name string) *collectionMetrics {
 		updates:    eventsCounter.WithLabelValues(name, EventUpdate.String()),
 		delete:     eventsCounter.WithLabelValues(name, EventDelete.String()),
 		transforms: transformCounter.WithLabelValues(name),
+		panics:     panicsCounter.WithLabelValues(name),
 		duration:   transformDuration.WithLabelValues(name),
 	}
 }
@@ -124,5 +131,6 @@ func (m *collectionMetrics) deleteSeries() {
 		eventsCounter.DeleteLabelValues(m.name, t.String())
 	}
 	transformCounter.DeleteLabelValues(m.name)
+	panicsCounter.DeleteLabelValues(m.name)
 	transformDuration.DeleteLabelValues(m.name)
 }

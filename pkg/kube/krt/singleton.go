@@ -25,9 +25,9 @@ func NewSingleton[O any](f TransformationEmpty[O], opts ...CollectionOption) Sin
 	in.apply([]change[unit]{{key: SingletonKey, obj: &unit{}}}, true)
 	in.markSynced()
 	in.closeOnStop()
-	e := newEngine[unit, O, struct{}](in, o.name, opts, func(ctx HandlerContext, _ unit, out []O) ([]O, *struct{}) {
+	e := newEngine[unit, O, struct{}](in, o.name, opts, func(ctx HandlerContext, _ unit, out []*O) ([]*O, *struct{}) {
 		if v := f(ctx); v != nil {
-			out = append(out, *v)
+			out = append(out, v)
 		}
 		return out, nil
 	}, func(*O) string { return SingletonKey })

@@ -21,14 +21,19 @@ var _ Collection[int] = StaticCollection[int]{}
 // NewStaticCollection returns a collection holding vals. It is synced when
 // synced is (nil means at once): file mode passes the syncer of its first
 // full read. Elements of vals with the same key: the last one wins.
+//
+// The collection takes ownership of vals, as bytes.NewBuffer does of its
+// argument: it keeps pointers into the slice instead of copying each element,
+// so the caller must not modify vals afterwards. Later setters store their
+// own copies and never write to vals.
 func NewStaticCollection[T any](synced Syncer, vals []T, opts ...CollectionOption) StaticCollection[T] {
 	o := buildOptions("Static["+typeName[T]()+"]", opts)
 	ti := newTypeInfo[T]()
 	s := newStore(o, ti, ti.mustKey())
+	s.objs = make(map[string]*T, len(vals))
 	changes := make([]change[T], len(vals))
 	for i := range vals {
-		v := vals[i]
-		changes[i] = change[T]{key: s.keyOf(&v), obj: &v}
+		changes[i] = change[T]{key: s.keyOf(&vals[i]), obj: &vals[i]}
 	}
 	s.apply(changes, true)
 	s.closeOnStop()

@@ -17,10 +17,10 @@ type ObjectWithStatus[I, S any] struct {
 // from it, for example an InferencePool's status and its shadow Service.
 func NewStatusCollection[I, S, O any](c Collection[I], f TransformationSingleStatus[I, S, O], opts ...CollectionOption,
 ) (Collection[ObjectWithStatus[I, S]], Collection[O]) {
-	return newStatusEngine(c, opts, func(ctx HandlerContext, in I, out []O) ([]O, *S) {
+	return newStatusEngine(c, opts, func(ctx HandlerContext, in I, out []*O) ([]*O, *S) {
 		st, o := f(ctx, in)
 		if o != nil {
-			out = append(out, *o)
+			out = append(out, o)
 		}
 		return out, st
 	})
@@ -30,13 +30,13 @@ func NewStatusCollection[I, S, O any](c Collection[I], f TransformationSingleSta
 // per input.
 func NewStatusManyCollection[I, S, O any](c Collection[I], f TransformationMultiStatus[I, S, O], opts ...CollectionOption,
 ) (Collection[ObjectWithStatus[I, S]], Collection[O]) {
-	return newStatusEngine(c, opts, func(ctx HandlerContext, in I, out []O) ([]O, *S) {
+	return newStatusEngine(c, opts, func(ctx HandlerContext, in I, out []*O) ([]*O, *S) {
 		st, os := f(ctx, in)
-		return append(out, os...), st
+		return appendPointers(out, os), st
 	})
 }
 
-func newStatusEngine[I, S, O any](c Collection[I], opts []CollectionOption, transform func(HandlerContext, I, []O) ([]O, *S),
+func newStatusEngine[I, S, O any](c Collection[I], opts []CollectionOption, transform func(HandlerContext, I, []*O) ([]*O, *S),
 ) (Collection[ObjectWithStatus[I, S]], Collection[O]) {
 	e := newEngine[I, O, S](c, typeName[O](), opts, transform, nil)
 	parentKey := c.base().keyOf
