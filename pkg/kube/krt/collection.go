@@ -144,6 +144,7 @@ func (e *engine[I, O, S]) run() {
 			return
 		}
 		e.process(items)
+		clear(items) // drop references to the processed batches now
 	}
 }
 
@@ -181,8 +182,7 @@ func (e *engine[I, O, S]) process(items []engineItem) {
 			statusChanges = append(statusChanges, sc)
 		}
 	}
-	clear(e.dirty)
-	e.order = e.order[:0]
+	e.resetScratch()
 	e.flush()
 	if e.status != nil {
 		e.status.apply(statusChanges, false)
@@ -433,6 +433,19 @@ func (e *engine[I, O, S]) release(in, ok string) {
 	}
 }
 
+// scratchKeep is the size up to which per-round scratch space is kept for the
+// next round; larger (the initial sync of a big collection) is released.
+const scratchKeep = 256
+
+func (e *engine[I, O, S]) resetScratch() {
+	if len(e.order) > scratchKeep {
+		e.dirty, e.order = map[string]struct{}{}, nil
+		return
+	}
+	clear(e.dirty)
+	e.order = e.order[:0]
+}
+
 // flush writes this round's output changes to the store, sorted by key.
 func (e *engine[I, O, S]) flush() {
 	if len(e.pendOrd) == 0 {
@@ -443,7 +456,11 @@ func (e *engine[I, O, S]) flush() {
 	for i, ok := range e.pendOrd {
 		changes[i] = change[O]{key: ok, obj: e.pending[ok]}
 	}
-	clear(e.pending)
-	e.pendOrd = e.pendOrd[:0]
+	if len(e.pendOrd) > scratchKeep {
+		e.pending, e.pendOrd = map[string]*O{}, nil
+	} else {
+		clear(e.pending)
+		e.pendOrd = e.pendOrd[:0]
+	}
 	e.store.apply(changes, false)
 }

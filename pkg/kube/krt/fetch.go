@@ -37,7 +37,15 @@ func fetchWith[T any](ctx HandlerContext, s *store[T], first FetchOption, opts [
 		hc.host.addSource(src)
 	}
 	hc.deps = append(hc.deps, dependency{src: src, f: f})
-	return valuesSorted(s.fetch(&f))
+	kv, sorted := s.fetch(&f)
+	if !sorted {
+		sortKeyed(kv)
+	}
+	out := make([]T, len(kv))
+	for i, e := range kv {
+		out[i] = *e.obj
+	}
+	return out
 }
 
 // FetchOne is Fetch returning the first match by key, or nil. Typically used
@@ -50,15 +58,14 @@ func FetchOne[T any](ctx HandlerContext, c Collection[T], opts ...FetchOption) *
 	return &res[0]
 }
 
-// fetch returns the stored objects matching f, unsorted, with their keys. It
-// reads the narrowest source the filter allows: the listed keys, one index
-// bucket, or else every object.
-func (s *store[T]) fetch(f *filter) []keyed[T] {
+// fetch returns the stored objects matching f with their keys, and whether
+// they are already sorted by key. It reads the narrowest source the filter
+// allows: the listed keys, one index bucket (sorted), or else every object.
+func (s *store[T]) fetch(f *filter) (out []keyed[T], sorted bool) {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
-	var out []keyed[T]
 	switch {
-	case f.hasKeys:
+	case f.flags&flagKeys != 0:
 		for _, k := range f.keys {
 			o := s.objs[k]
 			if o == nil || !matches(&s.ti, f, k, o) {
@@ -70,11 +77,12 @@ func (s *store[T]) fetch(f *filter) []keyed[T] {
 			out = append(out, keyed[T]{k, o})
 		}
 	case f.index != nil:
-		for k, o := range f.index.(*indexState[T]).bucket(f.indexKey) {
-			if matches(&s.ti, f, k, o) {
-				out = append(out, keyed[T]{k, o})
+		for _, e := range f.index.(*indexState[T]).bucket(f.indexKey) {
+			if matches(&s.ti, f, e.key, e.obj) {
+				out = append(out, e)
 			}
 		}
+		return out, true
 	default:
 		for k, o := range s.objs {
 			if matches(&s.ti, f, k, o) {
@@ -82,7 +90,7 @@ func (s *store[T]) fetch(f *filter) []keyed[T] {
 			}
 		}
 	}
-	return out
+	return out, false
 }
 
 // handlerCtx is the HandlerContext of one engine. The engine's goroutine runs
@@ -325,7 +333,7 @@ func newReverseIndex() reverseIndex {
 // file adds (delta 1) or removes (delta -1) input in's dependency f.
 func (r *reverseIndex) file(in string, f *filter, delta int32) {
 	switch {
-	case f.hasKeys:
+	case f.flags&flagKeys != 0:
 		for _, k := range f.keys {
 			bump(r.byKey, k, in, delta)
 		}

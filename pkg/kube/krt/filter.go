@@ -74,19 +74,22 @@ func FilterGeneric(f func(any) bool) FetchOption { return FetchOption{kind: filt
 
 // filter is the conjunction of a Fetch call's options, kept with the
 // dependency so a later change can be tested against it.
+//
+// Its size matters: every input of a derived collection keeps one filter per
+// Fetch its last run made (see inputState).
 type filter struct {
-	keys     []string // hasKeys: the key is one of these
-	hasKeys  bool
-	index    indexRef // non-nil: the index files the object under indexKey
-	indexKey string
-	labels   map[string]string // hasLabels: labels contain these
-	selects  map[string]string // selectsMode != 0: selector is a subset of these
+	keys     []string          // flagKeys: the key is one of these
+	index    indexRef          // non-nil: the index files the object under indexKey
+	indexKey string            //
+	labels   map[string]string // flagLabels: labels contain these
+	selects  map[string]string // flagSelects: selector is a subset of these
 	extra    *filterExtra      // rarely used filters, out of line to keep filter small
 	flags    uint8
 }
 
 const (
-	flagLabels uint8 = 1 << iota
+	flagKeys uint8 = 1 << iota
+	flagLabels
 	flagSelects
 	flagSelectsNonEmpty
 	flagNamespace
@@ -110,10 +113,11 @@ func (f *filter) add(o *FetchOption) {
 	switch o.kind {
 	case filterNone:
 	case filterKeys:
-		if f.hasKeys {
+		if f.flags&flagKeys != 0 {
 			f.keys = slices.DeleteFunc(slices.Clone(f.keys), func(k string) bool { return !slices.Contains(o.strs, k) })
 		} else {
-			f.keys, f.hasKeys = o.strs, true
+			f.keys = o.strs
+			f.flags |= flagKeys
 		}
 	case filterIndex:
 		if f.index != nil {
@@ -158,10 +162,10 @@ func (f *filter) ensureExtra() *filterExtra {
 // Generic filters compare by identity of their slice, so a transformation that
 // builds new closures on every run always counts as changed.
 func (f *filter) equal(o *filter) bool {
-	if f.hasKeys != o.hasKeys || f.flags != o.flags || f.index != o.index || f.indexKey != o.indexKey {
+	if f.flags != o.flags || f.index != o.index || f.indexKey != o.indexKey {
 		return false
 	}
-	if f.hasKeys && !slices.Equal(f.keys, o.keys) {
+	if f.flags&flagKeys != 0 && !slices.Equal(f.keys, o.keys) {
 		return false
 	}
 	if f.flags&flagLabels != 0 && !maps.Equal(f.labels, o.labels) {
@@ -188,7 +192,7 @@ func (f *filter) equal(o *filter) bool {
 // which the caller checks (a fetch through an index bucket already satisfies
 // it; dependency matching checks it with the object's cached index keys).
 func matches[T any](ti *typeInfo[T], f *filter, k string, o *T) bool {
-	if f.hasKeys && !slices.Contains(f.keys, k) {
+	if f.flags&flagKeys != 0 && !slices.Contains(f.keys, k) {
 		return false
 	}
 	if f.flags&flagLabels != 0 && !isSubset(f.labels, ti.labels(o)) {
@@ -253,7 +257,7 @@ func isSubset(sub, super map[string]string) bool {
 // String describes the filter for the debug dump.
 func (f *filter) String() string {
 	var parts []string
-	if f.hasKeys {
+	if f.flags&flagKeys != 0 {
 		parts = append(parts, "keys="+strings.Join(f.keys, ","))
 	}
 	if f.index != nil {

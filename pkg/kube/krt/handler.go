@@ -51,6 +51,7 @@ func (h *handlerQueue[T]) run() {
 			}
 			h.f(it.events)
 		}
+		clear(items)
 	}
 }
 

@@ -6,6 +6,8 @@ package krt
 import (
 	"fmt"
 	"reflect"
+	"slices"
+	"strings"
 	"unsafe"
 )
 
@@ -32,43 +34,84 @@ type indexRef interface {
 }
 
 // indexState is an index's data, kept in the collection's store and updated
-// under its lock together with the objects.
+// under its lock together with the objects. Each bucket is a slice sorted by
+// object key: compact (no hash-table slack), contiguous to scan, and already
+// in the order Fetch and Lookup return.
 type indexState[O any] struct {
 	name    string
 	coll    *store[O]
 	extract func(*O) []string
-	buckets map[string]map[string]*O
+	buckets map[string][]keyed[O]
 }
 
-func (ix *indexState[O]) indexName() string             { return ix.name }
-func (ix *indexState[O]) collectionUID() uint64         { return ix.coll.uid }
-func (ix *indexState[O]) keysOf(obj any) []string       { return ix.extract(obj.(*O)) }
-func (ix *indexState[O]) bucket(k string) map[string]*O { return ix.buckets[k] }
+func (ix *indexState[O]) indexName() string       { return ix.name }
+func (ix *indexState[O]) collectionUID() uint64   { return ix.coll.uid }
+func (ix *indexState[O]) keysOf(obj any) []string { return ix.extract(obj.(*O)) }
+func (ix *indexState[O]) bucket(k string) []keyed[O] {
+	return ix.buckets[k]
+}
 
 // update moves object key from the buckets of old to those of new. Either may
 // be nil. Called with the store's write lock held.
 func (ix *indexState[O]) update(key string, old, new *O) {
+	var oldKeys, newKeys []string
 	if old != nil {
-		for _, k := range ix.extract(old) {
-			if b := ix.buckets[k]; b != nil {
-				delete(b, key)
-				if len(b) == 0 {
-					delete(ix.buckets, k)
-				}
-			}
-		}
+		oldKeys = ix.extract(old)
 	}
 	if new != nil {
-		for _, k := range ix.extract(new) {
-			b := ix.buckets[k]
-			if b == nil {
-				b = map[string]*O{}
-				ix.buckets[k] = b
-			}
-			b[key] = new
+		newKeys = ix.extract(new)
+	}
+	for _, k := range oldKeys {
+		if !slices.Contains(newKeys, k) {
+			ix.remove(k, key)
 		}
 	}
+	for _, k := range newKeys {
+		ix.put(k, key, new)
+	}
 }
+
+func (ix *indexState[O]) put(k, key string, o *O) {
+	b := ix.buckets[k]
+	i, found := slices.BinarySearchFunc(b, key, cmpKeyed[O])
+	if found {
+		b[i].obj = o
+		return
+	}
+	ix.buckets[k] = slices.Insert(b, i, keyed[O]{key, o})
+}
+
+func (ix *indexState[O]) remove(k, key string) {
+	b := ix.buckets[k]
+	i, found := slices.BinarySearchFunc(b, key, cmpKeyed[O])
+	if !found {
+		return
+	}
+	b = slices.Delete(b, i, i+1)
+	switch {
+	case len(b) == 0:
+		delete(ix.buckets, k)
+		return
+	case cap(b) > 64 && len(b) < cap(b)/4:
+		b = slices.Clip(slices.Clone(b)) // give memory back after a large shrink
+	}
+	ix.buckets[k] = b
+}
+
+// build fills an empty index from objs: append, then sort each bucket once.
+func (ix *indexState[O]) build(objs map[string]*O) {
+	for key, o := range objs {
+		for _, k := range ix.extract(o) {
+			ix.buckets[k] = append(ix.buckets[k], keyed[O]{key, o})
+		}
+	}
+	for k, b := range ix.buckets {
+		sortKeyed(b)
+		ix.buckets[k] = slices.Clip(b)
+	}
+}
+
+func cmpKeyed[O any](e keyed[O], key string) int { return strings.Compare(e.key, key) }
 
 type index[K comparable, O any] struct {
 	st *indexState[O]
@@ -97,14 +140,12 @@ func NewIndex[K comparable, O any](c Collection[O], name string, extract func(o 
 			}
 			return out
 		},
-		buckets: map[string]map[string]*O{},
+		buckets: map[string][]keyed[O]{},
 	}
 	if sx, ok := any(extract).(func(O) []string); ok {
 		ix.extract = func(o *O) []string { return sx(*o) }
 	}
-	for k, o := range s.objs {
-		ix.update(k, nil, o)
-	}
+	ix.build(s.objs)
 	s.indexes = append(s.indexes, ix)
 	return index[K, O]{st: ix}
 }
@@ -124,13 +165,13 @@ func (i index[K, O]) ref() indexRef { return i.st }
 func (i index[K, O]) Lookup(k K) []O {
 	s := i.st.coll
 	s.mu.RLock()
+	defer s.mu.RUnlock()
 	b := i.st.buckets[indexKeyString(k)]
-	kv := make([]keyed[O], 0, len(b))
-	for key, o := range b {
-		kv = append(kv, keyed[O]{key, o})
+	out := make([]O, len(b))
+	for j, e := range b {
+		out[j] = *e.obj
 	}
-	s.mu.RUnlock()
-	return valuesSorted(kv)
+	return out
 }
 
 func (i index[K, O]) Fetch(ctx HandlerContext, k K, opts ...FetchOption) []O {
@@ -149,14 +190,4 @@ func indexKeyString[K comparable](k K) string {
 		return s.String()
 	}
 	return fmt.Sprint(k)
-}
-
-// valuesSorted sorts kv by key and returns copies of the values.
-func valuesSorted[T any](kv []keyed[T]) []T {
-	sortKeyed(kv)
-	out := make([]T, len(kv))
-	for i, e := range kv {
-		out[i] = *e.obj
-	}
-	return out
 }

@@ -74,6 +74,7 @@ func (j *join[T]) run() {
 			changes[i] = change[T]{key: k, obj: j.lookup(k)}
 		}
 		j.store.apply(changes, false)
+		clear(items)
 		if !j.synced && !slices.ContainsFunc(j.sources, func(s *source) bool { return !s.synced }) {
 			j.synced = true
 			j.store.markSynced()
