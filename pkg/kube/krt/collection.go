@@ -238,7 +238,14 @@ func (e *engine[I, O, S]) recompute(k string) (change[ObjectWithStatus[I, S]], b
 	outs, status, ok := e.run1(k, in)
 	if !ok {
 		// The transformation panicked: keep this input's previous outputs,
-		// dependencies and status until a later change fixes it.
+		// dependencies and status. A new input keeps what it read before the
+		// panic, so a change to that (or to the input) runs it again.
+		if st == nil && len(e.ctx.deps) > 0 {
+			st = &inputState{}
+			st.deps = appendInline(st.depArr[:0], e.ctx.deps)
+			e.refile(k, nil, st.deps)
+			e.inputs[k] = st
+		}
 		return change[ObjectWithStatus[I, S]]{}, false
 	}
 	if st == nil {

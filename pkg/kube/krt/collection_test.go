@@ -4,6 +4,7 @@
 package krt_test
 
 import (
+	"fmt"
 	"slices"
 	"testing"
 	"time"
@@ -109,4 +110,33 @@ func TestTransformationPanicIsContained(t *testing.T) {
 	}
 	svcs.UpdateObject(service{Name: "bad", Namespace: "ns", Selector: labels("app", "z")})
 	eventually(t, "bad to recover", func() bool { return slices.Equal(ips("ns/bad"), []string{"z"}) })
+}
+
+// Regression for a bug reported against Istio's krt: adding objects one by one
+// to a large index bucket recomputed every dependent of the bucket on every
+// add (quadratic). Here each add may only recompute the services whose
+// selector matches the new pod.
+func TestIndexFetchIsNotQuadratic(t *testing.T) {
+	stop := make(chan struct{})
+	defer close(stop)
+	const n = 2000
+	svcs := make([]service, n)
+	for i := range svcs {
+		svcs[i] = service{Name: fmt.Sprintf("s%d", i), Namespace: "ns", Selector: labels("app", fmt.Sprint(i))}
+	}
+	pods := krt.NewStaticCollection[pod](nil, nil, krt.WithStop(stop))
+	eps := endpointsOf(pods, krt.NewStaticCollection(nil, svcs, krt.WithStop(stop)), stop)
+	eps.WaitUntilSynced(stop)
+	before := krt.Stats(eps).Transformations
+	for i := range n {
+		pods.UpdateObject(pod{Name: fmt.Sprintf("p%d", i), Namespace: "ns", Labels: labels("app", fmt.Sprint(i)), IP: fmt.Sprint(i)})
+	}
+	eventually(t, "every service to see its pod", func() bool {
+		e := eps.GetKey(fmt.Sprintf("ns/s%d", n-1))
+		return e != nil && len(e.IPs) == 1
+	})
+	// Each add reruns exactly its one service; allow nothing beyond that.
+	if runs := krt.Stats(eps).Transformations - before; runs != n {
+		t.Fatalf("%d pod adds into one index bucket caused %d transformation runs, want %d", n, runs, n)
+	}
 }

@@ -333,6 +333,8 @@ func newReverseIndex() reverseIndex {
 // file adds (delta 1) or removes (delta -1) input in's dependency f.
 func (r *reverseIndex) file(in string, f *filter, delta int32) {
 	switch {
+	case f.flags&flagNever != 0:
+		// Matches nothing: no change can make it match.
 	case f.flags&flagKeys != 0:
 		for _, k := range f.keys {
 			bump(r.byKey, k, in, delta)

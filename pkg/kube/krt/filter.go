@@ -93,6 +93,9 @@ const (
 	flagSelects
 	flagSelectsNonEmpty
 	flagNamespace
+	// flagNever: the options contradict each other (two values for one label
+	// key, two namespaces); nothing can match.
+	flagNever
 )
 
 type filterExtra struct {
@@ -117,6 +120,9 @@ func (f *filter) add(o *FetchOption) {
 			f.keys = slices.DeleteFunc(slices.Clone(f.keys), func(k string) bool { return !slices.Contains(o.strs, k) })
 		} else {
 			f.keys = o.strs
+			if len(f.keys) > 1 {
+				f.keys = slices.Compact(slices.Sorted(slices.Values(f.keys)))
+			}
 			f.flags |= flagKeys
 		}
 	case filterIndex:
@@ -127,7 +133,12 @@ func (f *filter) add(o *FetchOption) {
 	case filterLabel:
 		if f.flags&flagLabels != 0 {
 			m := maps.Clone(f.labels)
-			maps.Copy(m, o.m)
+			for k, v := range o.m {
+				if have, ok := m[k]; ok && have != v {
+					f.flags |= flagNever
+				}
+				m[k] = v
+			}
 			f.labels = m
 		} else {
 			f.labels = o.m
@@ -143,6 +154,9 @@ func (f *filter) add(o *FetchOption) {
 			f.flags |= flagSelectsNonEmpty
 		}
 	case filterNamespace:
+		if f.flags&flagNamespace != 0 && f.extra.namespace != o.str {
+			f.flags |= flagNever
+		}
 		f.ensureExtra().namespace = o.str
 		f.flags |= flagNamespace
 	case filterGeneric:
@@ -192,6 +206,9 @@ func (f *filter) equal(o *filter) bool {
 // which the caller checks (a fetch through an index bucket already satisfies
 // it; dependency matching checks it with the object's cached index keys).
 func matches[T any](ti *typeInfo[T], f *filter, k string, o *T) bool {
+	if f.flags&flagNever != 0 {
+		return false
+	}
 	if f.flags&flagKeys != 0 && !slices.Contains(f.keys, k) {
 		return false
 	}

@@ -107,6 +107,8 @@ func (ix *indexState[O]) build(objs map[string]*O) {
 	}
 	for k, b := range ix.buckets {
 		sortKeyed(b)
+		// extract may name one key twice for an object: keep one entry.
+		b = slices.CompactFunc(b, func(x, y keyed[O]) bool { return x.key == y.key })
 		ix.buckets[k] = slices.Clip(b)
 	}
 }

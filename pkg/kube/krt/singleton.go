@@ -51,13 +51,13 @@ type staticSingleton[T any] struct{ singleton[T] }
 func NewStatic[T any](initial *T, startSynced bool, opts ...CollectionOption) StaticSingleton[T] {
 	o := buildOptions("Static["+typeName[T]()+"]", opts)
 	s := newStore(o, newTypeInfo[T](), func(*T) string { return SingletonKey })
-	s.closeOnStop()
 	st := staticSingleton[T]{singleton[T]{s}}
 	st.Set(initial)
 	if startSynced {
 		s.markSynced()
 	}
 	registerDebug(o.debugger, s)
+	s.closeOnStop() // after registerDebug: close reads onClose
 	return st
 }
 

@@ -36,7 +36,6 @@ func NewStaticCollection[T any](synced Syncer, vals []T, opts ...CollectionOptio
 		changes[i] = change[T]{key: s.keyOf(&vals[i]), obj: &vals[i]}
 	}
 	s.apply(changes, true)
-	s.closeOnStop()
 	c := StaticCollection[T]{s}
 	if synced == nil {
 		s.markSynced()
@@ -48,6 +47,7 @@ func NewStaticCollection[T any](synced Syncer, vals []T, opts ...CollectionOptio
 		}()
 	}
 	registerDebug(o.debugger, s)
+	s.closeOnStop() // after registerDebug: close reads onClose
 	return c
 }
 
