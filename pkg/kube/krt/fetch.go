@@ -62,13 +62,15 @@ func FetchOne[T any](ctx HandlerContext, c Collection[T], opts ...FetchOption) *
 // they are already sorted by key. It reads the narrowest source the filter
 // allows: the listed keys, one index bucket (sorted), or else every object.
 func (s *store[T]) fetch(f *filter) (out []keyed[T], sorted bool) {
+	var buf [4]labelPair
+	pairs := labelPairs(f, buf[:])
 	s.mu.RLock()
 	defer s.mu.RUnlock()
 	switch {
 	case f.flags&flagKeys != 0:
 		for _, k := range f.keys {
 			o := s.objs[k]
-			if o == nil || !matches(&s.ti, f, k, o) {
+			if o == nil || !matches(&s.ti, f, pairs, k, o) {
 				continue
 			}
 			if f.index != nil && !slices.Contains(f.index.keysOf(o), f.indexKey) {
@@ -78,14 +80,14 @@ func (s *store[T]) fetch(f *filter) (out []keyed[T], sorted bool) {
 		}
 	case f.index != nil:
 		for _, e := range f.index.(*indexState[T]).bucket(f.indexKey) {
-			if matches(&s.ti, f, e.key, e.obj) {
+			if matches(&s.ti, f, pairs, e.key, e.obj) {
 				out = append(out, e)
 			}
 		}
 		return out, true
 	default:
 		for k, o := range s.objs {
-			if matches(&s.ti, f, k, o) {
+			if matches(&s.ti, f, pairs, k, o) {
 				out = append(out, keyed[T]{k, o})
 			}
 		}
@@ -241,7 +243,7 @@ func (ts typedSource[T]) dirtyFor(d dependents, src *source, k string, o *T, mar
 			if dep.f.index != nil && !slices.Contains(keysOf(dep.f.index), dep.f.indexKey) {
 				continue
 			}
-			if matches(ti, &dep.f, k, o) {
+			if matches(ti, &dep.f, nil, k, o) {
 				mark(in)
 				return
 			}

@@ -205,15 +205,25 @@ func (f *filter) equal(o *filter) bool {
 // matches tests object o (key k) against every part of f except the index,
 // which the caller checks (a fetch through an index bucket already satisfies
 // it; dependency matching checks it with the object's cached index keys).
-func matches[T any](ti *typeInfo[T], f *filter, k string, o *T) bool {
+//
+// pairs, when not nil, is f.labels as a slice (labelPairs): a caller testing
+// many objects against one filter builds it once and saves a map iteration
+// per object.
+func matches[T any](ti *typeInfo[T], f *filter, pairs []labelPair, k string, o *T) bool {
 	if f.flags&flagNever != 0 {
 		return false
 	}
 	if f.flags&flagKeys != 0 && !slices.Contains(f.keys, k) {
 		return false
 	}
-	if f.flags&flagLabels != 0 && !isSubset(f.labels, ti.labels(o)) {
-		return false
+	if f.flags&flagLabels != 0 {
+		if pairs != nil {
+			if !hasPairs(ti.labels(o), pairs) {
+				return false
+			}
+		} else if !isSubset(f.labels, ti.labels(o)) {
+			return false
+		}
 	}
 	if f.flags&flagSelects != 0 {
 		sel := ti.selector(o)
@@ -256,6 +266,32 @@ func checkSupported[T any](s *store[T], f *filter) {
 		panic(fmt.Sprintf("krt: Fetch on collection %q with FilterIndex of index %q, which belongs to another collection",
 			s.name, f.index.indexName()))
 	}
+}
+
+// labelPairs returns f's label filter as a slice (in buf when it fits), or
+// nil when f has none.
+func labelPairs(f *filter, buf []labelPair) []labelPair {
+	if f.flags&flagLabels == 0 {
+		return nil
+	}
+	pairs := buf[:0]
+	for k, v := range f.labels {
+		pairs = append(pairs, labelPair{k, v})
+	}
+	return pairs
+}
+
+// hasPairs reports whether labels contain every pair.
+func hasPairs(labels map[string]string, pairs []labelPair) bool {
+	if len(pairs) > len(labels) {
+		return false
+	}
+	for _, p := range pairs {
+		if v, ok := labels[p.k]; !ok || v != p.v {
+			return false
+		}
+	}
+	return true
 }
 
 // isSubset reports whether every pair of sub is in super.
