@@ -1,0 +1,68 @@
+// Copyright infermesh authors
+// SPDX-License-Identifier: Apache-2.0
+
+package status
+
+import (
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+type parent struct {
+	Gateway    string
+	Controller string
+	Conditions []metav1.Condition
+}
+
+var access = ParentAccess[parent]{
+	Controller: func(p *parent) string { return p.Controller },
+	Key:        func(p *parent) string { return p.Gateway },
+	Conditions: func(p *parent) *[]metav1.Condition { return &p.Conditions },
+}
+
+func cond(typ string, status metav1.ConditionStatus, at time.Time) metav1.Condition {
+	return metav1.Condition{Type: typ, Status: status, Reason: typ, LastTransitionTime: metav1.NewTime(at)}
+}
+
+func TestMergeParents(t *testing.T) {
+	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	t1 := t0.Add(time.Hour)
+	live := []parent{
+		{Gateway: "ns/other", Controller: "example.com/other", Conditions: []metav1.Condition{cond("Accepted", "True", t0)}},
+		{Gateway: "ns/b", Controller: "ours", Conditions: []metav1.Condition{cond("Accepted", "True", t0), cond("ResolvedRefs", "True", t0)}},
+		{Gateway: "ns/gone", Controller: "ours", Conditions: []metav1.Condition{cond("Accepted", "True", t0)}},
+		{Gateway: "ns/b", Controller: "example.com/third", Conditions: []metav1.Condition{cond("Accepted", "False", t0)}},
+	}
+	desired := []parent{
+		{Gateway: "ns/c", Controller: "ours", Conditions: []metav1.Condition{cond("Accepted", "True", t1)}},
+		// Accepted unchanged: keeps t0. ResolvedRefs flipped: takes t1.
+		{Gateway: "ns/b", Controller: "ours", Conditions: []metav1.Condition{cond("Accepted", "True", t1), cond("ResolvedRefs", "False", t1)}},
+	}
+	got := MergeParents(live, desired, "ours", access)
+	want := []parent{
+		live[0],
+		live[3],
+		{Gateway: "ns/b", Controller: "ours", Conditions: []metav1.Condition{cond("Accepted", "True", t0), cond("ResolvedRefs", "False", t1)}},
+		{Gateway: "ns/c", Controller: "ours", Conditions: []metav1.Condition{cond("Accepted", "True", t1)}},
+	}
+	if d := cmp.Diff(want, got); d != "" {
+		t.Fatalf("merged parents (-want +got):\n%s", d)
+	}
+	if live[1].Conditions[0].LastTransitionTime.Time != t0 || len(live) != 4 {
+		t.Fatal("MergeParents modified its input")
+	}
+	if desired[1].Conditions[0].LastTransitionTime.Time != t1 {
+		t.Fatal("MergeParents modified desired")
+	}
+}
+
+func TestMergeParentsRemovesAllOfOurs(t *testing.T) {
+	live := []parent{{Gateway: "a", Controller: "ours"}, {Gateway: "b", Controller: "theirs"}}
+	got := MergeParents(live, nil, "ours", access)
+	if d := cmp.Diff([]parent{{Gateway: "b", Controller: "theirs"}}, got); d != "" {
+		t.Fatalf("(-want +got):\n%s", d)
+	}
+}
