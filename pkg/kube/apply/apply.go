@@ -1,0 +1,196 @@
+// Copyright infermesh authors
+// SPDX-License-Identifier: Apache-2.0
+
+// Package apply writes the objects infermesh owns (shadow Services, Gateway
+// Deployments, Services, ServiceAccounts and bootstrap ConfigMaps) with
+// server-side apply.
+//
+// Rules, in order, for one desired object:
+//  1. An object with the desired name that lacks our ownership label is
+//     someone else's: it is never written, and Apply returns ErrNotOwned.
+//  2. The fields our field manager owns on the live object are extracted
+//     (client-go's generated Extract functions read managedFields); if they
+//     equal the desired apply configuration nothing is written, so a
+//     recomputation that changes nothing writes nothing.
+//  3. Otherwise the desired configuration is applied with Force, taking back
+//     any of our fields another manager took. If our desired state had not
+//     changed since we last applied it, the difference is drift: a Warning
+//     event is recorded on the object.
+//  4. If the API server rejects the apply because a field is immutable (for
+//     example spec.clusterIP of a Service that must become headless), the
+//     object (still ours, checked by UID) is deleted and created again.
+//
+// Writes are level-triggered and idempotent: any replica that becomes leader
+// converges from whatever state it finds.
+package apply
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/tools/record"
+)
+
+// ErrNotOwned means an object with the desired name exists without our
+// ownership label; it was left untouched.
+var ErrNotOwned = errors.New("an object with this name exists and is not owned by infermesh")
+
+// Object is what a live object must offer: Kubernetes metadata, and being a
+// runtime.Object for events.
+type Object interface {
+	metav1.Object
+	runtime.Object
+}
+
+// Client is the part of a client-go typed client (for example
+// kubernetes.Interface.CoreV1().Services(ns)) that Apply uses.
+type Client[O Object, AC any] interface {
+	Get(ctx context.Context, name string, opts metav1.GetOptions) (O, error)
+	Apply(ctx context.Context, ac AC, opts metav1.ApplyOptions) (O, error)
+	Delete(ctx context.Context, name string, opts metav1.DeleteOptions) error
+}
+
+// Result says what Apply did.
+type Result int
+
+const (
+	// Unchanged: the live object already had our desired fields; no write.
+	Unchanged Result = iota
+	// Created: the object did not exist.
+	Created
+	// Updated: our desired state changed and was applied.
+	Updated
+	// Restored: another manager had changed our fields; they were applied
+	// back and a Warning event recorded.
+	Restored
+	// Recreated: an immutable field had to change; deleted and created.
+	Recreated
+	// NotOwned: someone else's object has the name; nothing was written.
+	NotOwned
+)
+
+func (r Result) String() string {
+	return [...]string{"unchanged", "created", "updated", "restored", "recreated", "not-owned"}[r]
+}
+
+// Owned applies objects of one kind that infermesh owns.
+type Owned[O Object, AC any] struct {
+	// FieldManager is our server-side apply field manager, for example
+	// istio.io/inference-pool-controller.
+	FieldManager string
+	// OwnerLabel marks objects we own (its presence, any value).
+	OwnerLabel string
+	// Extract returns the apply configuration of the fields manager owns on
+	// live: client-go's generated Extract function of the kind (for Services
+	// corev1ac.ExtractService).
+	Extract func(live O, manager string) (AC, error)
+	// Recorder receives the drift Warning events; nil records none.
+	Recorder record.EventRecorder
+
+	mu   sync.Mutex
+	last map[string]AC // namespace/name -> what we last applied
+}
+
+// Apply makes the object namespace/name match desired, following the rules in
+// the package documentation. desired must carry the name, the namespace and
+// the ownership label. Errors from the API server are returned wrapped with
+// the object's key; ErrNotOwned is returned (with Result NotOwned) for an
+// object that is not ours.
+func (o *Owned[O, AC]) Apply(ctx context.Context, c Client[O, AC], namespace, name string, desired AC) (Result, error) {
+	key := namespace + "/" + name
+	opts := metav1.ApplyOptions{FieldManager: o.FieldManager, Force: true}
+	live, err := c.Get(ctx, name, metav1.GetOptions{})
+	switch {
+	case apierrors.IsNotFound(err):
+		if _, err := c.Apply(ctx, desired, opts); err != nil {
+			return Created, fmt.Errorf("create %s: %w", key, err)
+		}
+		o.remember(key, desired)
+		return Created, nil
+	case err != nil:
+		return Unchanged, fmt.Errorf("read %s: %w", key, err)
+	}
+	if _, ours := live.GetLabels()[o.OwnerLabel]; !ours {
+		return NotOwned, fmt.Errorf("%s: %w (it has no %s label)", key, ErrNotOwned, o.OwnerLabel)
+	}
+	current, err := o.Extract(live, o.FieldManager)
+	if err != nil {
+		return Unchanged, fmt.Errorf("read our fields of %s: %w", key, err)
+	}
+	if equality.Semantic.DeepEqual(current, desired) {
+		o.remember(key, desired)
+		return Unchanged, nil
+	}
+	result := Updated
+	if last, ok := o.lastApplied(key); ok && equality.Semantic.DeepEqual(last, desired) {
+		result = Restored
+	}
+	if _, err := c.Apply(ctx, desired, opts); err != nil {
+		if !isImmutableFieldError(err) {
+			return result, fmt.Errorf("apply %s: %w", key, err)
+		}
+		uid := live.GetUID()
+		if err := c.Delete(ctx, name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &uid}}); err != nil && !apierrors.IsNotFound(err) {
+			return Recreated, fmt.Errorf("delete %s to change an immutable field: %w", key, err)
+		}
+		if _, err := c.Apply(ctx, desired, opts); err != nil {
+			return Recreated, fmt.Errorf("recreate %s: %w", key, err)
+		}
+		result = Recreated
+	}
+	if result == Restored && o.Recorder != nil {
+		o.Recorder.Eventf(live, corev1.EventTypeWarning, "FieldsChanged",
+			"fields owned by %s were changed by another writer; restored them", o.FieldManager)
+	}
+	o.remember(key, desired)
+	return result, nil
+}
+
+// Forget drops what Apply remembers of namespace/name, for an object that is
+// no longer desired.
+func (o *Owned[O, AC]) Forget(namespace, name string) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	delete(o.last, namespace+"/"+name)
+}
+
+func (o *Owned[O, AC]) remember(key string, ac AC) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if o.last == nil {
+		o.last = map[string]AC{}
+	}
+	o.last[key] = ac
+}
+
+func (o *Owned[O, AC]) lastApplied(key string) (AC, bool) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	ac, ok := o.last[key]
+	return ac, ok
+}
+
+// isImmutableFieldError reports whether err is the API server's rejection of
+// a change to an immutable field (422 Invalid with a "field is immutable"
+// cause), as opposed to any other invalid value, which recreating would not
+// fix.
+func isImmutableFieldError(err error) bool {
+	var status apierrors.APIStatus
+	if !apierrors.IsInvalid(err) || !errors.As(err, &status) || status.Status().Details == nil {
+		return false
+	}
+	for _, c := range status.Status().Details.Causes {
+		if strings.Contains(c.Message, "immutable") {
+			return true
+		}
+	}
+	return false
+}
