@@ -46,7 +46,7 @@ type optionalCollection[T any] struct {
 	convert func(obj any) (T, bool)
 
 	col    krt.StaticCollection[T]
-	synced *gate
+	synced *krt.ManualSyncer
 
 	startOnce sync.Once
 
@@ -72,7 +72,7 @@ func newOptional[T any](c *Client, name string, kind crdKind, newInformer func()
 		kind:        kind,
 		newInformer: newInformer,
 		convert:     convert,
-		synced:      newGate(),
+		synced:      krt.NewManualSyncer(),
 	}
 	o.col = krt.NewStaticCollection[T](o.synced, nil, c.collectionOptions(name)...)
 	c.optionals = append(c.optionals, o)
@@ -130,7 +130,7 @@ func (o *optionalCollection[T]) onCRD(obj any, deleted bool) {
 		o.run = nil
 		o.col.Reset(nil)
 		if o.crdSynced {
-			o.synced.mark()
+			o.synced.MarkSynced()
 		}
 	}
 }
@@ -140,7 +140,7 @@ func (o *optionalCollection[T]) onCRDSynced() {
 	defer o.mu.Unlock()
 	o.crdSynced = true
 	if o.run == nil {
-		o.synced.mark()
+		o.synced.MarkSynced()
 	}
 }
 
@@ -185,7 +185,7 @@ func (o *optionalCollection[T]) onRunSynced(run *optionalRun) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	if o.run == run {
-		o.synced.mark()
+		o.synced.MarkSynced()
 	}
 }
 
@@ -232,35 +232,5 @@ func typedConvert[T any](collection string) func(obj any) (T, bool) {
 				"collection", collection, "got", fmt.Sprintf("%T", obj))
 		}
 		return t, ok
-	}
-}
-
-// gate is a krt.Syncer that is marked synced once.
-type gate struct {
-	ch   chan struct{}
-	once sync.Once
-}
-
-var _ krt.Syncer = (*gate)(nil)
-
-func newGate() *gate { return &gate{ch: make(chan struct{})} }
-
-func (g *gate) mark() { g.once.Do(func() { close(g.ch) }) }
-
-func (g *gate) HasSynced() bool {
-	select {
-	case <-g.ch:
-		return true
-	default:
-		return false
-	}
-}
-
-func (g *gate) WaitUntilSynced(stop <-chan struct{}) bool {
-	select {
-	case <-g.ch:
-		return true
-	case <-stop:
-		return false
 	}
 }

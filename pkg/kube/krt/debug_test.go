@@ -97,7 +97,7 @@ func TestDebugHandlerDump(t *testing.T) {
 
 func TestDebugHandlerUnsyncedAndStopped(t *testing.T) {
 	h := krt.NewDebugHandler()
-	syncer := newManualSyncer()
+	syncer := krt.NewManualSyncer()
 	inputStop, derivedStop := make(chan struct{}), make(chan struct{})
 	defer close(inputStop)
 	pods := krt.NewStaticCollection(syncer, []pod{podA}, krt.WithStop(inputStop), krt.WithName("Pods"), krt.WithDebugging(h))
@@ -112,7 +112,7 @@ func TestDebugHandlerUnsyncedAndStopped(t *testing.T) {
 	if got[0].Synced || got[1].Synced {
 		t.Errorf("synced in the dump before the syncer: %v %v", got[0].Synced, got[1].Synced)
 	}
-	syncer.markSynced()
+	syncer.MarkSynced()
 	waitSynced(t, copies)
 	eventually(t, "synced in the dump", func() bool {
 		d := h.Dump()

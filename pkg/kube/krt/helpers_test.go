@@ -36,34 +36,6 @@ func waitSynced(t *testing.T, s krt.Syncer) {
 	}
 }
 
-// manualSyncer is a Syncer the test marks synced by hand.
-type manualSyncer struct {
-	ch   chan struct{}
-	once sync.Once
-}
-
-func newManualSyncer() *manualSyncer { return &manualSyncer{ch: make(chan struct{})} }
-
-func (m *manualSyncer) markSynced() { m.once.Do(func() { close(m.ch) }) }
-
-func (m *manualSyncer) HasSynced() bool {
-	select {
-	case <-m.ch:
-		return true
-	default:
-		return false
-	}
-}
-
-func (m *manualSyncer) WaitUntilSynced(stop <-chan struct{}) bool {
-	select {
-	case <-m.ch:
-		return true
-	case <-stop:
-		return false
-	}
-}
-
 // registerer is what a Collection and a Singleton share for subscriptions.
 type registerer[T any] interface {
 	Register(f func(o krt.Event[T])) krt.HandlerRegistration

@@ -87,7 +87,7 @@ func TestJoinTakeOverByEqualObjectEmitsNothing(t *testing.T) {
 
 func TestJoinSyncedWhenAllMembersSynced(t *testing.T) {
 	stop := newStop(t)
-	syncer := newManualSyncer()
+	syncer := krt.NewManualSyncer()
 	unsynced := krt.NewStaticCollection(syncer, []pod{podA}, krt.WithStop(stop))
 	synced := krt.NewStaticCollection(nil, []pod{podB}, krt.WithStop(stop))
 	j := joinOf(stop, synced, unsynced)
@@ -95,7 +95,7 @@ func TestJoinSyncedWhenAllMembersSynced(t *testing.T) {
 	if j.HasSynced() {
 		t.Fatal("join synced while a member is not")
 	}
-	syncer.markSynced()
+	syncer.MarkSynced()
 	waitSynced(t, j)
 
 	empty := krt.JoinCollection[pod](nil, krt.WithStop(stop))

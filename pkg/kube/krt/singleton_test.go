@@ -89,14 +89,14 @@ func TestSingletonAsCollection(t *testing.T) {
 
 func TestSingletonSyncsWithWhatItFetches(t *testing.T) {
 	stop := newStop(t)
-	syncer := newManualSyncer()
+	syncer := krt.NewManualSyncer()
 	pods := krt.NewStaticCollection(syncer, []pod{podA}, krt.WithStop(stop))
 	s := krt.NewSingleton(countX(pods), krt.WithStop(stop))
 	eventually(t, "first value", func() bool { return getN(s) == 1 })
 	if s.AsCollection().HasSynced() {
 		t.Fatal("singleton synced before the collection it fetched")
 	}
-	syncer.markSynced()
+	syncer.MarkSynced()
 	waitSynced(t, s.AsCollection())
 }
 

@@ -121,7 +121,7 @@ func TestStaticNewWithDuplicatesLastWins(t *testing.T) {
 
 func TestStaticUnsyncedSyncer(t *testing.T) {
 	stop := newStop(t)
-	syncer := newManualSyncer()
+	syncer := krt.NewManualSyncer()
 	c := krt.NewStaticCollection(syncer, []pod{podA}, krt.WithStop(stop))
 	derived := krt.NewCollection(c, func(_ krt.HandlerContext, p pod) *pod { return &p }, krt.WithStop(stop))
 
@@ -142,7 +142,7 @@ func TestStaticUnsyncedSyncer(t *testing.T) {
 		t.Fatal("registration synced before the collection")
 	}
 
-	syncer.markSynced()
+	syncer.MarkSynced()
 	waitSynced(t, c)
 	waitSynced(t, derived)
 	waitSynced(t, reg)
@@ -310,7 +310,7 @@ func TestStaticConcurrentSetters(t *testing.T) {
 
 func TestStaticRegistrationRemovedBeforeSync(t *testing.T) {
 	stop := newStop(t)
-	c := krt.NewStaticCollection(newManualSyncer(), []pod{podA}, krt.WithStop(stop))
+	c := krt.NewStaticCollection(krt.NewManualSyncer(), []pod{podA}, krt.WithStop(stop))
 	reg := c.Register(func(krt.Event[pod]) {})
 	reg.UnregisterHandler()
 	// WaitUntilSynced returns false once the registration is removed, before
