@@ -1,0 +1,190 @@
+// Copyright infermesh authors
+// SPDX-License-Identifier: Apache-2.0
+
+package kubeenv
+
+import (
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/hex"
+	"encoding/pem"
+	"fmt"
+	"math/big"
+	"net"
+	"os"
+	"path/filepath"
+	"time"
+
+	"k8s.io/client-go/tools/clientcmd"
+	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
+)
+
+// Identities in the static token file. Both are in system:masters; the
+// controller-manager has its own name so the audit log tells its writes apart.
+const (
+	// AdminUser is the user name of Env.RESTConfig and Env.Kubeconfig.
+	AdminUser = "kubeenv-admin"
+	// ControllerManagerUser is the user name kube-controller-manager acts as.
+	ControllerManagerUser = "system:kube-controller-manager"
+)
+
+// auditPolicy logs every request once, when its response completes (and when a
+// long-running one such as a watch starts), at Metadata level: who, verb,
+// object, URI and response code, but no bodies.
+const auditPolicy = `apiVersion: audit.k8s.io/v1
+kind: Policy
+omitStages: ["RequestReceived"]
+rules:
+- level: Metadata
+`
+
+// files are the paths of what the control plane reads, all under one folder.
+type files struct {
+	dir            string
+	servingCert    string // self-signed, also the clients' CA
+	servingKey     string
+	serviceAccount string // ECDSA key: verifies and signs service-account tokens
+	tokens         string
+	auditPolicy    string
+	auditLog       string
+	adminConfig    string // kubeconfig for tests
+	kcmConfig      string // kubeconfig for kube-controller-manager
+	etcdData       string
+	logs           string
+}
+
+func newFiles(dir string) files {
+	p := func(name string) string { return filepath.Join(dir, name) }
+	return files{
+		dir:            dir,
+		servingCert:    p("pki/apiserver.crt"),
+		servingKey:     p("pki/apiserver.key"),
+		serviceAccount: p("pki/sa.key"),
+		tokens:         p("pki/tokens.csv"),
+		auditPolicy:    p("audit-policy.yaml"),
+		auditLog:       p("audit.log"),
+		adminConfig:    p("kubeconfig"),
+		kcmConfig:      p("kube-controller-manager.kubeconfig"),
+		etcdData:       p("etcd"),
+		logs:           p("logs"),
+	}
+}
+
+// credentials are what clients need to reach the apiserver.
+type credentials struct {
+	host       string // https://127.0.0.1:port
+	caPEM      []byte
+	adminToken string
+	kcmToken   string
+}
+
+// write creates every file the control plane reads, with fresh keys and tokens.
+func (f files) write(host string) (credentials, error) {
+	for _, d := range []string{filepath.Dir(f.servingCert), f.etcdData, f.logs} {
+		if err := os.MkdirAll(d, 0o700); err != nil {
+			return credentials{}, fmt.Errorf("kubeenv: %w", err)
+		}
+	}
+	certPEM, keyPEM, err := selfSignedServingCert()
+	if err != nil {
+		return credentials{}, err
+	}
+	saPEM, err := ecdsaKeyPEM()
+	if err != nil {
+		return credentials{}, err
+	}
+	c := credentials{host: host, caPEM: certPEM, adminToken: randomToken(), kcmToken: randomToken()}
+	tokens := fmt.Sprintf("%s,%s,1,\"system:masters\"\n%s,%s,2,\"system:masters\"\n",
+		c.adminToken, AdminUser, c.kcmToken, ControllerManagerUser)
+	for path, data := range map[string][]byte{
+		f.servingCert:    certPEM,
+		f.servingKey:     keyPEM,
+		f.serviceAccount: saPEM,
+		f.tokens:         []byte(tokens),
+		f.auditPolicy:    []byte(auditPolicy),
+	} {
+		if err := os.WriteFile(path, data, 0o600); err != nil {
+			return credentials{}, fmt.Errorf("kubeenv: %w", err)
+		}
+	}
+	if err := writeKubeconfig(f.adminConfig, c, AdminUser, c.adminToken); err != nil {
+		return credentials{}, err
+	}
+	if err := writeKubeconfig(f.kcmConfig, c, ControllerManagerUser, c.kcmToken); err != nil {
+		return credentials{}, err
+	}
+	return c, nil
+}
+
+func writeKubeconfig(path string, c credentials, user, token string) error {
+	cfg := clientcmdapi.Config{
+		Clusters:       map[string]*clientcmdapi.Cluster{"kubeenv": {Server: c.host, CertificateAuthorityData: c.caPEM}},
+		AuthInfos:      map[string]*clientcmdapi.AuthInfo{user: {Token: token}},
+		Contexts:       map[string]*clientcmdapi.Context{"kubeenv": {Cluster: "kubeenv", AuthInfo: user}},
+		CurrentContext: "kubeenv",
+	}
+	if err := clientcmd.WriteToFile(cfg, path); err != nil {
+		return fmt.Errorf("kubeenv: write kubeconfig: %w", err)
+	}
+	return nil
+}
+
+// selfSignedServingCert returns a PEM certificate and key valid for 127.0.0.1 and
+// localhost for one day. The certificate is its own CA, so clients trust it
+// directly; restarts of the apiserver reuse it.
+func selfSignedServingCert() (certPEM, keyPEM []byte, err error) {
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		return nil, nil, fmt.Errorf("kubeenv: serving key: %w", err)
+	}
+	serial, err := rand.Int(rand.Reader, new(big.Int).Lsh(big.NewInt(1), 62))
+	if err != nil {
+		return nil, nil, fmt.Errorf("kubeenv: serial: %w", err)
+	}
+	now := time.Now()
+	tmpl := &x509.Certificate{
+		SerialNumber:          serial,
+		Subject:               pkix.Name{CommonName: "kubeenv-apiserver"},
+		NotBefore:             now.Add(-time.Hour),
+		NotAfter:              now.Add(24 * time.Hour),
+		KeyUsage:              x509.KeyUsageDigitalSignature | x509.KeyUsageCertSign,
+		ExtKeyUsage:           []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
+		BasicConstraintsValid: true,
+		IsCA:                  true,
+		IPAddresses:           []net.IP{net.IPv4(127, 0, 0, 1)},
+		DNSNames:              []string{"localhost"},
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	if err != nil {
+		return nil, nil, fmt.Errorf("kubeenv: serving certificate: %w", err)
+	}
+	keyDER, err := x509.MarshalECPrivateKey(key)
+	if err != nil {
+		return nil, nil, fmt.Errorf("kubeenv: serving key: %w", err)
+	}
+	return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}),
+		pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: keyDER}), nil
+}
+
+// ecdsaKeyPEM returns a fresh P-256 private key in PEM.
+func ecdsaKeyPEM() ([]byte, error) {
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		return nil, fmt.Errorf("kubeenv: service-account key: %w", err)
+	}
+	der, err := x509.MarshalECPrivateKey(key)
+	if err != nil {
+		return nil, fmt.Errorf("kubeenv: service-account key: %w", err)
+	}
+	return pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: der}), nil
+}
+
+// randomToken returns 128 random bits in hex.
+func randomToken() string {
+	b := make([]byte, 16)
+	_, _ = rand.Read(b) // never fails (crypto/rand panics instead)
+	return hex.EncodeToString(b)
+}

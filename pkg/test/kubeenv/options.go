@@ -1,0 +1,68 @@
+// Copyright infermesh authors
+// SPDX-License-Identifier: Apache-2.0
+
+package kubeenv
+
+import "time"
+
+// Option changes how Start builds the cluster.
+type Option func(*options)
+
+type options struct {
+	binaryDir      string
+	controllers    []string
+	apiServerArgs  []string
+	crds           []string
+	startupTimeout time.Duration
+}
+
+// defaultControllers are the kube-controller-manager controllers every Env runs.
+var defaultControllers = []string{
+	"endpointslice-controller",
+	"endpointslice-mirroring-controller",
+	"garbage-collector-controller",
+	"serviceaccount-controller",
+}
+
+func newOptions(opts []Option) options {
+	o := options{
+		controllers:    append([]string(nil), defaultControllers...),
+		startupTimeout: 90 * time.Second,
+	}
+	for _, opt := range opts {
+		opt(&o)
+	}
+	return o
+}
+
+// WithBinaryDir takes the binaries from dir instead of $KUBE_TEST_BINARIES or the
+// cache folder of hack/k8s-test-binaries.sh.
+func WithBinaryDir(dir string) Option {
+	return func(o *options) { o.binaryDir = dir }
+}
+
+// WithControllers adds kube-controller-manager controllers to the default four,
+// by their 1.37 names, which carry a "-controller" suffix (for example
+// "namespace-controller"; see kube-controller-manager --help).
+func WithControllers(names ...string) Option {
+	return func(o *options) { o.controllers = append(o.controllers, names...) }
+}
+
+// WithAPIServerArgs appends flags to kube-apiserver's command line; a flag given
+// here wins over the same flag set by Start, since the last one counts.
+func WithAPIServerArgs(args ...string) Option {
+	return func(o *options) { o.apiServerArgs = append(o.apiServerArgs, args...) }
+}
+
+// WithCRDs installs the CustomResourceDefinitions in these YAML files (one or
+// more documents each) during Start, and waits until they are established; see
+// Env.ApplyCRDs.
+func WithCRDs(paths ...string) Option {
+	return func(o *options) { o.crds = append(o.crds, paths...) }
+}
+
+// WithStartupTimeout bounds how long Start and StartAPIServer wait for the
+// cluster to become ready (default 90 s, generous for a loaded 2-core machine).
+func WithStartupTimeout(d time.Duration) Option {
+	return func(o *options) { o.startupTimeout = d }
+}
