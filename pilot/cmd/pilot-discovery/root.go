@@ -8,6 +8,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/infermesh/infermesh/pilot/pkg/features"
 	"github.com/infermesh/infermesh/pkg/version"
 )
 
@@ -17,7 +18,7 @@ func newRootCommand() *cobra.Command {
 		Short: "infermesh control plane for Gateway API Inference Extension traffic",
 		Long: "pilot-discovery turns Gateways, HTTPRoutes and InferencePools into Envoy configuration:\n" +
 			"each request on a pool's route goes through the pool's Endpoint Picker (ext_proc) and then\n" +
-			"to the pod:port it picked (OverrideHost load balancing).",
+			"to the pod:port it picked (OverrideHost load balancing).\n\n" + features.Usage(),
 		SilenceUsage: true,
 	}
 	root.AddCommand(&cobra.Command{

@@ -33,3 +33,18 @@ func TestUnknownCommandFails(t *testing.T) {
 		t.Fatal("unknown command succeeded")
 	}
 }
+
+func TestHelpListsFeatureFlags(t *testing.T) {
+	var out bytes.Buffer
+	cmd := newRootCommand()
+	cmd.SetOut(&out)
+	cmd.SetArgs([]string{"--help"})
+	if err := cmd.Execute(); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"ENABLE_GATEWAY_API_INFERENCE_EXTENSION (bool, default false)", "PILOT_GATEWAY_API_CONTROLLER_NAME"} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("--help lacks %q", want)
+		}
+	}
+}

@@ -1,0 +1,200 @@
+// Copyright infermesh authors
+// SPDX-License-Identifier: Apache-2.0
+
+// Package features holds pilot-discovery's feature flags: typed values read
+// from the environment through one table that lists every flag with its
+// default and description (for --help and the /debug/features endpoint).
+//
+// The names and defaults are istiod's, so manifests written for Istio (the
+// seed sets ENABLE_GATEWAY_API_INFERENCE_EXTENSION and
+// SUPPORT_GATEWAY_API_INFERENCE_EXTENSION) work unchanged. One consequence:
+// with the default controller name, infermesh and an istiod must never run
+// against the same cluster; both would claim the same GatewayClasses and write
+// the same status entries. Set PILOT_GATEWAY_API_CONTROLLER_NAME (and the
+// default class name) to something else to run beside Istio.
+package features
+
+import (
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"strconv"
+	"strings"
+)
+
+// Features are the flag values pilot-discovery runs with.
+type Features struct {
+	// EnableGatewayAPI turns the Gateway API controller on
+	// (PILOT_ENABLE_GATEWAY_API).
+	EnableGatewayAPI bool
+	// EnableInferenceExtension turns InferencePool support on
+	// (ENABLE_GATEWAY_API_INFERENCE_EXTENSION, alias
+	// SUPPORT_GATEWAY_API_INFERENCE_EXTENSION). Off: no InferencePool informer
+	// runs and a route to a pool gets the not-enabled message.
+	EnableInferenceExtension bool
+	// EnableGatewayAPIStatus lets the leader write status
+	// (PILOT_ENABLE_GATEWAY_API_STATUS).
+	EnableGatewayAPIStatus bool
+	// ControllerName is the spec.controllerName of our GatewayClasses and the
+	// controllerName of our status entries (PILOT_GATEWAY_API_CONTROLLER_NAME).
+	ControllerName string
+	// DefaultGatewayClassName is the GatewayClass created when missing
+	// (PILOT_GATEWAY_API_DEFAULT_GATEWAYCLASS_NAME).
+	DefaultGatewayClassName string
+	// ClusterDomain is the DNS suffix of Service hostnames, as in
+	// <svc>.<ns>.svc.<ClusterDomain> (CLUSTER_DOMAIN).
+	ClusterDomain string
+}
+
+// Flag describes one environment variable.
+type Flag struct {
+	Name        string   `json:"name"`
+	Aliases     []string `json:"aliases,omitempty"`
+	Type        string   `json:"type"` // "bool" or "string"
+	Default     string   `json:"default"`
+	Description string   `json:"description"`
+}
+
+type flagDef struct {
+	Flag
+	set func(f *Features, v string) error
+}
+
+func boolFlag(name, def, desc string, field func(*Features) *bool, aliases ...string) flagDef {
+	return flagDef{
+		Flag: Flag{Name: name, Aliases: aliases, Type: "bool", Default: def, Description: desc},
+		set: func(f *Features, v string) error {
+			b, err := strconv.ParseBool(v)
+			if err != nil {
+				return fmt.Errorf("%q is not a boolean (use true or false)", v)
+			}
+			*field(f) = b
+			return nil
+		},
+	}
+}
+
+func stringFlag(name, def, desc string, field func(*Features) *string) flagDef {
+	return flagDef{
+		Flag: Flag{Name: name, Type: "string", Default: def, Description: desc},
+		set: func(f *Features, v string) error {
+			if strings.TrimSpace(v) == "" {
+				return fmt.Errorf("must not be empty")
+			}
+			*field(f) = v
+			return nil
+		},
+	}
+}
+
+// table is every flag, in the order --help lists them.
+var table = []flagDef{
+	boolFlag("PILOT_ENABLE_GATEWAY_API", "true",
+		"Run the Gateway API controller (Gateways, HTTPRoutes, GRPCRoutes).",
+		func(f *Features) *bool { return &f.EnableGatewayAPI }),
+	boolFlag("ENABLE_GATEWAY_API_INFERENCE_EXTENSION", "false",
+		"Support InferencePool backends (Gateway API Inference Extension): shadow Services, pool status, ext_proc to the EPP.",
+		func(f *Features) *bool { return &f.EnableInferenceExtension }, "SUPPORT_GATEWAY_API_INFERENCE_EXTENSION"),
+	boolFlag("PILOT_ENABLE_GATEWAY_API_STATUS", "true",
+		"Write status (GatewayClass, Gateway, routes, InferencePools) from the leader.",
+		func(f *Features) *bool { return &f.EnableGatewayAPIStatus }),
+	stringFlag("PILOT_GATEWAY_API_CONTROLLER_NAME", "istio.io/gateway-controller",
+		"GatewayClass controllerName we implement, and the controllerName of our status entries. Must differ from any istiod's on the same cluster.",
+		func(f *Features) *string { return &f.ControllerName }),
+	stringFlag("PILOT_GATEWAY_API_DEFAULT_GATEWAYCLASS_NAME", "istio",
+		"Name of the GatewayClass created when it is missing.",
+		func(f *Features) *string { return &f.DefaultGatewayClassName }),
+	stringFlag("CLUSTER_DOMAIN", "cluster.local",
+		"DNS suffix of Service hostnames (<svc>.<ns>.svc.<domain>).",
+		func(f *Features) *string { return &f.ClusterDomain }),
+}
+
+// Flags lists every flag with its default, in --help order.
+func Flags() []Flag {
+	out := make([]Flag, len(table))
+	for i, d := range table {
+		out[i] = d.Flag
+	}
+	return out
+}
+
+// Defaults returns the features with every flag at its default.
+func Defaults() Features {
+	f, err := Load(func(string) (string, bool) { return "", false })
+	if err != nil {
+		panic(err) // the defaults in the table are valid; a test checks it
+	}
+	return f
+}
+
+// Load reads every flag through lookup (os.LookupEnv in production). An
+// alias is read when the flag itself is unset; when both are set they must
+// agree. The error names each variable that is invalid and why.
+func Load(lookup func(string) (string, bool)) (Features, error) {
+	var f Features
+	var errs []string
+	for _, d := range table {
+		v, from := d.Default, ""
+		if x, ok := lookup(d.Name); ok {
+			v, from = x, d.Name
+		}
+		for _, a := range d.Aliases {
+			x, ok := lookup(a)
+			switch {
+			case !ok:
+			case from == "":
+				v, from = x, a
+			case !sameValue(d.Type, x, v):
+				errs = append(errs, fmt.Sprintf("%s=%q and its alias %s=%q disagree", from, v, a, x))
+			}
+		}
+		if err := d.set(&f, v); err != nil {
+			name := from
+			if name == "" {
+				name = d.Name + " (default)"
+			}
+			errs = append(errs, name+": "+err.Error())
+		}
+	}
+	if len(errs) > 0 {
+		return Features{}, fmt.Errorf("feature flags: %s", strings.Join(errs, "; "))
+	}
+	return f, nil
+}
+
+func sameValue(typ, a, b string) bool {
+	if typ == "bool" {
+		x, err1 := strconv.ParseBool(a)
+		y, err2 := strconv.ParseBool(b)
+		return err1 == nil && err2 == nil && x == y
+	}
+	return a == b
+}
+
+// Usage is the flag table as text, for --help.
+func Usage() string {
+	var b strings.Builder
+	b.WriteString("Feature flags (environment variables):\n")
+	for _, d := range table {
+		fmt.Fprintf(&b, "  %s (%s, default %s)", d.Name, d.Type, d.Default)
+		if len(d.Aliases) > 0 {
+			fmt.Fprintf(&b, " [alias %s]", strings.Join(d.Aliases, ", "))
+		}
+		fmt.Fprintf(&b, "\n      %s\n", d.Description)
+	}
+	return b.String()
+}
+
+// Handler serves the flags with their defaults and the values in use as JSON
+// (the /debug/features endpoint).
+func Handler(current Features) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		enc := json.NewEncoder(w)
+		enc.SetIndent("", "  ")
+		_ = enc.Encode(struct {
+			Flags   []Flag   `json:"flags"`
+			Current Features `json:"current"`
+		}{Flags(), current})
+	})
+}
