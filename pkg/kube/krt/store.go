@@ -147,16 +147,16 @@ func (s *store[T]) GetKey(k string) *T { return s.get(k) }
 // List returns every object, sorted by key.
 func (s *store[T]) List() []T {
 	s.mu.RLock()
-	keys := make([]string, 0, len(s.objs))
-	for k := range s.objs {
-		keys = append(keys, k)
-	}
-	slices.Sort(keys)
-	out := make([]T, len(keys))
-	for i, k := range keys {
-		out[i] = *s.objs[k]
+	kv := make([]keyed[T], 0, len(s.objs))
+	for k, o := range s.objs {
+		kv = append(kv, keyed[T]{k, o})
 	}
 	s.mu.RUnlock()
+	sortKeyed(kv)
+	out := make([]T, len(kv))
+	for i, e := range kv {
+		out[i] = *e.obj
+	}
 	return out
 }
 
