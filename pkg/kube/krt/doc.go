@@ -31,8 +31,9 @@
 //
 // Outputs are compared before anything is emitted (the type's Equals method,
 // else proto.Equal, else reflect.DeepEqual); an unchanged output sends no event.
-// Every collection owns one goroutine and one FIFO queue; a transformation never
-// runs concurrently with itself. A derived collection is synced once the inputs
+// Every derived collection (and every handler given to Register) owns one
+// goroutine and one FIFO queue, so a transformation never runs concurrently
+// with itself and a slow handler delays only itself. A derived collection is synced once the inputs
 // it registered on (its parent and everything it fetched) are synced and it has
 // processed their initial state.
 //
