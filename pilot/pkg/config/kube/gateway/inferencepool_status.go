@@ -1,0 +1,157 @@
+// Copyright infermesh authors
+// SPDX-License-Identifier: Apache-2.0
+
+package gateway
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/ptr"
+	inferencev1 "sigs.k8s.io/gateway-api-inference-extension/api/v1"
+)
+
+// GatewayGroup and GatewayKind are what every parentRef we write carries (GIE
+// InferencePool status.parents[].parentRef). Istio wrote its own group here
+// (a bug listed in gie-facts.md); the parent is a Gateway API Gateway.
+const (
+	GatewayGroup = "gateway.networking.k8s.io"
+	GatewayKind  = "Gateway"
+)
+
+// PoolParent is one gatewayParent of a pool: a Gateway of ours that at least
+// one route referencing the pool names as a parent, with the result of each
+// such route's attachment to that Gateway.
+type PoolParent struct {
+	Gateway types.NamespacedName
+	Routes  []RouteAttachment
+}
+
+// RouteAttachment is one route's attachment to one Gateway, as our route
+// controller computed it (not read back from the route's status).
+type RouteAttachment struct {
+	// Kind is HTTPRoute or GRPCRoute.
+	Kind     string
+	Route    types.NamespacedName
+	Accepted bool
+	// Reason and Message of the route's Accepted=False condition.
+	Reason, Message string
+}
+
+// PoolParentStatuses computes our status.parents entries of pool, one per
+// parent, sorted by Gateway, with controllerName controller, observedGeneration
+// the pool's generation and lastTransitionTime now (the writer keeps the live
+// time of a condition whose status did not change). epp is the Service that
+// spec.endpointPickerRef names, looked up in the pool's namespace, or nil if
+// there is none.
+//
+// Accepted (GIE InferencePoolConditionAccepted): False/EndpointPickerRefMissing
+// when spec.endpointPickerRef is unset (infermesh routes a pool's requests only
+// through its EPP); True/Accepted when a route referencing the pool is accepted
+// by the Gateway; else False/HTTPRouteNotAccepted naming the first such route
+// and its reason. ResolvedRefs (InferencePoolConditionResolvedRefs):
+// False/InvalidExtensionRef for a group other than core, a kind other than
+// Service, an empty name, a missing Service, an ExternalName Service, or a
+// port the Service does not have; else True/ResolvedRefs.
+func PoolParentStatuses(pool *inferencev1.InferencePool, parents []PoolParent, epp *corev1.Service,
+	controller string, now metav1.Time,
+) []inferencev1.ParentStatus {
+	resolved := resolvedRefsCondition(pool, epp)
+	out := make([]inferencev1.ParentStatus, 0, len(parents))
+	for _, p := range parents {
+		accepted := acceptedCondition(pool, p)
+		conds := []metav1.Condition{accepted, resolved}
+		for i := range conds {
+			conds[i].ObservedGeneration = pool.Generation
+			conds[i].LastTransitionTime = now
+		}
+		out = append(out, inferencev1.ParentStatus{
+			ParentRef: inferencev1.ParentReference{
+				Group:     ptr.To(inferencev1.Group(GatewayGroup)),
+				Kind:      GatewayKind,
+				Namespace: inferencev1.Namespace(p.Gateway.Namespace),
+				Name:      inferencev1.ObjectName(p.Gateway.Name),
+			},
+			ControllerName: inferencev1.ControllerName(controller),
+			Conditions:     conds,
+		})
+	}
+	slices.SortFunc(out, func(a, b inferencev1.ParentStatus) int {
+		if c := strings.Compare(string(a.ParentRef.Namespace), string(b.ParentRef.Namespace)); c != 0 {
+			return c
+		}
+		return strings.Compare(string(a.ParentRef.Name), string(b.ParentRef.Name))
+	})
+	return out
+}
+
+func condition(t inferencev1.InferencePoolConditionType, ok bool, reason inferencev1.InferencePoolReason, msg string) metav1.Condition {
+	status := metav1.ConditionFalse
+	if ok {
+		status = metav1.ConditionTrue
+	}
+	return metav1.Condition{Type: string(t), Status: status, Reason: string(reason), Message: msg}
+}
+
+func acceptedCondition(pool *inferencev1.InferencePool, p PoolParent) metav1.Condition {
+	const typ = inferencev1.InferencePoolConditionAccepted
+	if pool.Spec.EndpointPickerRef == nil {
+		return condition(typ, false, inferencev1.InferencePoolReasonEndpointPickerRefMissing,
+			"spec.endpointPickerRef is not set: this implementation sends a pool's requests only through its Endpoint Picker")
+	}
+	routes := slices.Clone(p.Routes)
+	slices.SortFunc(routes, func(a, b RouteAttachment) int {
+		return strings.Compare(a.Kind+"/"+a.Route.String(), b.Kind+"/"+b.Route.String())
+	})
+	for _, r := range routes {
+		if r.Accepted {
+			return condition(typ, true, inferencev1.InferencePoolReasonAccepted,
+				fmt.Sprintf("referenced by %s %s, accepted by Gateway %s", r.Kind, r.Route, p.Gateway))
+		}
+	}
+	if len(routes) == 0 {
+		return condition(typ, false, inferencev1.InferencePoolReasonHTTPRouteNotAccepted,
+			fmt.Sprintf("no route referencing the pool is attached to Gateway %s", p.Gateway))
+	}
+	r := routes[0]
+	return condition(typ, false, inferencev1.InferencePoolReasonHTTPRouteNotAccepted,
+		fmt.Sprintf("%s %s is not accepted by Gateway %s: %s: %s", r.Kind, r.Route, p.Gateway, r.Reason, r.Message))
+}
+
+func resolvedRefsCondition(pool *inferencev1.InferencePool, epp *corev1.Service) metav1.Condition {
+	const typ = inferencev1.InferencePoolConditionResolvedRefs
+	invalid := func(format string, args ...any) metav1.Condition {
+		return condition(typ, false, inferencev1.InferencePoolReasonInvalidExtensionRef, fmt.Sprintf(format, args...))
+	}
+	ref := pool.Spec.EndpointPickerRef
+	if ref == nil {
+		return condition(typ, true, inferencev1.InferencePoolReasonResolvedRefs, "no references to resolve")
+	}
+	if g := ptr.Deref(ref.Group, ""); g != "" {
+		return invalid("spec.endpointPickerRef.group %q is not supported: only the core group (a Service)", g)
+	}
+	if ref.Kind != "" && ref.Kind != "Service" {
+		return invalid("spec.endpointPickerRef.kind %q is not supported: only Service", ref.Kind)
+	}
+	if ref.Name == "" {
+		return invalid("spec.endpointPickerRef.name is empty")
+	}
+	key := pool.Namespace + "/" + string(ref.Name)
+	switch {
+	case epp == nil:
+		return invalid("Service %s not found", key)
+	case epp.Spec.Type == corev1.ServiceTypeExternalName:
+		return invalid("Service %s is of type ExternalName, which is not supported", key)
+	case ref.Port == nil:
+		return invalid("spec.endpointPickerRef.port is required for a Service")
+	}
+	if !slices.ContainsFunc(epp.Spec.Ports, func(p corev1.ServicePort) bool { return p.Port == int32(ref.Port.Number) }) {
+		return invalid("Service %s has no port %d", key, ref.Port.Number)
+	}
+	return condition(typ, true, inferencev1.InferencePoolReasonResolvedRefs,
+		fmt.Sprintf("Endpoint Picker Service %s port %d", key, ref.Port.Number))
+}
