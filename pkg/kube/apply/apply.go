@@ -7,7 +7,11 @@
 //
 // Rules, in order, for one desired object:
 //  1. An object with the desired name that lacks our ownership label is
-//     someone else's: it is never written, and Apply returns ErrNotOwned.
+//     someone else's: it is never written, and Apply returns ErrNotOwned. So
+//     that no race turns someone else's object into ours, a missing object is
+//     created with Create (which fails if it appeared meanwhile), and an
+//     apply over a live object carries the resourceVersion that was checked
+//     (the API server rejects it with 409 Conflict if the object changed).
 //  2. The fields our field manager owns on the live object are extracted
 //     (client-go's generated Extract functions read managedFields); if they
 //     equal the desired apply configuration nothing is written, so a
@@ -26,8 +30,10 @@ package apply
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"reflect"
 	"strings"
 	"sync"
 
@@ -54,6 +60,7 @@ type Object interface {
 // kubernetes.Interface.CoreV1().Services(ns)) that Apply uses.
 type Client[O Object, AC any] interface {
 	Get(ctx context.Context, name string, opts metav1.GetOptions) (O, error)
+	Create(ctx context.Context, obj O, opts metav1.CreateOptions) (O, error)
 	Apply(ctx context.Context, ac AC, opts metav1.ApplyOptions) (O, error)
 	Delete(ctx context.Context, name string, opts metav1.DeleteOptions) error
 }
@@ -110,7 +117,7 @@ func (o *Owned[O, AC]) Apply(ctx context.Context, c Client[O, AC], namespace, na
 	live, err := c.Get(ctx, name, metav1.GetOptions{})
 	switch {
 	case apierrors.IsNotFound(err):
-		if _, err := c.Apply(ctx, desired, opts); err != nil {
+		if err := o.create(ctx, c, desired); err != nil {
 			return Created, fmt.Errorf("create %s: %w", key, err)
 		}
 		o.remember(key, desired)
@@ -133,15 +140,20 @@ func (o *Owned[O, AC]) Apply(ctx context.Context, c Client[O, AC], namespace, na
 	if last, ok := o.lastApplied(key); ok && equality.Semantic.DeepEqual(last, desired) {
 		result = Restored
 	}
-	if _, err := c.Apply(ctx, desired, opts); err != nil {
+	guarded, err := withResourceVersion(desired, live.GetResourceVersion())
+	if err != nil {
+		return result, fmt.Errorf("apply %s: %w", key, err)
+	}
+	if _, err := c.Apply(ctx, guarded, opts); err != nil {
 		if !isImmutableFieldError(err) {
 			return result, fmt.Errorf("apply %s: %w", key, err)
 		}
-		uid := live.GetUID()
-		if err := c.Delete(ctx, name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &uid}}); err != nil && !apierrors.IsNotFound(err) {
+		rv, uid := live.GetResourceVersion(), live.GetUID()
+		pre := &metav1.Preconditions{UID: &uid, ResourceVersion: &rv}
+		if err := c.Delete(ctx, name, metav1.DeleteOptions{Preconditions: pre}); err != nil && !apierrors.IsNotFound(err) {
 			return Recreated, fmt.Errorf("delete %s to change an immutable field: %w", key, err)
 		}
-		if _, err := c.Apply(ctx, desired, opts); err != nil {
+		if err := o.create(ctx, c, desired); err != nil {
 			return Recreated, fmt.Errorf("recreate %s: %w", key, err)
 		}
 		result = Recreated
@@ -152,6 +164,61 @@ func (o *Owned[O, AC]) Apply(ctx context.Context, c Client[O, AC], namespace, na
 	}
 	o.remember(key, desired)
 	return result, nil
+}
+
+// create creates the object from its apply configuration, then applies the
+// same configuration over the new version. Create fails with AlreadyExists if
+// someone else created the name after our read, so such an object is never
+// taken over. The apply that follows (guarded by the created
+// resourceVersion) makes our fields owned through an Apply operation, which
+// is what Extract reads; without it the next Apply would see a difference.
+func (o *Owned[O, AC]) create(ctx context.Context, c Client[O, AC], desired AC) error {
+	obj := reflect.New(reflect.TypeFor[O]().Elem()).Interface().(O)
+	if err := convert(desired, obj); err != nil {
+		return err
+	}
+	created, err := c.Create(ctx, obj, metav1.CreateOptions{FieldManager: o.FieldManager})
+	if err != nil {
+		return err
+	}
+	guarded, err := withResourceVersion(desired, created.GetResourceVersion())
+	if err != nil {
+		return err
+	}
+	_, err = c.Apply(ctx, guarded, metav1.ApplyOptions{FieldManager: o.FieldManager, Force: true})
+	return err
+}
+
+// withResourceVersion returns a copy of ac whose metadata.resourceVersion is
+// rv: server-side apply then succeeds only if the object is still the version
+// whose ownership label we checked.
+func withResourceVersion[AC any](ac AC, rv string) (AC, error) {
+	var m map[string]any
+	if err := convert(ac, &m); err != nil {
+		return ac, err
+	}
+	meta, _ := m["metadata"].(map[string]any)
+	if meta == nil {
+		meta = map[string]any{}
+		m["metadata"] = meta
+	}
+	meta["resourceVersion"] = rv
+	out := reflect.New(reflect.TypeFor[AC]().Elem()).Interface().(AC)
+	err := convert(m, out)
+	return out, err
+}
+
+// convert copies in into out through JSON: apply configurations and objects
+// of one kind share their JSON form.
+func convert(in, out any) error {
+	b, err := json.Marshal(in)
+	if err != nil {
+		return fmt.Errorf("encode %T: %w", in, err)
+	}
+	if err := json.Unmarshal(b, out); err != nil {
+		return fmt.Errorf("decode into %T: %w", out, err)
+	}
+	return nil
 }
 
 // Forget drops what Apply remembers of namespace/name, for an object that is

@@ -196,3 +196,64 @@ func TestOtherInvalidErrorsAreNotRecreated(t *testing.T) {
 		t.Fatal("an object was deleted for an error recreating cannot fix")
 	}
 }
+
+// A foreign object created between our read (not found) and our write must
+// not be taken over: creation uses Create, which fails if the name exists.
+func TestObjectAppearingAfterOurReadIsNotTakenOver(t *testing.T) {
+	c := fake.NewClientset()
+	theirs := &corev1.Service{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "pool-ip-1234", Labels: map[string]string{"team": "x"}},
+		Spec:       corev1.ServiceSpec{Selector: map[string]string{"app": "theirs"}},
+	}
+	first := true
+	c.PrependReactor("get", "services", func(a k8stesting.Action) (bool, runtime.Object, error) {
+		if first {
+			first = false
+			if err := c.Tracker().Add(theirs); err != nil {
+				t.Error(err)
+			}
+			return true, nil, apierrors.NewNotFound(schema.GroupResource{Resource: "services"}, "pool-ip-1234")
+		}
+		return false, nil, nil
+	})
+	if _, err := newOwned(nil).Apply(context.Background(), c.CoreV1().Services("ns"), "ns", "pool-ip-1234", shadow("a")); !apierrors.IsAlreadyExists(err) {
+		t.Fatalf("err = %v, want AlreadyExists", err)
+	}
+	got := live(t, c)
+	if got.Labels[label] != "" || got.Spec.Selector["app"] != "theirs" {
+		t.Fatalf("someone else's object was taken over: %+v", got)
+	}
+}
+
+// An apply over a live object is guarded by the resourceVersion whose
+// ownership label was checked: if the object changed in between, the write
+// fails with a conflict instead of landing on an object we did not check.
+func TestApplyIsGuardedByTheCheckedResourceVersion(t *testing.T) {
+	c := fake.NewClientset()
+	o := newOwned(nil)
+	ctx := context.Background()
+	svcs := c.CoreV1().Services("ns")
+	if _, err := o.Apply(ctx, svcs, "ns", "pool-ip-1234", shadow("a")); err != nil {
+		t.Fatal(err)
+	}
+	// The fake clientset keeps no resourceVersions; give the live object one.
+	cur := live(t, c)
+	cur.ResourceVersion = "42"
+	if err := c.Tracker().Update(corev1.SchemeGroupVersion.WithResource("services"), cur, "ns"); err != nil {
+		t.Fatal(err)
+	}
+	if live(t, c).ResourceVersion != "42" {
+		t.Fatal("cannot set a resourceVersion in the fake; the test cannot check the guard")
+	}
+	var patches []string
+	c.PrependReactor("patch", "services", func(a k8stesting.Action) (bool, runtime.Object, error) {
+		patches = append(patches, string(a.(k8stesting.PatchAction).GetPatch()))
+		return false, nil, nil
+	})
+	if _, err := o.Apply(ctx, svcs, "ns", "pool-ip-1234", shadow("b")); err != nil {
+		t.Fatal(err)
+	}
+	if len(patches) != 1 || !strings.Contains(patches[0], `"resourceVersion":"42"`) {
+		t.Fatalf("apply patches = %q, want one carrying the checked resourceVersion 42", patches)
+	}
+}
