@@ -43,8 +43,9 @@ type Env struct {
 }
 
 // Start starts etcd, kube-apiserver and kube-controller-manager, creates the
-// Node NodeName, installs the CRDs of WithCRDs, and returns once the apiserver
-// is ready and the controllers are running (bounded by WithStartupTimeout). Its
+// Node NodeName, installs the CRDs of WithCRDs and WithStandardCRDs, and
+// returns once the apiserver is ready and the controllers are running (bounded
+// by WithStartupTimeout). Its
 // t.Cleanup stops them all in reverse order, and logs their output if the test
 // failed. Start fails the test (t.Fatal) when the binaries are missing, naming
 // hack/k8s-test-binaries.sh, or when any step fails, with the process's log tail.
@@ -81,6 +82,9 @@ func Start(t testing.TB, opts ...Option) *Env {
 	}
 	if len(o.crds) > 0 {
 		e.ApplyCRDs(o.crds...)
+	}
+	if o.standardCRDs {
+		e.ApplyStandardCRDs()
 	}
 	t.Logf("kubeenv: cluster ready in %v (kube-apiserver ready after %v) at %s",
 		time.Since(began).Round(time.Millisecond), apiReady.Round(time.Millisecond), e.creds.host)

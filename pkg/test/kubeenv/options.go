@@ -13,6 +13,7 @@ type options struct {
 	controllers    []string
 	apiServerArgs  []string
 	crds           []string
+	standardCRDs   bool
 	startupTimeout time.Duration
 }
 

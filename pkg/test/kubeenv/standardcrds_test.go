@@ -1,0 +1,46 @@
+// Copyright infermesh authors
+// SPDX-License-Identifier: Apache-2.0
+
+package kubeenv
+
+import (
+	"slices"
+	"testing"
+)
+
+func TestStandardCRDsAreTheModulesManifests(t *testing.T) {
+	paths, err := StandardCRDs()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names, skipped []string
+	for _, p := range paths {
+		crds, skip, err := readCRDs(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, c := range crds {
+			names = append(names, c.GetName())
+		}
+		skipped = append(skipped, skip...)
+	}
+	for _, want := range []string{
+		"gatewayclasses.gateway.networking.k8s.io",
+		"gateways.gateway.networking.k8s.io",
+		"httproutes.gateway.networking.k8s.io",
+		"grpcroutes.gateway.networking.k8s.io",
+		"referencegrants.gateway.networking.k8s.io",
+		"backendtlspolicies.gateway.networking.k8s.io",
+		"inferencepools.inference.networking.k8s.io",
+	} {
+		if !slices.Contains(names, want) {
+			t.Errorf("StandardCRDs lacks %s; has %v", want, names)
+		}
+	}
+	for _, n := range names {
+		if n == "inferencepoolimports.inference.networking.x-k8s.io" {
+			t.Errorf("StandardCRDs holds the experimental %s", n)
+		}
+	}
+	t.Logf("%d CRDs in %d files; skipped %v", len(names), len(paths), skipped)
+}
