@@ -1,0 +1,100 @@
+// Copyright infermesh authors
+// SPDX-License-Identifier: Apache-2.0
+
+package writer
+
+import (
+	"context"
+	"log/slog"
+
+	"k8s.io/client-go/util/workqueue"
+
+	"github.com/infermesh/infermesh/pkg/kube/krt"
+)
+
+// term is what one leadership term of a writer needs: how to subscribe the
+// queue to its sources and how to sync one key.
+type term struct {
+	name    string
+	limiter workqueue.TypedRateLimiter[string]
+	// synced gates the worker: nothing is processed before it has synced.
+	synced krt.Syncer
+	// register subscribes enqueue to the sources; the registrations end with
+	// the term.
+	register func(enqueue func(key string)) []krt.HandlerRegistration
+	// sync brings one key to its desired state. An error requeues the key
+	// with backoff.
+	sync func(ctx context.Context, key string) error
+}
+
+// run runs one term until ctx ends: a fresh rate-limited queue, the
+// registrations, and one worker. It returns once the worker has stopped and
+// the registrations are released.
+func (t term) run(ctx context.Context) {
+	q := workqueue.NewTypedRateLimitingQueueWithConfig(t.limiter,
+		workqueue.TypedRateLimitingQueueConfig[string]{Name: t.name})
+	regs := t.register(func(key string) { q.Add(key) })
+	defer func() {
+		for _, r := range regs {
+			r.UnregisterHandler()
+		}
+	}()
+	stopped := make(chan struct{})
+	defer close(stopped)
+	go func() {
+		select {
+		case <-ctx.Done():
+		case <-stopped:
+		}
+		q.ShutDown()
+	}()
+	if !t.synced.WaitUntilSynced(ctx.Done()) {
+		return
+	}
+	for {
+		key, quit := q.Get()
+		if quit {
+			return
+		}
+		err := t.sync(ctx, key)
+		switch {
+		case err != nil && ctx.Err() == nil:
+			slog.Warn("writer: write failed, will retry", "writer", t.name, "key", key,
+				"retries", q.NumRequeues(key), "error", err)
+			q.AddRateLimited(key)
+		default:
+			q.Forget(key)
+		}
+		q.Done(key)
+	}
+}
+
+// enqueueBatch returns a batch handler that enqueues each event's key.
+func enqueueBatch[T any](key func(T) string, enqueue func(string)) func([]krt.Event[T]) {
+	return func(events []krt.Event[T]) {
+		for _, e := range events {
+			enqueue(key(e.Latest()))
+		}
+	}
+}
+
+// registerSources subscribes enqueue to the desired collection (its current
+// state replayed, so a new term enqueues every key) and, when live is set, to
+// changes of live objects whose key is desired (drift, or a status write that
+// dropped our entries).
+func registerSources[D any, O interface {
+	GetNamespace() string
+	GetName() string
+}](desired krt.Collection[D], desiredKey func(D) string, live krt.Collection[O], enqueue func(string)) []krt.HandlerRegistration {
+	regs := []krt.HandlerRegistration{desired.RegisterBatch(enqueueBatch(desiredKey, enqueue), true)}
+	if live != nil {
+		regs = append(regs, live.RegisterBatch(enqueueBatch(func(o O) string {
+			return o.GetNamespace() + "/" + o.GetName()
+		}, func(key string) {
+			if desired.GetKey(key) != nil {
+				enqueue(key)
+			}
+		}), false))
+	}
+	return regs
+}
