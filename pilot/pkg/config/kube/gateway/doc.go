@@ -2,11 +2,26 @@
 // SPDX-License-Identifier: Apache-2.0
 
 // Package gateway is the Gateway API and Gateway API Inference Extension
-// controller: from Gateways, routes and InferencePools (krt collections) it
-// derives route attachment, each pool's gatewayParents, the pool's shadow
-// Service and status, and what the xDS translator needs per Gateway.
+// controller: from GatewayClasses, Gateways, routes, ReferenceGrants and
+// InferencePools it derives route attachment, each pool's gatewayParents, the
+// pool's shadow Service and status, and what the xDS translator needs per
+// Gateway.
 //
-// This file set starts with the shadow Service (shadowservice.go): its name,
-// labels and shape are fixed by what Istio does, so tooling written for
-// Istio's shadow Services finds ours.
+// The rules are pure functions over the API types, one concept per file:
+//   - gatewayclass.go: which classes are ours (spec.controllerName) and their
+//     Accepted condition;
+//   - listeners.go, gatewaystatus.go: a Gateway's listeners (protocols,
+//     allowedRoutes, conflicts) and its status with attachedRoutes counts;
+//   - hostnames.go, attachment.go: a route's parentRefs against our Gateways
+//     (sectionName, port, hostname intersection, allowedRoutes), giving
+//     Accepted per parent with the standard reasons;
+//   - referencegrant.go, backends.go: backendRefs to Services and
+//     InferencePools, ReferenceGrants for cross-namespace references, and
+//     Istio's exact messages for pool references;
+//   - shadowservice.go: a pool's shadow Service (name, labels, ports);
+//   - inferencepool_status.go: a pool's status.parents entries.
+//
+// Wiring them into krt collections (the gatewayParents pipeline) is the next
+// step; the functions take lookups as parameters so the same code serves the
+// cluster and file mode.
 package gateway

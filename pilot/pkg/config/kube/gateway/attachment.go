@@ -1,0 +1,196 @@
+// Copyright infermesh authors
+// SPDX-License-Identifier: Apache-2.0
+
+package gateway
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/ptr"
+	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
+)
+
+// Route is what attachment needs of an HTTPRoute or GRPCRoute.
+type Route struct {
+	// Kind is HTTPRouteKind or GRPCRouteKind.
+	Kind      string
+	Namespace string
+	Name      string
+	// Hostnames is spec.hostnames; empty means any.
+	Hostnames []gwv1.Hostname
+	// ParentRefs is spec.parentRefs.
+	ParentRefs []gwv1.ParentReference
+}
+
+// GatewayLookup returns our view of the Gateway key, or nil when it is
+// missing or not of one of our classes.
+type GatewayLookup func(key types.NamespacedName) *GatewayView
+
+// ParentResult is the attachment of one route to one parentRef that names a
+// Gateway of ours: the route's status.parents[] entry for it.
+type ParentResult struct {
+	// ParentRef is the parentRef as written in the route.
+	ParentRef gwv1.ParentReference
+	// Gateway is the parentRef resolved: namespace defaulted to the route's.
+	Gateway types.NamespacedName
+	// Accepted with Reason (RouteReasonAccepted, NotAllowedByListeners,
+	// NoMatchingListenerHostname, NoMatchingParent) and Message.
+	Accepted bool
+	Reason   gwv1.RouteConditionReason
+	Message  string
+	// Listeners are the listeners the route attached to (when Accepted),
+	// in the Gateway's listener order; each counts it in attachedRoutes.
+	Listeners []gwv1.SectionName
+}
+
+// attachment stages, in the order a listener is checked; a parentRef that
+// attaches nowhere reports the reason of the furthest stage any listener
+// reached.
+const (
+	stageNone     = iota // no listener passed sectionName and port
+	stageSelected        // passed sectionName and port, hostnames do not intersect
+	stageHostname        // hostnames intersect, allowedRoutes rejects the route
+)
+
+// AttachRoute computes, in the Gateway API's rules, the attachment of route
+// to each of its parentRefs that names a Gateway of ours, in parentRef order.
+// A parentRef's group and kind default to gateway.networking.k8s.io/Gateway
+// and its namespace to the route's; other groups and kinds, and Gateways that
+// gateways does not return (another class's, or missing), get no entry.
+//
+// Per listener, in order: sectionName and port (when set) must equal the
+// listener's name and port, the listener must be accepted, the listener
+// hostname and route hostnames must intersect (HostnamesIntersect), and
+// allowedRoutes must admit the route's namespace (nsLabels feeds Selector)
+// and kind. The route is Accepted when at least one listener passes; else the
+// reason is NotAllowedByListeners if some listener failed only allowedRoutes,
+// NoMatchingListenerHostname if some failed at hostnames, else
+// NoMatchingParent.
+func AttachRoute(route Route, gateways GatewayLookup, nsLabels NamespaceLabels) []ParentResult {
+	var out []ParentResult
+	for _, ref := range route.ParentRefs {
+		if string(ptr.Deref(ref.Group, GatewayGroup)) != GatewayGroup || string(ptr.Deref(ref.Kind, GatewayKind)) != GatewayKind {
+			continue
+		}
+		key := types.NamespacedName{Namespace: string(ptr.Deref(ref.Namespace, gwv1.Namespace(route.Namespace))), Name: string(ref.Name)}
+		gw := gateways(key)
+		if gw == nil {
+			continue
+		}
+		out = append(out, attachToGateway(route, ref, key, gw, nsLabels))
+	}
+	return out
+}
+
+func attachToGateway(route Route, ref gwv1.ParentReference, key types.NamespacedName, gw *GatewayView, nsLabels NamespaceLabels) ParentResult {
+	res := ParentResult{ParentRef: ref, Gateway: key}
+	hostnames := make([]string, len(route.Hostnames))
+	for i, h := range route.Hostnames {
+		hostnames[i] = string(h)
+	}
+	stage := stageNone
+	for i := range gw.Listeners {
+		l := &gw.Listeners[i]
+		if ref.SectionName != nil && *ref.SectionName != l.Name {
+			continue
+		}
+		if ref.Port != nil && *ref.Port != l.Port {
+			continue
+		}
+		if !l.Usable() {
+			continue
+		}
+		if !HostnamesIntersect(l.Hostname, hostnames) {
+			stage = max(stage, stageSelected)
+			continue
+		}
+		if !l.AllowsNamespace(route.Namespace, nsLabels) || !l.AllowsKind(route.Kind) {
+			stage = max(stage, stageHostname)
+			continue
+		}
+		res.Listeners = append(res.Listeners, l.Name)
+	}
+	if len(res.Listeners) > 0 {
+		res.Accepted, res.Reason = true, gwv1.RouteReasonAccepted
+		res.Message = fmt.Sprintf("attached to Gateway %s listener(s) %s", key, joinSections(res.Listeners))
+		return res
+	}
+	switch stage {
+	case stageHostname:
+		res.Reason = gwv1.RouteReasonNotAllowedByListeners
+		res.Message = fmt.Sprintf("no listener of Gateway %s%s allows a %s in namespace %s", key, refScope(ref), route.Kind, route.Namespace)
+	case stageSelected:
+		res.Reason = gwv1.RouteReasonNoMatchingListenerHostname
+		res.Message = fmt.Sprintf("no listener of Gateway %s%s has a hostname matching %q", key, refScope(ref), hostnames)
+	default:
+		res.Reason = gwv1.RouteReasonNoMatchingParent
+		res.Message = fmt.Sprintf("Gateway %s has no accepted, unconflicted listener%s", key, refScope(ref))
+	}
+	return res
+}
+
+// refScope describes the sectionName and port narrowing of ref for messages.
+func refScope(ref gwv1.ParentReference) string {
+	var parts []string
+	if ref.SectionName != nil {
+		parts = append(parts, fmt.Sprintf("sectionName %q", *ref.SectionName))
+	}
+	if ref.Port != nil {
+		parts = append(parts, fmt.Sprintf("port %d", *ref.Port))
+	}
+	if len(parts) == 0 {
+		return ""
+	}
+	return " matching " + strings.Join(parts, " and ")
+}
+
+func joinSections(s []gwv1.SectionName) string {
+	names := make([]string, len(s))
+	for i, n := range s {
+		names[i] = string(n)
+	}
+	return strings.Join(names, ", ")
+}
+
+// RouteAttachment converts r, a result of route's attachment, to the
+// RouteAttachment that PoolParentStatuses takes (the pool's gatewayParents).
+func (r ParentResult) RouteAttachment(route Route) RouteAttachment {
+	return RouteAttachment{
+		Kind:     route.Kind,
+		Route:    types.NamespacedName{Namespace: route.Namespace, Name: route.Name},
+		Accepted: r.Accepted,
+		Reason:   string(r.Reason),
+		Message:  r.Message,
+	}
+}
+
+// AttachedRoutes counts, per Gateway and listener, the routes attached to it
+// (Gateway API status.listeners[].attachedRoutes): each accepted result
+// counts once for every listener in its Listeners. A route attaching to the
+// same listener through two parentRefs counts once, so results must be
+// grouped per route: results[i] are route i's results.
+func AttachedRoutes(results [][]ParentResult) map[types.NamespacedName]map[gwv1.SectionName]int32 {
+	out := map[types.NamespacedName]map[gwv1.SectionName]int32{}
+	for _, route := range results {
+		seen := map[types.NamespacedName][]gwv1.SectionName{}
+		for _, r := range route {
+			if !r.Accepted {
+				continue
+			}
+			for _, l := range r.Listeners {
+				if slices.Contains(seen[r.Gateway], l) {
+					continue
+				}
+				seen[r.Gateway] = append(seen[r.Gateway], l)
+				if out[r.Gateway] == nil {
+					out[r.Gateway] = map[gwv1.SectionName]int32{}
+				}
+				out[r.Gateway][l]++
+			}
+		}
+	}
+	return out
+}

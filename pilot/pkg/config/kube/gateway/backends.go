@@ -1,0 +1,238 @@
+// Copyright infermesh authors
+// SPDX-License-Identifier: Apache-2.0
+
+package gateway
+
+import (
+	"fmt"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/ptr"
+	inferencev1 "sigs.k8s.io/gateway-api-inference-extension/api/v1"
+	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
+	gwv1b1 "sigs.k8s.io/gateway-api/apis/v1beta1"
+)
+
+// InferencePoolGroup and InferencePoolKind name a backendRef to a GIE
+// InferencePool.
+const (
+	InferencePoolGroup = "inference.networking.k8s.io"
+	InferencePoolKind  = "InferencePool"
+	serviceKind        = "Service"
+)
+
+// RouteReasonInvalidDestination is Istio's ResolvedRefs reason for a pool
+// backendRef named by a hostname (not a Gateway API standard reason).
+const RouteReasonInvalidDestination gwv1.RouteConditionReason = "InvalidDestination"
+
+// Messages of InferencePool backendRef errors, exactly as Istio writes them.
+const (
+	InferencePoolNotEnabledMessage = "InferencePool is not enabled. To enable, set ENABLE_GATEWAY_API_INFERENCE_EXTENSION to true in istiod"
+	InferencePoolHostnameMessage   = "the name of the InferencePool must be used, not the hostname"
+)
+
+// BackendLookups are the lookups ResolveBackendRef needs. Each returns nil
+// when the object is missing.
+type BackendLookups struct {
+	Service func(key types.NamespacedName) *corev1.Service
+	Pool    func(key types.NamespacedName) *inferencev1.InferencePool
+	// ReferenceGrants returns the ReferenceGrants in namespace.
+	ReferenceGrants func(namespace string) []*gwv1b1.ReferenceGrant
+}
+
+// BackendOptions are the settings ResolveBackendRef follows.
+type BackendOptions struct {
+	// InferenceEnabled is ENABLE_GATEWAY_API_INFERENCE_EXTENSION.
+	InferenceEnabled bool
+	// ClusterDomain, e.g. cluster.local.
+	ClusterDomain string
+}
+
+// ResolvedBackend is one backendRef of a route rule, resolved: either
+// ResolvedRefs with the target, or not, with the route's ResolvedRefs=False
+// Reason and Message.
+type ResolvedBackend struct {
+	// Group and Kind are the backendRef's, defaulted ("" and Service).
+	Group, Kind string
+	Key         types.NamespacedName
+	// Weight is backendRef.weight, default 1; 0 means no traffic.
+	Weight int32
+	// ResolvedRefs is false when the reference is invalid; Reason
+	// (InvalidKind, RefNotPermitted, BackendNotFound,
+	// RouteReasonInvalidDestination) and Message say why.
+	ResolvedRefs bool
+	Reason       gwv1.RouteConditionReason
+	Message      string
+	// Service is set for a resolved Service backend.
+	Service *ServiceBackend
+	// Pool is set for a resolved InferencePool backend.
+	Pool *PoolBackend
+}
+
+// ServiceBackend is a resolved Service backendRef.
+type ServiceBackend struct {
+	// Host is <name>.<namespace>.svc.<clusterDomain>.
+	Host string
+	// Port is backendRef.port (required for a Service by the CRD's
+	// validation; 0 if unset).
+	Port int32
+}
+
+// PoolBackend is what the xDS translator needs of a resolved InferencePool
+// backendRef (issue 4 item 7).
+type PoolBackend struct {
+	// ShadowService is ShadowServiceName(pool) and Host its FQDN.
+	ShadowService string
+	Host          string
+	// Port is the shadow Service's first port, ShadowServiceBasePort;
+	// the route's cluster is outbound|Port||Host.
+	Port int32
+	// AppProtocol is the pool's spec.appProtocol, default http.
+	AppProtocol inferencev1.AppProtocol
+	// EPP is the pool's Endpoint Picker, nil without endpointPickerRef
+	// (the pool's status then says EndpointPickerRefMissing).
+	EPP *EPPBackend
+}
+
+// EPPBackend is the pool's Endpoint Picker Service (spec.endpointPickerRef).
+type EPPBackend struct {
+	// Host is <name>.<pool namespace>.svc.<clusterDomain>.
+	Host string
+	// Port is endpointPickerRef.port.number (0 when unset).
+	Port int32
+	// AppProtocol is the EPP Service port's appProtocol, "" when the
+	// Service or port is not found.
+	AppProtocol string
+	// FailureMode is FailureMode(pool).
+	FailureMode inferencev1.EndpointPickerFailureMode
+}
+
+// ResolveBackendRef resolves ref, a backendRef of a rule of a route of kind
+// routeKind in routeNamespace (Gateway API HTTPBackendRef / GRPCBackendRef;
+// the route is the ReferenceGrant's "from", group GatewayGroup).
+//
+// Group and kind default to core Service. Supported: Service in the core
+// group and InferencePool in InferencePoolGroup; anything else is
+// InvalidKind. A Service needs a ReferenceGrant when it is in another
+// namespace (RefNotPermitted) and must exist (BackendNotFound). For an
+// InferencePool, in Istio's check order: the inference extension disabled is
+// InvalidKind with InferencePoolNotEnabledMessage; a name with a dot is
+// RouteReasonInvalidDestination with InferencePoolHostnameMessage; a
+// cross-namespace pool without a ReferenceGrant is RefNotPermitted; a
+// missing pool is BackendNotFound. The backendRef port is ignored for pools.
+func ResolveBackendRef(routeKind, routeNamespace string, ref gwv1.BackendRef, lk BackendLookups, opts BackendOptions) ResolvedBackend {
+	rb := ResolvedBackend{
+		Group:  string(ptr.Deref(ref.Group, "")),
+		Kind:   string(ptr.Deref(ref.Kind, serviceKind)),
+		Key:    types.NamespacedName{Namespace: string(ptr.Deref(ref.Namespace, gwv1.Namespace(routeNamespace))), Name: string(ref.Name)},
+		Weight: ptr.Deref(ref.Weight, 1),
+	}
+	fail := func(reason gwv1.RouteConditionReason, format string, args ...any) ResolvedBackend {
+		rb.Reason, rb.Message = reason, fmt.Sprintf(format, args...)
+		return rb
+	}
+	permitted := func() bool {
+		if rb.Key.Namespace == routeNamespace {
+			return true
+		}
+		var grants []*gwv1b1.ReferenceGrant
+		if lk.ReferenceGrants != nil {
+			grants = lk.ReferenceGrants(rb.Key.Namespace)
+		}
+		return ReferenceGrantAllows(grants, rb.Key.Namespace, GroupKind{GatewayGroup, routeKind}, routeNamespace,
+			GroupKind{rb.Group, rb.Kind}, rb.Key.Name)
+	}
+	notPermitted := func() ResolvedBackend {
+		return fail(gwv1.RouteReasonRefNotPermitted, "%s %s: no ReferenceGrant in namespace %s allows references from %s in namespace %s",
+			rb.Kind, rb.Key, rb.Key.Namespace, routeKind, routeNamespace)
+	}
+	switch {
+	case rb.Group == "" && rb.Kind == serviceKind:
+		if !permitted() {
+			return notPermitted()
+		}
+		if lk.Service == nil || lk.Service(rb.Key) == nil {
+			return fail(gwv1.RouteReasonBackendNotFound, "Service %s not found", rb.Key)
+		}
+		rb.ResolvedRefs, rb.Reason = true, gwv1.RouteReasonResolvedRefs
+		rb.Service = &ServiceBackend{Host: serviceFQDN(rb.Key.Name, rb.Key.Namespace, opts.ClusterDomain)}
+		if ref.Port != nil {
+			rb.Service.Port = int32(*ref.Port)
+		}
+		return rb
+	case rb.Group == InferencePoolGroup && rb.Kind == InferencePoolKind:
+		if !opts.InferenceEnabled {
+			return fail(gwv1.RouteReasonInvalidKind, "%s", InferencePoolNotEnabledMessage)
+		}
+		if strings.Contains(rb.Key.Name, ".") {
+			return fail(RouteReasonInvalidDestination, "%s", InferencePoolHostnameMessage)
+		}
+		if !permitted() {
+			return notPermitted()
+		}
+		var pool *inferencev1.InferencePool
+		if lk.Pool != nil {
+			pool = lk.Pool(rb.Key)
+		}
+		if pool == nil {
+			return fail(gwv1.RouteReasonBackendNotFound, "InferencePool %s not found", rb.Key)
+		}
+		rb.ResolvedRefs, rb.Reason = true, gwv1.RouteReasonResolvedRefs
+		rb.Pool = poolBackend(pool, lk, opts.ClusterDomain)
+		return rb
+	default:
+		return fail(gwv1.RouteReasonInvalidKind, "backendRef kind %s in group %q is not supported: only Service and %s.%s",
+			rb.Kind, rb.Group, InferencePoolKind, InferencePoolGroup)
+	}
+}
+
+func serviceFQDN(name, namespace, domain string) string {
+	return name + "." + namespace + ".svc." + domain
+}
+
+func poolBackend(pool *inferencev1.InferencePool, lk BackendLookups, domain string) *PoolBackend {
+	shadow := ShadowServiceName(pool.Name)
+	pb := &PoolBackend{
+		ShadowService: shadow,
+		Host:          serviceFQDN(shadow, pool.Namespace, domain),
+		Port:          ShadowServiceBasePort,
+		AppProtocol:   pool.Spec.AppProtocol,
+	}
+	if pb.AppProtocol == "" {
+		pb.AppProtocol = inferencev1.AppProtocolHTTP
+	}
+	r := pool.Spec.EndpointPickerRef
+	if r == nil {
+		return pb
+	}
+	pb.EPP = &EPPBackend{Host: serviceFQDN(string(r.Name), pool.Namespace, domain), FailureMode: FailureMode(pool)}
+	if r.Port != nil {
+		pb.EPP.Port = int32(r.Port.Number)
+	}
+	if lk.Service != nil {
+		if svc := lk.Service(types.NamespacedName{Namespace: pool.Namespace, Name: string(r.Name)}); svc != nil {
+			for _, p := range svc.Spec.Ports {
+				if p.Port == pb.EPP.Port {
+					pb.EPP.AppProtocol = ptr.Deref(p.AppProtocol, "")
+				}
+			}
+		}
+	}
+	return pb
+}
+
+// RouteResolvedRefs folds the resolved backendRefs of all of a route's rules,
+// in rule and backendRef order, into the route's ResolvedRefs condition per
+// parent (Gateway API RouteConditionResolvedRefs): True/ResolvedRefs when
+// every reference resolved, else False with the reason and message of the
+// first that did not.
+func RouteResolvedRefs(backends []ResolvedBackend) (ok bool, reason gwv1.RouteConditionReason, message string) {
+	for _, b := range backends {
+		if !b.ResolvedRefs {
+			return false, b.Reason, b.Message
+		}
+	}
+	return true, gwv1.RouteReasonResolvedRefs, "all references resolved"
+}

@@ -1,0 +1,236 @@
+// Copyright infermesh authors
+// SPDX-License-Identifier: Apache-2.0
+
+package gateway
+
+import (
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/ptr"
+	inferencev1 "sigs.k8s.io/gateway-api-inference-extension/api/v1"
+	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
+	gwv1b1 "sigs.k8s.io/gateway-api/apis/v1beta1"
+)
+
+// testLookups serves the seed's pool and EPP Service in llm-namespace, a
+// pool and a Service in pools-namespace, and grants (all in
+// pools-namespace).
+func testLookups(grants ...*gwv1b1.ReferenceGrant) BackendLookups {
+	other := seedPool()
+	other.Namespace, other.Name = "pools-namespace", "shared-pool"
+	other.Spec.AppProtocol = inferencev1.AppProtocolH2C
+	other.Spec.EndpointPickerRef = nil
+	pools := map[types.NamespacedName]*inferencev1.InferencePool{
+		{Namespace: "llm-namespace", Name: "vllm-llama3-8b"}: seedPool(),
+		{Namespace: "pools-namespace", Name: "shared-pool"}:  other,
+	}
+	svcs := map[types.NamespacedName]*corev1.Service{
+		{Namespace: "llm-namespace", Name: "vllm-llama3-8b-epp"}: seedEPP(),
+		{Namespace: "llm-namespace", Name: "echo"}:               {ObjectMeta: metav1.ObjectMeta{Namespace: "llm-namespace", Name: "echo"}},
+		{Namespace: "pools-namespace", Name: "echo"}:             {ObjectMeta: metav1.ObjectMeta{Namespace: "pools-namespace", Name: "echo"}},
+	}
+	return BackendLookups{
+		Service: func(k types.NamespacedName) *corev1.Service { return svcs[k] },
+		Pool:    func(k types.NamespacedName) *inferencev1.InferencePool { return pools[k] },
+		ReferenceGrants: func(ns string) []*gwv1b1.ReferenceGrant {
+			var out []*gwv1b1.ReferenceGrant
+			for _, g := range grants {
+				if g.Namespace == ns {
+					out = append(out, g)
+				}
+			}
+			return out
+		},
+	}
+}
+
+var enabled = BackendOptions{InferenceEnabled: true, ClusterDomain: "cluster.local"}
+
+func poolRef(ns, name string) gwv1.BackendRef {
+	r := gwv1.BackendRef{BackendObjectReference: gwv1.BackendObjectReference{
+		Group: ptr.To(gwv1.Group(InferencePoolGroup)), Kind: ptr.To(gwv1.Kind(InferencePoolKind)), Name: gwv1.ObjectName(name)}}
+	if ns != "" {
+		r.Namespace = ptr.To(gwv1.Namespace(ns))
+	}
+	return r
+}
+
+func serviceRef(ns, name string, p int32) gwv1.BackendRef {
+	r := gwv1.BackendRef{BackendObjectReference: gwv1.BackendObjectReference{Name: gwv1.ObjectName(name), Port: ptr.To(gwv1.PortNumber(p))}}
+	if ns != "" {
+		r.Namespace = ptr.To(gwv1.Namespace(ns))
+	}
+	return r
+}
+
+// TestResolveSeedPool: the seed's route to vllm-llama3-8b gives what the
+// xDS translator prints as outbound|54321||vllm-llama3-8b-ip-22dc7de1... and
+// the EPP cluster outbound|9002||vllm-llama3-8b-epp...
+func TestResolveSeedPool(t *testing.T) {
+	ref := poolRef("", "vllm-llama3-8b")
+	ref.Port = ptr.To(gwv1.PortNumber(1234)) // ignored for pools
+	ref.Weight = ptr.To(int32(30))
+	got := ResolveBackendRef(HTTPRouteKind, "llm-namespace", ref, testLookups(), enabled)
+	want := ResolvedBackend{
+		Group: InferencePoolGroup, Kind: InferencePoolKind, Key: types.NamespacedName{Namespace: "llm-namespace", Name: "vllm-llama3-8b"},
+		Weight: 30, ResolvedRefs: true, Reason: gwv1.RouteReasonResolvedRefs,
+		Pool: &PoolBackend{
+			ShadowService: "vllm-llama3-8b-ip-22dc7de1",
+			Host:          "vllm-llama3-8b-ip-22dc7de1.llm-namespace.svc.cluster.local",
+			Port:          54321,
+			AppProtocol:   inferencev1.AppProtocolHTTP,
+			EPP: &EPPBackend{Host: "vllm-llama3-8b-epp.llm-namespace.svc.cluster.local", Port: 9002, AppProtocol: "http2",
+				FailureMode: inferencev1.EndpointPickerFailOpen},
+		},
+	}
+	if d := cmp.Diff(want, got); d != "" {
+		t.Fatalf("(-want +got):\n%s", d)
+	}
+}
+
+func TestResolveBackendRef(t *testing.T) {
+	grantPools := grant("pools-namespace", "HTTPRoute", "llm-namespace", InferencePoolGroup, InferencePoolKind, "")
+	grantPoolNamed := grant("pools-namespace", "HTTPRoute", "llm-namespace", InferencePoolGroup, InferencePoolKind, "shared-pool")
+	grantPoolOtherName := grant("pools-namespace", "HTTPRoute", "llm-namespace", InferencePoolGroup, InferencePoolKind, "another-pool")
+	grantServices := grant("pools-namespace", "HTTPRoute", "llm-namespace", "", "Service", "")
+	grantGRPC := grant("pools-namespace", "GRPCRoute", "llm-namespace", InferencePoolGroup, InferencePoolKind, "")
+	disabled := BackendOptions{ClusterDomain: "cluster.local"}
+	cases := []struct {
+		name      string
+		routeKind string // default HTTPRoute
+		ref       gwv1.BackendRef
+		grants    []*gwv1b1.ReferenceGrant
+		opts      *BackendOptions // default enabled
+		reason    gwv1.RouteConditionReason
+		message   string // exact, when set
+	}{
+		{name: "Service", ref: serviceRef("", "echo", 80), reason: gwv1.RouteReasonResolvedRefs},
+		{name: "Service, explicit core group and kind", ref: func() gwv1.BackendRef {
+			r := serviceRef("", "echo", 80)
+			r.Group, r.Kind = ptr.To(gwv1.Group("")), ptr.To(gwv1.Kind("Service"))
+			return r
+		}(), reason: gwv1.RouteReasonResolvedRefs},
+		{name: "Service missing", ref: serviceRef("", "nope", 80), reason: gwv1.RouteReasonBackendNotFound},
+		{name: "Service in another group", ref: func() gwv1.BackendRef {
+			r := serviceRef("", "echo", 80)
+			r.Group = ptr.To(gwv1.Group("example.com"))
+			return r
+		}(), reason: gwv1.RouteReasonInvalidKind},
+		{name: "unsupported kind", ref: func() gwv1.BackendRef {
+			r := serviceRef("", "echo", 80)
+			r.Kind = ptr.To(gwv1.Kind("Pod"))
+			return r
+		}(), reason: gwv1.RouteReasonInvalidKind},
+		{name: "InferencePool in the core group", ref: func() gwv1.BackendRef {
+			r := poolRef("", "vllm-llama3-8b")
+			r.Group = nil
+			return r
+		}(), reason: gwv1.RouteReasonInvalidKind},
+		{name: "cross-namespace Service without grant", ref: serviceRef("pools-namespace", "echo", 80), reason: gwv1.RouteReasonRefNotPermitted},
+		{name: "cross-namespace Service with grant", ref: serviceRef("pools-namespace", "echo", 80), grants: []*gwv1b1.ReferenceGrant{grantServices},
+			reason: gwv1.RouteReasonResolvedRefs},
+		{name: "cross-namespace Service, grant for pools only", ref: serviceRef("pools-namespace", "echo", 80), grants: []*gwv1b1.ReferenceGrant{grantPools},
+			reason: gwv1.RouteReasonRefNotPermitted},
+		{name: "cross-namespace Service granted but missing", ref: serviceRef("pools-namespace", "nope", 80), grants: []*gwv1b1.ReferenceGrant{grantServices},
+			reason: gwv1.RouteReasonBackendNotFound},
+
+		{name: "pool", ref: poolRef("", "vllm-llama3-8b"), reason: gwv1.RouteReasonResolvedRefs},
+		{name: "pool missing", ref: poolRef("", "nope"), reason: gwv1.RouteReasonBackendNotFound},
+		{name: "pool, flag off", ref: poolRef("", "vllm-llama3-8b"), opts: &disabled,
+			reason: gwv1.RouteReasonInvalidKind, message: "InferencePool is not enabled. To enable, set ENABLE_GATEWAY_API_INFERENCE_EXTENSION to true in istiod"},
+		{name: "order 1: flag off before hostname", ref: poolRef("", "vllm.llm-namespace.svc.cluster.local"), opts: &disabled,
+			reason: gwv1.RouteReasonInvalidKind, message: InferencePoolNotEnabledMessage},
+		{name: "order 2: hostname before missing", ref: poolRef("", "vllm.llm-namespace.svc.cluster.local"),
+			reason: "InvalidDestination", message: "the name of the InferencePool must be used, not the hostname"},
+		{name: "order 3: missing", ref: poolRef("", "vllm"), reason: gwv1.RouteReasonBackendNotFound},
+		{name: "flag off before RefNotPermitted", ref: poolRef("pools-namespace", "shared-pool"), opts: &disabled,
+			reason: gwv1.RouteReasonInvalidKind, message: InferencePoolNotEnabledMessage},
+		{name: "cross-namespace pool without grant", ref: poolRef("pools-namespace", "shared-pool"), reason: gwv1.RouteReasonRefNotPermitted},
+		{name: "cross-namespace pool, grant for Services only", ref: poolRef("pools-namespace", "shared-pool"),
+			grants: []*gwv1b1.ReferenceGrant{grantServices}, reason: gwv1.RouteReasonRefNotPermitted},
+		{name: "cross-namespace pool, grant for another name", ref: poolRef("pools-namespace", "shared-pool"),
+			grants: []*gwv1b1.ReferenceGrant{grantPoolOtherName}, reason: gwv1.RouteReasonRefNotPermitted},
+		{name: "cross-namespace pool, grant for GRPCRoutes only", ref: poolRef("pools-namespace", "shared-pool"),
+			grants: []*gwv1b1.ReferenceGrant{grantGRPC}, reason: gwv1.RouteReasonRefNotPermitted},
+		{name: "cross-namespace pool from a GRPCRoute with a GRPCRoute grant", routeKind: GRPCRouteKind, ref: poolRef("pools-namespace", "shared-pool"),
+			grants: []*gwv1b1.ReferenceGrant{grantGRPC}, reason: gwv1.RouteReasonResolvedRefs},
+		{name: "cross-namespace pool, grant for all pools", ref: poolRef("pools-namespace", "shared-pool"),
+			grants: []*gwv1b1.ReferenceGrant{grantPools}, reason: gwv1.RouteReasonResolvedRefs},
+		{name: "cross-namespace pool, grant for this name", ref: poolRef("pools-namespace", "shared-pool"),
+			grants: []*gwv1b1.ReferenceGrant{grantServices, grantPoolNamed}, reason: gwv1.RouteReasonResolvedRefs},
+		{name: "cross-namespace pool granted but missing", ref: poolRef("pools-namespace", "nope"),
+			grants: []*gwv1b1.ReferenceGrant{grantPools}, reason: gwv1.RouteReasonBackendNotFound},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			opts, kind := enabled, HTTPRouteKind
+			if tc.opts != nil {
+				opts = *tc.opts
+			}
+			if tc.routeKind != "" {
+				kind = tc.routeKind
+			}
+			got := ResolveBackendRef(kind, "llm-namespace", tc.ref, testLookups(tc.grants...), opts)
+			if got.Reason != tc.reason || got.ResolvedRefs != (tc.reason == gwv1.RouteReasonResolvedRefs) {
+				t.Fatalf("ResolvedRefs = %v, %s: %q; want reason %s", got.ResolvedRefs, got.Reason, got.Message, tc.reason)
+			}
+			if tc.message != "" && got.Message != tc.message {
+				t.Errorf("message = %q, want %q", got.Message, tc.message)
+			}
+			if !got.ResolvedRefs && (got.Message == "" || got.Pool != nil || got.Service != nil) {
+				t.Errorf("unresolved backend = %+v: want a message and no target", got)
+			}
+			if got.ResolvedRefs && (got.Pool == nil) == (got.Service == nil) {
+				t.Errorf("resolved backend = %+v: want exactly one of Pool and Service", got)
+			}
+		})
+	}
+}
+
+func TestResolvePoolVariants(t *testing.T) {
+	grants := grant("pools-namespace", "HTTPRoute", "llm-namespace", InferencePoolGroup, InferencePoolKind, "")
+	got := ResolveBackendRef(HTTPRouteKind, "llm-namespace", poolRef("pools-namespace", "shared-pool"), testLookups(grants), enabled)
+	want := &PoolBackend{
+		ShadowService: ShadowServiceName("shared-pool"),
+		Host:          ShadowServiceName("shared-pool") + ".pools-namespace.svc.cluster.local",
+		Port:          54321,
+		AppProtocol:   inferencev1.AppProtocolH2C,
+	}
+	if d := cmp.Diff(want, got.Pool); d != "" {
+		t.Fatalf("pool without endpointPickerRef, h2c (-want +got):\n%s", d)
+	}
+	if got.Weight != 1 {
+		t.Errorf("default weight = %d, want 1", got.Weight)
+	}
+
+	svc := ResolveBackendRef(HTTPRouteKind, "llm-namespace", serviceRef("", "echo", 8080), testLookups(), BackendOptions{ClusterDomain: "example.internal"})
+	if d := cmp.Diff(&ServiceBackend{Host: "echo.llm-namespace.svc.example.internal", Port: 8080}, svc.Service); d != "" {
+		t.Fatalf("Service backend (-want +got):\n%s", d)
+	}
+
+	zero := poolRef("", "vllm-llama3-8b")
+	zero.Weight = ptr.To(int32(0))
+	if got := ResolveBackendRef(HTTPRouteKind, "llm-namespace", zero, testLookups(), enabled); got.Weight != 0 {
+		t.Errorf("weight 0 became %d", got.Weight)
+	}
+}
+
+func TestRouteResolvedRefs(t *testing.T) {
+	lk := testLookups()
+	good := ResolveBackendRef(HTTPRouteKind, "llm-namespace", poolRef("", "vllm-llama3-8b"), lk, enabled)
+	missing := ResolveBackendRef(HTTPRouteKind, "llm-namespace", poolRef("", "nope"), lk, enabled)
+	hostname := ResolveBackendRef(HTTPRouteKind, "llm-namespace", poolRef("", "a.b"), lk, enabled)
+	if ok, reason, _ := RouteResolvedRefs([]ResolvedBackend{good, good}); !ok || reason != gwv1.RouteReasonResolvedRefs {
+		t.Errorf("all resolved: %v %s", ok, reason)
+	}
+	if ok, reason, msg := RouteResolvedRefs([]ResolvedBackend{good, missing, hostname}); ok || reason != gwv1.RouteReasonBackendNotFound || msg != missing.Message {
+		t.Errorf("first failure: %v %s %q, want BackendNotFound", ok, reason, msg)
+	}
+	if ok, reason, _ := RouteResolvedRefs(nil); !ok || reason != gwv1.RouteReasonResolvedRefs {
+		t.Errorf("no backends: %v %s", ok, reason)
+	}
+}

@@ -1,0 +1,211 @@
+// Copyright infermesh authors
+// SPDX-License-Identifier: Apache-2.0
+
+package gateway
+
+import (
+	"fmt"
+	"slices"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/ptr"
+	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
+)
+
+// Route kinds we attach (Gateway API RouteGroupKind, group GatewayGroup).
+const (
+	HTTPRouteKind = "HTTPRoute"
+	GRPCRouteKind = "GRPCRoute"
+)
+
+// NamespaceLabels returns the labels of the namespace called name, or nil
+// when the namespace is unknown. It feeds allowedRoutes.namespaces.selector.
+type NamespaceLabels func(name string) map[string]string
+
+// GatewayView is our view of one Gateway of our class: its listeners as we
+// validated them. Attachment (AttachRoute) and Gateway status (GatewayStatus)
+// are computed from it.
+type GatewayView struct {
+	Gateway    types.NamespacedName
+	Generation int64
+	Listeners  []ListenerView
+}
+
+// ListenerView is one Gateway API Listener as we validated it.
+type ListenerView struct {
+	Name     gwv1.SectionName
+	Port     gwv1.PortNumber
+	Protocol gwv1.ProtocolType
+	// Hostname is spec.listeners[].hostname, "" for any.
+	Hostname string
+	// Accepted, with Reason and Message of Accepted=False: the protocol is
+	// HTTP or HTTPS, an HTTPS listener terminates TLS with certificateRefs,
+	// and allowedRoutes.namespaces is usable.
+	Accepted bool
+	Reason   gwv1.ListenerConditionReason
+	Message  string
+	// ResolvedRefs, with RefsReason and RefsMessage of ResolvedRefs=False
+	// (InvalidRouteKinds, InvalidCertificateRef).
+	ResolvedRefs bool
+	RefsReason   gwv1.ListenerConditionReason
+	RefsMessage  string
+	// Kinds is status.listeners[].supportedKinds: allowedRoutes.kinds that
+	// we support, or HTTPRoute and GRPCRoute when none are listed.
+	Kinds []gwv1.RouteGroupKind
+	// From and Selector are allowedRoutes.namespaces (default Same).
+	From     gwv1.FromNamespaces
+	Selector labels.Selector
+	// Namespace is the Gateway's namespace, for From Same.
+	Namespace string
+	// Conflicted, with ConflictReason (ProtocolConflict, HostnameConflict)
+	// and ConflictMessage: another listener uses the same port with another
+	// protocol, or the same port, protocol and hostname. No route attaches
+	// to a conflicted listener and it is not programmed.
+	Conflicted      bool
+	ConflictReason  gwv1.ListenerConditionReason
+	ConflictMessage string
+}
+
+// Usable reports whether routes may attach to the listener: it is accepted
+// and not conflicted.
+func (l *ListenerView) Usable() bool { return l.Accepted && !l.Conflicted }
+
+// NewGatewayView validates the listeners of gw, a Gateway whose class is ours.
+func NewGatewayView(gw *gwv1.Gateway) *GatewayView {
+	v := &GatewayView{Gateway: types.NamespacedName{Namespace: gw.Namespace, Name: gw.Name}, Generation: gw.Generation}
+	for _, l := range gw.Spec.Listeners {
+		v.Listeners = append(v.Listeners, newListenerView(gw.Namespace, l))
+	}
+	markConflicts(v.Listeners)
+	return v
+}
+
+// markConflicts sets Conflicted on listeners sharing a port (Gateway API
+// ListenerConditionConflicted): a different protocol on the same port is a
+// ProtocolConflict (it wins over a hostname conflict); the same protocol and
+// hostname ("" included) on the same port is a HostnameConflict. Both sides of
+// a conflict are marked.
+func markConflicts(ls []ListenerView) {
+	for i := range ls {
+		for j := range ls {
+			a, b := &ls[i], &ls[j]
+			if i == j || a.Port != b.Port {
+				continue
+			}
+			switch {
+			case a.Protocol != b.Protocol:
+				a.Conflicted, a.ConflictReason = true, gwv1.ListenerReasonProtocolConflict
+				a.ConflictMessage = fmt.Sprintf("listener %s uses port %d with protocol %s", b.Name, b.Port, b.Protocol)
+			case a.Hostname == b.Hostname && a.ConflictReason != gwv1.ListenerReasonProtocolConflict:
+				a.Conflicted, a.ConflictReason = true, gwv1.ListenerReasonHostnameConflict
+				a.ConflictMessage = fmt.Sprintf("listener %s uses port %d with the same hostname %q", b.Name, b.Port, b.Hostname)
+			}
+		}
+	}
+}
+
+func newListenerView(ns string, l gwv1.Listener) ListenerView {
+	v := ListenerView{
+		Name: l.Name, Port: l.Port, Protocol: l.Protocol, Hostname: string(ptr.Deref(l.Hostname, "")),
+		Accepted: true, ResolvedRefs: true, From: gwv1.NamespacesFromSame, Namespace: ns,
+	}
+	reject := func(reason gwv1.ListenerConditionReason, format string, args ...any) {
+		if v.Accepted {
+			v.Accepted, v.Reason, v.Message = false, reason, fmt.Sprintf(format, args...)
+		}
+	}
+	switch l.Protocol {
+	case gwv1.HTTPProtocolType:
+	case gwv1.HTTPSProtocolType:
+		switch {
+		case l.TLS == nil || ptr.Deref(l.TLS.Mode, gwv1.TLSModeTerminate) != gwv1.TLSModeTerminate:
+			reject(gwv1.ListenerReasonUnsupportedValue, "an HTTPS listener must terminate TLS (tls.mode Terminate)")
+		case len(l.TLS.CertificateRefs) == 0:
+			reject(gwv1.ListenerReasonUnsupportedValue, "an HTTPS listener needs tls.certificateRefs")
+			v.ResolvedRefs, v.RefsReason, v.RefsMessage = false, gwv1.ListenerReasonInvalidCertificateRef, "tls.certificateRefs is empty"
+		}
+	default:
+		reject(gwv1.ListenerReasonUnsupportedProtocol, "protocol %q is not supported: only HTTP and HTTPS", l.Protocol)
+		return v // no supported kinds
+	}
+	v.Kinds, v.ResolvedRefs, v.RefsReason, v.RefsMessage = listenerKinds(l, v)
+	if ar := l.AllowedRoutes; ar != nil && ar.Namespaces != nil {
+		v.From = ptr.Deref(ar.Namespaces.From, gwv1.NamespacesFromSame)
+		switch v.From {
+		case gwv1.NamespacesFromSame, gwv1.NamespacesFromAll:
+		case gwv1.NamespacesFromSelector:
+			if ar.Namespaces.Selector == nil {
+				reject(gwv1.ListenerReasonUnsupportedValue, "allowedRoutes.namespaces.from is Selector but selector is not set")
+				break
+			}
+			sel, err := metav1.LabelSelectorAsSelector(ar.Namespaces.Selector)
+			if err != nil {
+				reject(gwv1.ListenerReasonUnsupportedValue, "allowedRoutes.namespaces.selector: %v", err)
+				break
+			}
+			v.Selector = sel
+		default:
+			reject(gwv1.ListenerReasonUnsupportedValue, "allowedRoutes.namespaces.from %q is not supported", v.From)
+		}
+	}
+	return v
+}
+
+// listenerKinds returns supportedKinds and the ResolvedRefs outcome: with no
+// allowedRoutes.kinds, HTTPRoute and GRPCRoute (the kinds for HTTP and
+// HTTPS); else the listed kinds we support, and ResolvedRefs False with
+// InvalidRouteKinds if any listed kind is not one of them. A certificate
+// problem found earlier wins.
+func listenerKinds(l gwv1.Listener, v ListenerView) ([]gwv1.RouteGroupKind, bool, gwv1.ListenerConditionReason, string) {
+	ok, reason, msg := v.ResolvedRefs, v.RefsReason, v.RefsMessage
+	if l.AllowedRoutes == nil || len(l.AllowedRoutes.Kinds) == 0 {
+		return []gwv1.RouteGroupKind{routeGroupKind(HTTPRouteKind), routeGroupKind(GRPCRouteKind)}, ok, reason, msg
+	}
+	var kinds []gwv1.RouteGroupKind
+	for _, k := range l.AllowedRoutes.Kinds {
+		g := string(ptr.Deref(k.Group, GatewayGroup))
+		if g == GatewayGroup && (k.Kind == HTTPRouteKind || k.Kind == GRPCRouteKind) {
+			if !slices.ContainsFunc(kinds, func(x gwv1.RouteGroupKind) bool { return x.Kind == k.Kind }) {
+				kinds = append(kinds, routeGroupKind(string(k.Kind)))
+			}
+			continue
+		}
+		if ok {
+			ok, reason, msg = false, gwv1.ListenerReasonInvalidRouteKinds,
+				fmt.Sprintf("route kind %s/%s is not supported: only HTTPRoute and GRPCRoute", g, k.Kind)
+		}
+	}
+	return kinds, ok, reason, msg
+}
+
+func routeGroupKind(kind string) gwv1.RouteGroupKind {
+	return gwv1.RouteGroupKind{Group: ptr.To(gwv1.Group(GatewayGroup)), Kind: gwv1.Kind(kind)}
+}
+
+// AllowsKind reports whether the listener admits routes of kind (group
+// GatewayGroup): the kind is among its supportedKinds.
+func (l *ListenerView) AllowsKind(kind string) bool {
+	return slices.ContainsFunc(l.Kinds, func(k gwv1.RouteGroupKind) bool { return string(k.Kind) == kind })
+}
+
+// AllowsNamespace reports whether allowedRoutes.namespaces admits a route in
+// namespace ns: From All admits every namespace, Same only the Gateway's,
+// Selector those whose labels (from nsLabels) the selector matches. An
+// unknown namespace matches no selector.
+func (l *ListenerView) AllowsNamespace(ns string, nsLabels NamespaceLabels) bool {
+	switch l.From {
+	case gwv1.NamespacesFromAll:
+		return true
+	case gwv1.NamespacesFromSame:
+		return ns == l.Namespace
+	case gwv1.NamespacesFromSelector:
+		if l.Selector == nil || nsLabels == nil {
+			return false
+		}
+		lbls := nsLabels(ns)
+		return lbls != nil && l.Selector.Matches(labels.Set(lbls))
+	}
+	return false
+}
