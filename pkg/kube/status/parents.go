@@ -23,29 +23,45 @@ type ParentAccess[P any] struct {
 	Conditions func(p *P) *[]metav1.Condition
 }
 
-// MergeParents returns the parents list to write: every entry of live whose
-// controller is not controller, unchanged and in its place, followed by
-// desired (our entries) sorted by key. Each desired condition whose type and
-// status equal the live entry's keeps the live lastTransitionTime. desired
-// entries must carry controller; live is not modified.
+// MergeParents returns the parents list to write: live with our entries
+// (those whose controller is controller) replaced by desired. Everyone else's
+// entries stay unchanged and in place; our entries that are still desired
+// stay in their place too, those no longer desired are dropped, and new ones
+// are appended sorted by key. Keeping positions matters: when nothing of ours
+// changed the result equals live, so the caller writes nothing, and two
+// controllers merging this way never rewrite the list at each other only to
+// reorder it. Each desired condition whose type and status equal the live
+// entry's keeps the live lastTransitionTime. desired entries must carry
+// controller; live and desired are not modified.
 func MergeParents[P any](live, desired []P, controller string, a ParentAccess[P]) []P {
+	want := make(map[string]P, len(desired))
+	for _, d := range desired {
+		want[a.Key(&d)] = d
+	}
 	out := make([]P, 0, len(live)+len(desired))
-	previous := map[string]*P{}
+	placed := map[string]bool{}
 	for i := range live {
-		if a.Controller(&live[i]) == controller {
-			previous[a.Key(&live[i])] = &live[i]
+		if a.Controller(&live[i]) != controller {
+			out = append(out, live[i])
 			continue
 		}
-		out = append(out, live[i])
+		k := a.Key(&live[i])
+		d, ok := want[k]
+		if !ok || placed[k] {
+			continue // no longer desired, or a duplicate of ours
+		}
+		*a.Conditions(&d) = KeepTransitionTimes(*a.Conditions(&d), *a.Conditions(&live[i]))
+		out = append(out, d)
+		placed[k] = true
 	}
-	ours := slices.Clone(desired)
-	slices.SortFunc(ours, func(x, y P) int { return strings.Compare(a.Key(&x), a.Key(&y)) })
-	for i := range ours {
-		if prev := previous[a.Key(&ours[i])]; prev != nil {
-			*a.Conditions(&ours[i]) = KeepTransitionTimes(*a.Conditions(&ours[i]), *a.Conditions(prev))
+	var added []P
+	for k, d := range want {
+		if !placed[k] {
+			added = append(added, d)
 		}
 	}
-	return append(out, ours...)
+	slices.SortFunc(added, func(x, y P) int { return strings.Compare(a.Key(&x), a.Key(&y)) })
+	return append(out, added...)
 }
 
 // KeepTransitionTimes returns desired with each condition's

@@ -4,6 +4,7 @@
 package status
 
 import (
+	"slices"
 	"testing"
 	"time"
 
@@ -42,10 +43,12 @@ func TestMergeParents(t *testing.T) {
 		{Gateway: "ns/b", Controller: "ours", Conditions: []metav1.Condition{cond("Accepted", "True", t1), cond("ResolvedRefs", "False", t1)}},
 	}
 	got := MergeParents(live, desired, "ours", access)
+	// Everyone's entries keep their places; ours that are gone are dropped;
+	// new ones of ours go at the end.
 	want := []parent{
 		live[0],
-		live[3],
 		{Gateway: "ns/b", Controller: "ours", Conditions: []metav1.Condition{cond("Accepted", "True", t0), cond("ResolvedRefs", "False", t1)}},
+		live[3],
 		{Gateway: "ns/c", Controller: "ours", Conditions: []metav1.Condition{cond("Accepted", "True", t1)}},
 	}
 	if d := cmp.Diff(want, got); d != "" {
@@ -64,5 +67,27 @@ func TestMergeParentsRemovesAllOfOurs(t *testing.T) {
 	got := MergeParents(live, nil, "ours", access)
 	if d := cmp.Diff([]parent{{Gateway: "b", Controller: "theirs"}}, got); d != "" {
 		t.Fatalf("(-want +got):\n%s", d)
+	}
+}
+
+// When nothing of ours changed, the merge is the live list itself, wherever
+// our entries sit, so nothing is written. Two controllers that both merge
+// this way reach a fixed point instead of reordering the list at each other.
+func TestMergeParentsIsAFixedPoint(t *testing.T) {
+	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	ours := []parent{{Gateway: "a", Controller: "ours", Conditions: []metav1.Condition{cond("Accepted", "True", t0)}}}
+	theirs := []parent{{Gateway: "b", Controller: "theirs", Conditions: []metav1.Condition{cond("Accepted", "True", t0)}}}
+	live := append(slices.Clone(ours), theirs...) // ours first, theirs last
+	if got := MergeParents(live, ours, "ours", access); !cmp.Equal(got, live) {
+		t.Fatalf("unchanged entries were reordered: %+v", got)
+	}
+	list := []parent{}
+	for i := range 4 {
+		prev := slices.Clone(list)
+		list = MergeParents(list, ours, "ours", access)
+		list = MergeParents(list, theirs, "theirs", access)
+		if i > 0 && !cmp.Equal(prev, list) {
+			t.Fatalf("round %d changed the list again: %+v -> %+v", i, prev, list)
+		}
 	}
 }
