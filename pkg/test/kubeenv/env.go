@@ -33,6 +33,10 @@ type Env struct {
 	Kubeconfig string
 	// AuditLog is the path of kube-apiserver's JSON-lines audit log; see AuditEvents.
 	AuditLog string
+	// APIServerReadyAfter is how long after Start began kube-apiserver's /readyz
+	// first answered 200. The rest of Start's time (controller-manager, Node,
+	// CRDs) is the harness's overhead over the apiserver's own readiness.
+	APIServerReadyAfter time.Duration
 
 	t     testing.TB
 	opts  options
@@ -80,6 +84,7 @@ func Start(t testing.TB, opts ...Option) *Env {
 	if err != nil {
 		t.Fatal(err)
 	}
+	e.APIServerReadyAfter = apiReady
 	if len(o.crds) > 0 {
 		e.ApplyCRDs(o.crds...)
 	}
@@ -157,14 +162,26 @@ func createNode(ctx context.Context, client kubernetes.Interface) error {
 	return nil
 }
 
-// cleanup stops kube-controller-manager, kube-apiserver and etcd, in that order,
-// and attaches their logs to the test output if the test failed.
-func (e *Env) cleanup() {
+// Stop stops kube-controller-manager, kube-apiserver and etcd now, in that
+// order (SIGTERM, then SIGKILL after 5 s), and returns once all have exited.
+// The cluster is gone for good: do not call StartAPIServer afterwards. Start's
+// t.Cleanup then stops nothing more, but still attaches the logs if the test
+// failed. Calling Stop again does nothing. A process that survives SIGKILL is
+// reported with t.Error.
+func (e *Env) Stop() {
+	e.t.Helper()
 	for _, p := range []*process{e.controllerManager, e.apiServer, e.etcd} {
 		if err := p.stop(stopGrace); err != nil {
 			e.t.Error(err)
 		}
 	}
+}
+
+// cleanup stops kube-controller-manager, kube-apiserver and etcd, in that order,
+// unless Stop already did, and attaches their logs to the test output if the
+// test failed.
+func (e *Env) cleanup() {
+	e.Stop()
 	if !e.t.Failed() {
 		return
 	}
