@@ -54,11 +54,7 @@ func writes(c *fake.Clientset) (n int) {
 
 func live(t *testing.T, c *fake.Clientset) *corev1.Service {
 	t.Helper()
-	s, err := c.CoreV1().Services("ns").Get(context.Background(), "pool-ip-1234", metav1.GetOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return s
+	return liveNamed(t, c, "pool-ip-1234")
 }
 
 func TestCreateThenNoWriteWhenUnchanged(t *testing.T) {
