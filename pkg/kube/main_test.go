@@ -8,23 +8,17 @@ import (
 	"time"
 
 	"go.uber.org/goleak"
+
+	"github.com/infermesh/infermesh/pkg/test/poll"
 )
 
 func TestMain(m *testing.M) {
 	goleak.VerifyTestMain(m)
 }
 
-// waitFor polls cond until it holds or 10 s pass. Informers deliver
-// asynchronously, so tests that write through a fake clientset wait.
 func waitFor(t *testing.T, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+	poll.Until(t, 10*time.Second, what, cond)
 }
 
 // startFake starts c and shuts it down (waiting for every goroutine) when the

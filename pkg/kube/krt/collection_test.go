@@ -10,19 +10,14 @@ import (
 	"time"
 
 	"github.com/infermesh/infermesh/pkg/kube/krt"
+	"github.com/infermesh/infermesh/pkg/test/poll"
 )
 
-// eventually polls cond every millisecond for up to 10 s; asynchrony is real
-// here (every collection has its own goroutine).
+// eventually waits up to 10 s for cond; asynchrony is real here (every
+// collection has its own goroutine).
 func eventually(t *testing.T, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(time.Millisecond)
-	}
+	poll.Until(t, 10*time.Second, what, cond)
 }
 
 func endpointsOf(pods krt.StaticCollection[pod], svcs krt.StaticCollection[service], stop chan struct{}) krt.Collection[endpoints] {

@@ -12,6 +12,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/kubernetes/fake"
+
+	"github.com/infermesh/infermesh/pkg/test/poll"
 )
 
 func fastConfig(c kubernetes.Interface, id string) Config {
@@ -21,13 +23,7 @@ func fastConfig(c kubernetes.Interface, id string) Config {
 
 func waitFor(t *testing.T, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(15 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	poll.Until(t, 15*time.Second, what, cond)
 }
 
 func holder(t *testing.T, c kubernetes.Interface) string {

@@ -9,6 +9,8 @@ import (
 
 	"go.uber.org/goleak"
 	"k8s.io/client-go/util/workqueue"
+
+	"github.com/infermesh/infermesh/pkg/test/poll"
 )
 
 func TestMain(m *testing.M) {
@@ -20,15 +22,8 @@ func fastLimiter() workqueue.TypedRateLimiter[string] {
 	return workqueue.NewTypedItemExponentialFailureRateLimiter[string](time.Millisecond, 10*time.Millisecond)
 }
 
-// waitFor polls cond until it holds or 10 s pass: the worker runs on its own
-// goroutine.
+// waitFor waits up to 10 s for cond: the worker runs on its own goroutine.
 func waitFor(t *testing.T, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(2 * time.Millisecond)
-	}
+	poll.Until(t, 10*time.Second, what, cond)
 }

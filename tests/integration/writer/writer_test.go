@@ -28,6 +28,7 @@ import (
 
 	"github.com/infermesh/infermesh/pkg/kube/krt"
 	"github.com/infermesh/infermesh/pkg/test/kubeenv"
+	"github.com/infermesh/infermesh/pkg/test/poll"
 )
 
 // waitBound bounds every wait for the writer or the election to act.
@@ -35,13 +36,7 @@ const waitBound = 30 * time.Second
 
 func eventually(t *testing.T, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(waitBound)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %v waiting for %s", waitBound, what)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+	poll.Until(t, waitBound, what, cond)
 }
 
 func setup(t *testing.T, ns string, opts ...kubeenv.Option) (*kubeenv.Env, kubernetes.Interface) {
