@@ -27,6 +27,7 @@ import (
 	"github.com/infermesh/infermesh/pkg/kube"
 	"github.com/infermesh/infermesh/pkg/kube/krt"
 	"github.com/infermesh/infermesh/pkg/test/kubeenv"
+	"github.com/infermesh/infermesh/pkg/test/seed"
 )
 
 // waitBound bounds every wait for a controller or an informer to react. The
@@ -383,20 +384,9 @@ func TestInferencePoolsWaitForTheirCRD(t *testing.T) {
 	}
 	env.ApplyCRDs(crd)
 
-	const ns, name = "llm-namespace", "vllm-llama3-8b"
+	ns, name := seed.Namespace, seed.PoolName
 	createNamespace(t, c, ns)
-	pool := &inferencev1.InferencePool{
-		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
-		Spec: inferencev1.InferencePoolSpec{
-			Selector:    inferencev1.LabelSelector{MatchLabels: map[inferencev1.LabelKey]inferencev1.LabelValue{"app": "vllm-llama3-8b"}},
-			TargetPorts: []inferencev1.Port{{Number: 8000}},
-			EndpointPickerRef: &inferencev1.EndpointPickerRef{
-				Name:        "vllm-llama3-8b-epp",
-				Port:        &inferencev1.Port{Number: 9002},
-				FailureMode: inferencev1.EndpointPickerFailOpen,
-			},
-		},
-	}
+	pool := seed.InferencePool()
 	// The apiserver may take a moment to serve a just-established CRD's
 	// resource: retry the create within the bound.
 	var created *inferencev1.InferencePool

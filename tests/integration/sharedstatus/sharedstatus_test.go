@@ -33,6 +33,7 @@ import (
 	"github.com/infermesh/infermesh/pkg/kube/status"
 	"github.com/infermesh/infermesh/pkg/kube/writer"
 	"github.com/infermesh/infermesh/pkg/test/kubeenv"
+	"github.com/infermesh/infermesh/pkg/test/seed"
 )
 
 const (
@@ -82,18 +83,7 @@ var poolParents = status.ParentAccess[parent]{
 
 // seedPool is the seed's InferencePool.
 func seedPool() *inferencev1.InferencePool {
-	return &inferencev1.InferencePool{
-		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: poolName},
-		Spec: inferencev1.InferencePoolSpec{
-			Selector:    inferencev1.LabelSelector{MatchLabels: map[inferencev1.LabelKey]inferencev1.LabelValue{"app": "vllm-llama3-8b"}},
-			TargetPorts: []inferencev1.Port{{Number: 8000}},
-			EndpointPickerRef: &inferencev1.EndpointPickerRef{
-				Name:        "vllm-llama3-8b-epp",
-				Port:        &inferencev1.Port{Number: 9002},
-				FailureMode: inferencev1.EndpointPickerFailOpen,
-			},
-		},
-	}
+	return seed.InferencePool()
 }
 
 // ref is a parentRef to a Gateway in the form the API server stores it:

@@ -9,27 +9,21 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	corev1ac "k8s.io/client-go/applyconfigurations/core/v1"
 	metav1ac "k8s.io/client-go/applyconfigurations/meta/v1"
 	"k8s.io/utils/ptr"
 	inferencev1 "sigs.k8s.io/gateway-api-inference-extension/api/v1"
+
+	"github.com/infermesh/infermesh/pkg/test/seed"
 )
 
 // seedPool is the InferencePool of the seed's File 2.
 func seedPool() *inferencev1.InferencePool {
-	return &inferencev1.InferencePool{
-		ObjectMeta: metav1.ObjectMeta{Namespace: "llm-namespace", Name: "vllm-llama3-8b", UID: types.UID("pool-uid")},
-		Spec: inferencev1.InferencePoolSpec{
-			Selector:    inferencev1.LabelSelector{MatchLabels: map[inferencev1.LabelKey]inferencev1.LabelValue{"app": "vllm-llama3-8b"}},
-			TargetPorts: []inferencev1.Port{{Number: 8000}},
-			EndpointPickerRef: &inferencev1.EndpointPickerRef{
-				Name: "vllm-llama3-8b-epp", Port: &inferencev1.Port{Number: 9002}, FailureMode: inferencev1.EndpointPickerFailOpen,
-			},
-		},
-	}
+	p := seed.InferencePool()
+	p.UID = types.UID("pool-uid")
+	return p
 }
 
 func TestShadowServiceName(t *testing.T) {
