@@ -6,7 +6,6 @@
 package sharedstatus_test
 
 import (
-	"context"
 	"testing"
 	"time"
 
@@ -16,10 +15,9 @@ import (
 	inferencev1 "sigs.k8s.io/gateway-api-inference-extension/api/v1"
 	inferenceclient "sigs.k8s.io/gateway-api-inference-extension/client-go/clientset/versioned"
 
-	"github.com/infermesh/infermesh/pkg/kube"
 	"github.com/infermesh/infermesh/pkg/kube/krt"
-	"github.com/infermesh/infermesh/pkg/kube/writer"
 	"github.com/infermesh/infermesh/pkg/test/kubeenv"
+	"github.com/infermesh/infermesh/pkg/test/poll"
 )
 
 // Regression: two StatusWriters with different controllerNames on one pool,
@@ -44,51 +42,13 @@ func TestTwoStatusWritersDoNotPingPong(t *testing.T) {
 	}
 	for _, c := range []struct{ agent, controller, gw string }{{"writer-a", ourController, "gw-a"}, {"writer-b", otherController, "gw-b"}} {
 		desired := krt.NewStaticCollection[poolStatus](nil, []poolStatus{{Namespace: ns, Name: poolName, Parents: []parent{entry(c.controller, c.gw)}}}, krt.WithStop(ctx.Done()))
-		cfg := env.RESTConfig()
-		cfg.UserAgent = c.agent
-		client, err := kube.NewFromRESTConfig(cfg)
-		if err != nil {
-			t.Fatal(err)
-		}
-		api := client.Inference().InferenceV1()
-		w, err := writer.NewStatusWriter(writer.StatusConfig[*inferencev1.InferencePool, parent]{
-			Name: c.agent, Desired: desired, Live: client.InferencePools(), Controller: c.controller, Access: poolParents,
-			Get: func(ctx context.Context, ns, name string) (*inferencev1.InferencePool, error) {
-				return api.InferencePools(ns).Get(ctx, name, metav1.GetOptions{})
-			},
-			Parents: func(p *inferencev1.InferencePool) []parent { return p.Status.Parents },
-			WithParents: func(p *inferencev1.InferencePool, ps []parent) *inferencev1.InferencePool {
-				p = p.DeepCopy()
-				p.Status.Parents = ps
-				return p
-			},
-			UpdateStatus: func(ctx context.Context, p *inferencev1.InferencePool) error {
-				_, err := api.InferencePools(p.Namespace).UpdateStatus(ctx, p, metav1.UpdateOptions{})
-				return err
-			},
-			IsLeader: func() bool { return true },
-		})
-		if err != nil {
-			t.Fatal(err)
-		}
-		wctx, cancel := context.WithCancel(context.Background())
-		stop, done := make(chan struct{}), make(chan struct{})
-		client.Start(stop)
-		go func() { defer close(done); w.Run(wctx); close(stop); client.Shutdown() }()
-		t.Cleanup(func() { cancel(); <-done })
+		startWriter(t, env, c.agent, c.controller, desired)
 	}
 	// Both entries present: each writer has written once.
-	deadline := time.Now().Add(30 * time.Second)
-	for {
+	poll.Until(t, 30*time.Second, "both writers' entries in the pool's status", func() bool {
 		p, err := inf.InferenceV1().InferencePools(ns).Get(ctx, poolName, metav1.GetOptions{})
-		if err == nil && len(p.Status.Parents) == 2 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("the two writers did not both write their entry within 30 s")
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+		return err == nil && len(p.Status.Parents) == 2
+	})
 	// Absence of a loop needs a window: with the bug, 3 s held about 100
 	// writes per writer.
 	time.Sleep(3 * time.Second)

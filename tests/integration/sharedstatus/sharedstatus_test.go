@@ -327,22 +327,23 @@ func show(ps []parent) string {
 	return b.String()
 }
 
-// startWriter runs our StatusWriter for InferencePool status.parents, always
-// leading, with its own user agent, until the test ends.
-func startWriter(t *testing.T, env *kubeenv.Env, desired krt.Collection[poolStatus]) {
+// startWriter runs a StatusWriter for InferencePool status.parents with
+// controllerName controller (also its field manager), always leading, with
+// user agent agent, until the test ends.
+func startWriter(t *testing.T, env *kubeenv.Env, agent, controller string, desired krt.Collection[poolStatus]) {
 	t.Helper()
 	cfg := env.RESTConfig()
-	cfg.UserAgent = ourAgent
+	cfg.UserAgent = agent
 	client, err := kube.NewFromRESTConfig(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
 	api := client.Inference().InferenceV1()
 	w, err := writer.NewStatusWriter(writer.StatusConfig[*inferencev1.InferencePool, parent]{
-		Name:       "inferencepool-status",
+		Name:       agent,
 		Desired:    desired,
 		Live:       client.InferencePools(),
-		Controller: ourController,
+		Controller: controller,
 		Access:     poolParents,
 		Get: func(ctx context.Context, ns, name string) (*inferencev1.InferencePool, error) {
 			return api.InferencePools(ns).Get(ctx, name, metav1.GetOptions{})
@@ -354,7 +355,7 @@ func startWriter(t *testing.T, env *kubeenv.Env, desired krt.Collection[poolStat
 			return p
 		},
 		UpdateStatus: func(ctx context.Context, p *inferencev1.InferencePool) error {
-			_, err := api.InferencePools(p.Namespace).UpdateStatus(ctx, p, metav1.UpdateOptions{FieldManager: ourController})
+			_, err := api.InferencePools(p.Namespace).UpdateStatus(ctx, p, metav1.UpdateOptions{FieldManager: controller})
 			return err
 		},
 		IsLeader: func() bool { return true },
@@ -436,7 +437,7 @@ func TestSharedStatusKeepsEveryonesEntries(t *testing.T) {
 			desired.UpdateObject(poolStatus{Namespace: ns, Name: poolName, Parents: d})
 		}
 	}
-	startWriter(t, env, desired)
+	startWriter(t, env, ourAgent, ourController, desired)
 
 	var other otherResult
 	otherDone := make(chan struct{})
