@@ -122,3 +122,32 @@ func setCondition(conds []corev1.PodCondition, typ corev1.PodConditionType, stat
 	}
 	return append(conds, corev1.PodCondition{Type: typ, Status: status, LastTransitionTime: now})
 }
+
+// CreateReadyPods creates one pod per address in namespace, named
+// "<prefix>-<i>", labelled with labels, with one container port (named http)
+// and an image that is never pulled, and plays the kubelet for each
+// (MarkPodReady with that address). It returns the pods as written, in the
+// order of ips; the first error stops it and is returned wrapped.
+func CreateReadyPods(ctx context.Context, client kubernetes.Interface, namespace, prefix string,
+	labels map[string]string, port int32, ips ...string,
+) ([]*corev1.Pod, error) {
+	pods := make([]*corev1.Pod, 0, len(ips))
+	for i, ip := range ips {
+		pod := &corev1.Pod{
+			ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: fmt.Sprintf("%s-%d", prefix, i), Labels: labels},
+			Spec: corev1.PodSpec{Containers: []corev1.Container{{
+				Name: prefix, Image: "example.invalid/" + prefix + ":never-pulled",
+				Ports: []corev1.ContainerPort{{Name: "http", ContainerPort: port}},
+			}}},
+		}
+		pod, err := client.CoreV1().Pods(namespace).Create(ctx, pod, metav1.CreateOptions{})
+		if err != nil {
+			return pods, fmt.Errorf("kubeenv: create pod %s/%s: %w", namespace, pod.Name, err)
+		}
+		if pod, err = MarkPodReady(ctx, client, pod, ip); err != nil {
+			return pods, err
+		}
+		pods = append(pods, pod)
+	}
+	return pods, nil
+}

@@ -7,7 +7,6 @@ package kubeenv_test
 
 import (
 	"context"
-	"fmt"
 	"slices"
 	"testing"
 	"time"
@@ -56,26 +55,14 @@ func TestEndpointSlicesFollowReadinessAndSurviveRestart(t *testing.T) {
 		t.Fatal(err)
 	}
 	ips := []string{"10.244.0.13", "10.244.0.14", "10.244.0.15"}
-	var pods []*corev1.Pod
-	for i, ip := range ips {
-		pod := &corev1.Pod{
-			ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: fmt.Sprintf("echo-%d", i), Labels: map[string]string{"app": svc}},
-			Spec: corev1.PodSpec{Containers: []corev1.Container{{
-				Name: "echo", Image: "example.invalid/echo:never-pulled",
-				Ports: []corev1.ContainerPort{{Name: "http", ContainerPort: 8080}},
-			}}},
-		}
-		pod, err := client.CoreV1().Pods(ns).Create(ctx, pod, metav1.CreateOptions{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		if pod, err = kubeenv.MarkPodReady(ctx, client, pod, ip); err != nil {
-			t.Fatal(err)
-		}
+	pods, err := kubeenv.CreateReadyPods(ctx, client, ns, "echo", map[string]string{"app": svc}, 8080, ips...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, pod := range pods {
 		if pod.Spec.NodeName != kubeenv.NodeName {
 			t.Fatalf("pod %s bound to %q, want %q", pod.Name, pod.Spec.NodeName, kubeenv.NodeName)
 		}
-		pods = append(pods, pod)
 	}
 
 	waitReadyAddresses(t, client, ns, svc, ips, waitBound)
