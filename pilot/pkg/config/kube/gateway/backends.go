@@ -13,6 +13,8 @@ import (
 	inferencev1 "sigs.k8s.io/gateway-api-inference-extension/api/v1"
 	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
 	gwv1b1 "sigs.k8s.io/gateway-api/apis/v1beta1"
+
+	"github.com/infermesh/infermesh/pilot/pkg/model"
 )
 
 // InferencePoolGroup and InferencePoolKind name a backendRef to a GIE
@@ -71,43 +73,13 @@ type ResolvedBackend struct {
 	Pool *PoolBackend
 }
 
-// ServiceBackend is a resolved Service backendRef.
-type ServiceBackend struct {
-	// Host is <name>.<namespace>.svc.<clusterDomain>.
-	Host string
-	// Port is backendRef.port (required for a Service by the CRD's
-	// validation; 0 if unset).
-	Port int32
-}
-
-// PoolBackend is what the xDS translator needs of a resolved InferencePool
-// backendRef (issue 4 item 7).
-type PoolBackend struct {
-	// ShadowService is ShadowServiceName(pool) and Host its FQDN.
-	ShadowService string
-	Host          string
-	// Port is the shadow Service's first port, ShadowServiceBasePort;
-	// the route's cluster is outbound|Port||Host.
-	Port int32
-	// AppProtocol is the pool's spec.appProtocol, default http.
-	AppProtocol inferencev1.AppProtocol
-	// EPP is the pool's Endpoint Picker, nil without endpointPickerRef
-	// (the pool's status then says EndpointPickerRefMissing).
-	EPP *EPPBackend
-}
-
-// EPPBackend is the pool's Endpoint Picker Service (spec.endpointPickerRef).
-type EPPBackend struct {
-	// Host is <name>.<pool namespace>.svc.<clusterDomain>.
-	Host string
-	// Port is endpointPickerRef.port.number (0 when unset).
-	Port int32
-	// AppProtocol is the EPP Service port's appProtocol, "" when the
-	// Service or port is not found.
-	AppProtocol string
-	// FailureMode is FailureMode(pool).
-	FailureMode inferencev1.EndpointPickerFailureMode
-}
+// ServiceBackend, PoolBackend and EPPBackend are the translator's view of a
+// resolved backend (pilot/pkg/model).
+type (
+	ServiceBackend = model.ServiceBackend
+	PoolBackend    = model.PoolBackend
+	EPPBackend     = model.EPPBackend
+)
 
 // ResolveBackendRef resolves ref, a backendRef of a rule of a route of kind
 // routeKind in routeNamespace (Gateway API HTTPBackendRef / GRPCBackendRef;
@@ -195,6 +167,8 @@ func serviceFQDN(name, namespace, domain string) string {
 func poolBackend(pool *inferencev1.InferencePool, lk BackendLookups, domain string) *PoolBackend {
 	shadow := ShadowServiceName(pool.Name)
 	pb := &PoolBackend{
+		Namespace:     pool.Namespace,
+		Name:          pool.Name,
 		ShadowService: shadow,
 		Host:          serviceFQDN(shadow, pool.Namespace, domain),
 		Port:          ShadowServiceBasePort,
@@ -203,11 +177,14 @@ func poolBackend(pool *inferencev1.InferencePool, lk BackendLookups, domain stri
 	if pb.AppProtocol == "" {
 		pb.AppProtocol = inferencev1.AppProtocolHTTP
 	}
+	for _, p := range pool.Spec.TargetPorts {
+		pb.TargetPorts = append(pb.TargetPorts, int32(p.Number))
+	}
 	r := pool.Spec.EndpointPickerRef
 	if r == nil {
 		return pb
 	}
-	pb.EPP = &EPPBackend{Host: serviceFQDN(string(r.Name), pool.Namespace, domain), FailureMode: FailureMode(pool)}
+	pb.EPP = &EPPBackend{Service: string(r.Name), Host: serviceFQDN(string(r.Name), pool.Namespace, domain), FailureMode: FailureMode(pool)}
 	if r.Port != nil {
 		pb.EPP.Port = int32(r.Port.Number)
 	}

@@ -79,11 +79,14 @@ func TestResolveSeedPool(t *testing.T) {
 		Group: InferencePoolGroup, Kind: InferencePoolKind, Key: types.NamespacedName{Namespace: "llm-namespace", Name: "vllm-llama3-8b"},
 		Weight: 30, ResolvedRefs: true, Reason: gwv1.RouteReasonResolvedRefs,
 		Pool: &PoolBackend{
+			Namespace:     "llm-namespace",
+			Name:          "vllm-llama3-8b",
 			ShadowService: "vllm-llama3-8b-ip-22dc7de1",
 			Host:          "vllm-llama3-8b-ip-22dc7de1.llm-namespace.svc.cluster.local",
 			Port:          54321,
+			TargetPorts:   []int32{8000},
 			AppProtocol:   inferencev1.AppProtocolHTTP,
-			EPP: &EPPBackend{Host: "vllm-llama3-8b-epp.llm-namespace.svc.cluster.local", Port: 9002, AppProtocol: "http2",
+			EPP: &EPPBackend{Service: "vllm-llama3-8b-epp", Host: "vllm-llama3-8b-epp.llm-namespace.svc.cluster.local", Port: 9002, AppProtocol: "http2",
 				FailureMode: inferencev1.EndpointPickerFailOpen},
 		},
 	}
@@ -195,9 +198,12 @@ func TestResolvePoolVariants(t *testing.T) {
 	grants := grant("pools-namespace", "HTTPRoute", "llm-namespace", InferencePoolGroup, InferencePoolKind, "")
 	got := ResolveBackendRef(HTTPRouteKind, "llm-namespace", poolRef("pools-namespace", "shared-pool"), testLookups(grants), enabled)
 	want := &PoolBackend{
+		Namespace:     "pools-namespace",
+		Name:          "shared-pool",
 		ShadowService: ShadowServiceName("shared-pool"),
 		Host:          ShadowServiceName("shared-pool") + ".pools-namespace.svc.cluster.local",
 		Port:          54321,
+		TargetPorts:   []int32{8000},
 		AppProtocol:   inferencev1.AppProtocolH2C,
 	}
 	if d := cmp.Diff(want, got.Pool); d != "" {

@@ -1,0 +1,151 @@
+// Copyright infermesh authors
+// SPDX-License-Identifier: Apache-2.0
+
+// Package model holds the contract between the Gateway API controller
+// (pilot/pkg/config/kube/gateway), which computes it, and the xDS translator
+// (pilot/pkg/networking/core), which turns it into Envoy resources. One
+// Gateway value is everything one Gateway's Envoy needs: its listeners, the
+// routes attached to each, and every route rule's backends resolved
+// (Services, and InferencePools with their shadow Service and Endpoint
+// Picker).
+//
+// Values are immutable once built: the controller's krt collections share
+// them between readers.
+package model
+
+import (
+	"time"
+
+	inferencev1 "sigs.k8s.io/gateway-api-inference-extension/api/v1"
+	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
+)
+
+// Gateway is one Gateway of our class, ready for translation. Its krt key is
+// "namespace/name".
+type Gateway struct {
+	Namespace, Name string
+	// Listeners are the Gateway's usable listeners (accepted, not
+	// conflicted), in spec.listeners order.
+	Listeners []Listener
+}
+
+// ResourceName is the krt key: namespace/name.
+func (g Gateway) ResourceName() string { return g.Namespace + "/" + g.Name }
+
+// Listener is one usable Gateway API Listener with the routes attached to it.
+type Listener struct {
+	// Name is spec.listeners[].name.
+	Name string
+	// Port is the listener port (1-65535).
+	Port uint32
+	// Protocol is HTTP or HTTPS.
+	Protocol gwv1.ProtocolType
+	// Hostname is spec.listeners[].hostname, "" for any.
+	Hostname string
+	// TLS is set for HTTPS: the Secrets of tls.certificateRefs.
+	TLS *ListenerTLS
+	// Routes are the routes attached to this listener, sorted by kind,
+	// namespace and name. Rule precedence across routes is the translator's
+	// job (Gateway API HTTPRouteRule matching precedence).
+	Routes []*Route
+}
+
+// ListenerTLS is an HTTPS listener's TLS termination.
+type ListenerTLS struct {
+	// CertificateRefs are the Secrets (kubernetes.io/tls) in order, as
+	// namespace/name.
+	CertificateRefs []string
+}
+
+// Route is one HTTPRoute or GRPCRoute attached to a listener, with its rules'
+// backends resolved.
+type Route struct {
+	// Kind is HTTPRoute or GRPCRoute.
+	Kind            string
+	Namespace, Name string
+	// CreationTimestamp orders otherwise equal matches (oldest first), as
+	// the Gateway API's precedence rules require.
+	CreationTimestamp time.Time
+	// Hostnames is spec.hostnames; empty means the listener's.
+	Hostnames []string
+	Rules     []Rule
+}
+
+// Rule is one rule of a route: exactly one of HTTP and GRPC is set (the
+// rule as written, for matches, filters and timeouts), with its backendRefs
+// resolved in Backends.
+type Rule struct {
+	// Index is the rule's position in spec.rules.
+	Index int
+	HTTP  *gwv1.HTTPRouteRule
+	GRPC  *gwv1.GRPCRouteRule
+	// Backends are the rule's backendRefs, in order. A rule without
+	// backendRefs has none (the Gateway API then returns 500, unless a
+	// filter such as a redirect answers).
+	Backends []Backend
+}
+
+// Backend is one resolved backendRef of a rule. Exactly one of Service and
+// Pool is set when the reference resolved; neither when it did not, and then
+// Invalid says why: the Gateway API requires that the share of requests sent
+// to an invalid backend gets HTTP 500.
+type Backend struct {
+	// Weight is backendRef.weight (default 1); 0 sends no traffic.
+	Weight  int32
+	Service *ServiceBackend
+	Pool    *PoolBackend
+	// Invalid is the message of the route's ResolvedRefs=False condition
+	// for this backend, "" when it resolved.
+	Invalid string
+	// HTTPFilters are the backendRef's own filters (HTTPBackendRef.filters).
+	HTTPFilters []gwv1.HTTPRouteFilter
+	// GRPCFilters are the backendRef's own filters (GRPCBackendRef.filters).
+	GRPCFilters []gwv1.GRPCRouteFilter
+}
+
+// ServiceBackend is a resolved backendRef to a Kubernetes Service.
+type ServiceBackend struct {
+	// Host is <name>.<namespace>.svc.<clusterDomain>.
+	Host string
+	// Port is backendRef.port (the Service port).
+	Port int32
+}
+
+// PoolBackend is a resolved backendRef to a GIE InferencePool
+// (inference.networking.k8s.io/v1).
+type PoolBackend struct {
+	// Namespace and Name are the pool's.
+	Namespace, Name string
+	// ShadowService is the pool's shadow Service name and Host its FQDN.
+	ShadowService string
+	Host          string
+	// Port is the shadow Service's first port (54321); the route's cluster
+	// is outbound|Port||Host. The shadow Service has one port per
+	// spec.targetPorts entry.
+	Port int32
+	// TargetPorts are the pool's spec.targetPorts[].number, in order.
+	TargetPorts []int32
+	// AppProtocol is the pool's spec.appProtocol, default http;
+	// kubernetes.io/h2c means HTTP/2 over cleartext to the model servers.
+	AppProtocol inferencev1.AppProtocol
+	// EPP is the pool's Endpoint Picker, nil without spec.endpointPickerRef
+	// (the pool then is not Accepted: EndpointPickerRefMissing).
+	EPP *EPPBackend
+}
+
+// EPPBackend is the pool's Endpoint Picker Service (spec.endpointPickerRef).
+type EPPBackend struct {
+	// Service is the EPP Service's name; Host is its FQDN
+	// <name>.<pool namespace>.svc.<clusterDomain>.
+	Service string
+	Host    string
+	// Port is endpointPickerRef.port.number (0 when unset).
+	Port int32
+	// AppProtocol is the EPP Service port's appProtocol ("" when the
+	// Service or port was not found); http2, grpc and kubernetes.io/h2c
+	// mean HTTP/2.
+	AppProtocol string
+	// FailureMode is endpointPickerRef.failureMode: FailOpen, or FailClose
+	// (the default).
+	FailureMode inferencev1.EndpointPickerFailureMode
+}
