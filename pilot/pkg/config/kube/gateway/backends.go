@@ -12,7 +12,6 @@ import (
 	"k8s.io/utils/ptr"
 	inferencev1 "sigs.k8s.io/gateway-api-inference-extension/api/v1"
 	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
-	gwv1b1 "sigs.k8s.io/gateway-api/apis/v1beta1"
 
 	"github.com/infermesh/infermesh/pilot/pkg/model"
 )
@@ -41,7 +40,7 @@ type BackendLookups struct {
 	Service func(key types.NamespacedName) *corev1.Service
 	Pool    func(key types.NamespacedName) *inferencev1.InferencePool
 	// ReferenceGrants returns the ReferenceGrants in namespace.
-	ReferenceGrants func(namespace string) []*gwv1b1.ReferenceGrant
+	ReferenceGrants func(namespace string) []*gwv1.ReferenceGrant
 }
 
 // BackendOptions are the settings ResolveBackendRef follows.
@@ -109,7 +108,7 @@ func ResolveBackendRef(routeKind, routeNamespace string, ref gwv1.BackendRef, lk
 		if rb.Key.Namespace == routeNamespace {
 			return true
 		}
-		var grants []*gwv1b1.ReferenceGrant
+		var grants []*gwv1.ReferenceGrant
 		if lk.ReferenceGrants != nil {
 			grants = lk.ReferenceGrants(rb.Key.Namespace)
 		}

@@ -13,13 +13,12 @@ import (
 	"k8s.io/utils/ptr"
 	inferencev1 "sigs.k8s.io/gateway-api-inference-extension/api/v1"
 	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
-	gwv1b1 "sigs.k8s.io/gateway-api/apis/v1beta1"
 )
 
 // testLookups serves the seed's pool and EPP Service in llm-namespace, a
 // pool and a Service in pools-namespace, and grants (all in
 // pools-namespace).
-func testLookups(grants ...*gwv1b1.ReferenceGrant) BackendLookups {
+func testLookups(grants ...*gwv1.ReferenceGrant) BackendLookups {
 	other := seedPool()
 	other.Namespace, other.Name = "pools-namespace", "shared-pool"
 	other.Spec.AppProtocol = inferencev1.AppProtocolH2C
@@ -36,8 +35,8 @@ func testLookups(grants ...*gwv1b1.ReferenceGrant) BackendLookups {
 	return BackendLookups{
 		Service: func(k types.NamespacedName) *corev1.Service { return svcs[k] },
 		Pool:    func(k types.NamespacedName) *inferencev1.InferencePool { return pools[k] },
-		ReferenceGrants: func(ns string) []*gwv1b1.ReferenceGrant {
-			var out []*gwv1b1.ReferenceGrant
+		ReferenceGrants: func(ns string) []*gwv1.ReferenceGrant {
+			var out []*gwv1.ReferenceGrant
 			for _, g := range grants {
 				if g.Namespace == ns {
 					out = append(out, g)
@@ -106,7 +105,7 @@ func TestResolveBackendRef(t *testing.T) {
 		name      string
 		routeKind string // default HTTPRoute
 		ref       gwv1.BackendRef
-		grants    []*gwv1b1.ReferenceGrant
+		grants    []*gwv1.ReferenceGrant
 		opts      *BackendOptions // default enabled
 		reason    gwv1.RouteConditionReason
 		message   string // exact, when set
@@ -134,11 +133,11 @@ func TestResolveBackendRef(t *testing.T) {
 			return r
 		}(), reason: gwv1.RouteReasonInvalidKind},
 		{name: "cross-namespace Service without grant", ref: serviceRef("pools-namespace", "echo", 80), reason: gwv1.RouteReasonRefNotPermitted},
-		{name: "cross-namespace Service with grant", ref: serviceRef("pools-namespace", "echo", 80), grants: []*gwv1b1.ReferenceGrant{grantServices},
+		{name: "cross-namespace Service with grant", ref: serviceRef("pools-namespace", "echo", 80), grants: []*gwv1.ReferenceGrant{grantServices},
 			reason: gwv1.RouteReasonResolvedRefs},
-		{name: "cross-namespace Service, grant for pools only", ref: serviceRef("pools-namespace", "echo", 80), grants: []*gwv1b1.ReferenceGrant{grantPools},
+		{name: "cross-namespace Service, grant for pools only", ref: serviceRef("pools-namespace", "echo", 80), grants: []*gwv1.ReferenceGrant{grantPools},
 			reason: gwv1.RouteReasonRefNotPermitted},
-		{name: "cross-namespace Service granted but missing", ref: serviceRef("pools-namespace", "nope", 80), grants: []*gwv1b1.ReferenceGrant{grantServices},
+		{name: "cross-namespace Service granted but missing", ref: serviceRef("pools-namespace", "nope", 80), grants: []*gwv1.ReferenceGrant{grantServices},
 			reason: gwv1.RouteReasonBackendNotFound},
 
 		{name: "pool", ref: poolRef("", "vllm-llama3-8b"), reason: gwv1.RouteReasonResolvedRefs},
@@ -154,19 +153,19 @@ func TestResolveBackendRef(t *testing.T) {
 			reason: gwv1.RouteReasonInvalidKind, message: InferencePoolNotEnabledMessage},
 		{name: "cross-namespace pool without grant", ref: poolRef("pools-namespace", "shared-pool"), reason: gwv1.RouteReasonRefNotPermitted},
 		{name: "cross-namespace pool, grant for Services only", ref: poolRef("pools-namespace", "shared-pool"),
-			grants: []*gwv1b1.ReferenceGrant{grantServices}, reason: gwv1.RouteReasonRefNotPermitted},
+			grants: []*gwv1.ReferenceGrant{grantServices}, reason: gwv1.RouteReasonRefNotPermitted},
 		{name: "cross-namespace pool, grant for another name", ref: poolRef("pools-namespace", "shared-pool"),
-			grants: []*gwv1b1.ReferenceGrant{grantPoolOtherName}, reason: gwv1.RouteReasonRefNotPermitted},
+			grants: []*gwv1.ReferenceGrant{grantPoolOtherName}, reason: gwv1.RouteReasonRefNotPermitted},
 		{name: "cross-namespace pool, grant for GRPCRoutes only", ref: poolRef("pools-namespace", "shared-pool"),
-			grants: []*gwv1b1.ReferenceGrant{grantGRPC}, reason: gwv1.RouteReasonRefNotPermitted},
+			grants: []*gwv1.ReferenceGrant{grantGRPC}, reason: gwv1.RouteReasonRefNotPermitted},
 		{name: "cross-namespace pool from a GRPCRoute with a GRPCRoute grant", routeKind: GRPCRouteKind, ref: poolRef("pools-namespace", "shared-pool"),
-			grants: []*gwv1b1.ReferenceGrant{grantGRPC}, reason: gwv1.RouteReasonResolvedRefs},
+			grants: []*gwv1.ReferenceGrant{grantGRPC}, reason: gwv1.RouteReasonResolvedRefs},
 		{name: "cross-namespace pool, grant for all pools", ref: poolRef("pools-namespace", "shared-pool"),
-			grants: []*gwv1b1.ReferenceGrant{grantPools}, reason: gwv1.RouteReasonResolvedRefs},
+			grants: []*gwv1.ReferenceGrant{grantPools}, reason: gwv1.RouteReasonResolvedRefs},
 		{name: "cross-namespace pool, grant for this name", ref: poolRef("pools-namespace", "shared-pool"),
-			grants: []*gwv1b1.ReferenceGrant{grantServices, grantPoolNamed}, reason: gwv1.RouteReasonResolvedRefs},
+			grants: []*gwv1.ReferenceGrant{grantServices, grantPoolNamed}, reason: gwv1.RouteReasonResolvedRefs},
 		{name: "cross-namespace pool granted but missing", ref: poolRef("pools-namespace", "nope"),
-			grants: []*gwv1b1.ReferenceGrant{grantPools}, reason: gwv1.RouteReasonBackendNotFound},
+			grants: []*gwv1.ReferenceGrant{grantPools}, reason: gwv1.RouteReasonBackendNotFound},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

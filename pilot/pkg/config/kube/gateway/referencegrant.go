@@ -4,7 +4,7 @@
 package gateway
 
 import (
-	gwv1b1 "sigs.k8s.io/gateway-api/apis/v1beta1"
+	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
 )
 
 // GroupKind names a kind in an API group; "" is the core group.
@@ -13,10 +13,10 @@ type GroupKind struct{ Group, Kind string }
 // ReferenceGrantAllows reports whether one of grants (the ReferenceGrants
 // in the target's namespace) permits a reference from a from object in
 // namespace fromNamespace to the to object called name (Gateway API
-// ReferenceGrant v1beta1): some grant lists from (group, kind, namespace)
+// ReferenceGrant, v1): some grant lists from (group, kind, namespace)
 // in spec.from and to (group, kind, and name when set) in spec.to. Grants in
 // other namespaces are ignored.
-func ReferenceGrantAllows(grants []*gwv1b1.ReferenceGrant, targetNamespace string,
+func ReferenceGrantAllows(grants []*gwv1.ReferenceGrant, targetNamespace string,
 	from GroupKind, fromNamespace string, to GroupKind, name string,
 ) bool {
 	for _, g := range grants {

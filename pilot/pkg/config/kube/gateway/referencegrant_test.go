@@ -9,21 +9,20 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
-	gwv1b1 "sigs.k8s.io/gateway-api/apis/v1beta1"
 )
 
 // grant returns a ReferenceGrant in ns from HTTPRoutes in fromNS to
 // group/kind (and name, when set).
-func grant(ns, fromKind, fromNS, group, kind, name string) *gwv1b1.ReferenceGrant {
-	to := gwv1b1.ReferenceGrantTo{Group: gwv1.Group(group), Kind: gwv1.Kind(kind)}
+func grant(ns, fromKind, fromNS, group, kind, name string) *gwv1.ReferenceGrant {
+	to := gwv1.ReferenceGrantTo{Group: gwv1.Group(group), Kind: gwv1.Kind(kind)}
 	if name != "" {
 		to.Name = ptr.To(gwv1.ObjectName(name))
 	}
-	return &gwv1b1.ReferenceGrant{
+	return &gwv1.ReferenceGrant{
 		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "grant"},
-		Spec: gwv1b1.ReferenceGrantSpec{
-			From: []gwv1b1.ReferenceGrantFrom{{Group: GatewayGroup, Kind: gwv1.Kind(fromKind), Namespace: gwv1.Namespace(fromNS)}},
-			To:   []gwv1b1.ReferenceGrantTo{to},
+		Spec: gwv1.ReferenceGrantSpec{
+			From: []gwv1.ReferenceGrantFrom{{Group: GatewayGroup, Kind: gwv1.Kind(fromKind), Namespace: gwv1.Namespace(fromNS)}},
+			To:   []gwv1.ReferenceGrantTo{to},
 		},
 	}
 }
@@ -33,7 +32,7 @@ func TestReferenceGrantAllows(t *testing.T) {
 	route := GroupKind{GatewayGroup, HTTPRouteKind}
 	cases := []struct {
 		name  string
-		grant *gwv1b1.ReferenceGrant
+		grant *gwv1.ReferenceGrant
 		want  bool
 	}{
 		{"any name", grant("pools", "HTTPRoute", "routes", InferencePoolGroup, InferencePoolKind, ""), true},
@@ -46,7 +45,7 @@ func TestReferenceGrantAllows(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			if got := ReferenceGrantAllows([]*gwv1b1.ReferenceGrant{tc.grant}, "pools", route, "routes", pool, "p"); got != tc.want {
+			if got := ReferenceGrantAllows([]*gwv1.ReferenceGrant{tc.grant}, "pools", route, "routes", pool, "p"); got != tc.want {
 				t.Fatalf("ReferenceGrantAllows = %v, want %v", got, tc.want)
 			}
 		})

@@ -1,0 +1,513 @@
+// Copyright infermesh authors
+// SPDX-License-Identifier: Apache-2.0
+
+package gateway
+
+import (
+	"slices"
+	"strings"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	corev1ac "k8s.io/client-go/applyconfigurations/core/v1"
+	inferencev1 "sigs.k8s.io/gateway-api-inference-extension/api/v1"
+	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
+
+	"github.com/infermesh/infermesh/pilot/pkg/model"
+	"github.com/infermesh/infermesh/pkg/kube/krt"
+	"github.com/infermesh/infermesh/pkg/kube/writer"
+)
+
+// Inputs are the collections the controller reads. In a cluster they are
+// kube.Client's informer collections; in file mode, static collections of
+// the manifests. InferencePools is nil when the inference extension is off
+// (no InferencePool informer is started); GRPCRoutes may be nil when the
+// GRPCRoute CRD is not served.
+type Inputs struct {
+	GatewayClasses  krt.Collection[*gwv1.GatewayClass]
+	Gateways        krt.Collection[*gwv1.Gateway]
+	HTTPRoutes      krt.Collection[*gwv1.HTTPRoute]
+	GRPCRoutes      krt.Collection[*gwv1.GRPCRoute]
+	ReferenceGrants krt.Collection[*gwv1.ReferenceGrant]
+	Namespaces      krt.Collection[*corev1.Namespace]
+	Services        krt.Collection[*corev1.Service]
+	InferencePools  krt.Collection[*inferencev1.InferencePool]
+}
+
+// Options are the controller's settings (pilot/pkg/features).
+type Options struct {
+	// ControllerName is PILOT_GATEWAY_API_CONTROLLER_NAME: GatewayClasses
+	// with this spec.controllerName are ours, and our status entries carry it.
+	ControllerName string
+	// ClusterDomain builds Service FQDNs, e.g. cluster.local.
+	ClusterDomain string
+	// InferenceEnabled is ENABLE_GATEWAY_API_INFERENCE_EXTENSION. When it is
+	// false, Inputs.InferencePools is ignored and a backendRef to a pool gets
+	// InferencePoolNotEnabledMessage.
+	InferenceEnabled bool
+	// Krt are options for every collection built (stop channel, debug
+	// handler).
+	Krt []krt.CollectionOption
+}
+
+// Types of the desired state the writers consume.
+type (
+	// RouteStatus is our status.parents entries of one route.
+	RouteStatus = writer.DesiredStatus[gwv1.RouteParentStatus]
+	// PoolStatus is our status.parents entries of one InferencePool.
+	PoolStatus = writer.DesiredStatus[inferencev1.ParentStatus]
+	// ShadowServiceApply is one desired shadow Service.
+	ShadowServiceApply = writer.Desired[*corev1ac.ServiceApplyConfiguration]
+)
+
+// Outputs are the controller's derived collections. The pool collections are
+// nil when the inference extension is off; GRPCRouteStatus is nil without
+// Inputs.GRPCRoutes.
+type Outputs struct {
+	// ClassStatuses is the Accepted condition of each of our GatewayClasses.
+	ClassStatuses krt.Collection[ClassStatus]
+	// Gateways is our validated view of each Gateway of our classes.
+	Gateways krt.Collection[GatewayView]
+	// GatewayStatuses is the status of each of our Gateways.
+	GatewayStatuses krt.Collection[GatewayStatusResult]
+	// Routes is every HTTPRoute and GRPCRoute that names a Gateway of ours,
+	// attached and with its backends resolved.
+	Routes krt.Collection[RouteResult]
+	// HTTPRouteStatuses and GRPCRouteStatuses are our entries of each
+	// route's status.parents.
+	HTTPRouteStatuses krt.Collection[RouteStatus]
+	GRPCRouteStatuses krt.Collection[RouteStatus]
+	// GatewayParents is each pool's gatewayParents: pools that no route of
+	// ours references are absent.
+	GatewayParents krt.Collection[GatewayParents]
+	// InferencePools is the InferencePool object of each pool with at least
+	// one gatewayParent.
+	InferencePools krt.Collection[InferencePoolObject]
+	// PoolStatuses and ShadowServices come from one derivation over
+	// InferencePools.
+	PoolStatuses   krt.Collection[PoolStatus]
+	ShadowServices krt.Collection[ShadowServiceApply]
+	// Translator is, per Gateway of ours, what the xDS translator needs.
+	Translator krt.Collection[model.Gateway]
+}
+
+// ResourceName is the krt key of a GatewayView: namespace/name.
+func (g GatewayView) ResourceName() string { return g.Gateway.String() }
+
+// ClassStatus is the Accepted condition of one of our GatewayClasses (its
+// lastTransitionTime is left zero: the writer sets it).
+type ClassStatus struct {
+	Name      string
+	Condition metav1.Condition
+}
+
+// ResourceName is the class name (GatewayClasses are cluster-scoped).
+func (c ClassStatus) ResourceName() string { return c.Name }
+
+// GatewayStatusResult is the status of one of our Gateways.
+type GatewayStatusResult struct {
+	Namespace, Name string
+	Status          gwv1.GatewayStatus
+}
+
+// ResourceName is namespace/name.
+func (g GatewayStatusResult) ResourceName() string { return g.Namespace + "/" + g.Name }
+
+// RouteResult is one route that names a Gateway of ours as a parent:
+// its attachment per parentRef and its rules' backendRefs resolved.
+type RouteResult struct {
+	Route      Route
+	Generation int64
+	Created    time.Time
+	// Parents are the attachment results, one per parentRef that names a
+	// Gateway of ours (AttachRoute).
+	Parents []ParentResult
+	Rules   []RuleResult
+	// Pools are the InferencePools this route references with a permitted
+	// reference (same namespace, or allowed by a ReferenceGrant), whether
+	// or not the pool exists; sorted. Empty when the inference extension is
+	// off.
+	Pools []types.NamespacedName
+}
+
+// RuleResult is one route rule with its backendRefs resolved.
+type RuleResult struct {
+	HTTP     *gwv1.HTTPRouteRule
+	GRPC     *gwv1.GRPCRouteRule
+	Backends []ResolvedBackend
+	// Filters are the backendRefs' own filters, per backend.
+	HTTPFilters [][]gwv1.HTTPRouteFilter
+	GRPCFilters [][]gwv1.GRPCRouteFilter
+}
+
+// ResourceName is kind/namespace/name.
+func (r RouteResult) ResourceName() string {
+	return r.Route.Kind + "/" + r.Route.Namespace + "/" + r.Route.Name
+}
+
+// GatewayParents is one pool's gatewayParents: our Gateways that a route
+// referencing the pool names as a parent, each with those routes'
+// attachment results. Parents is never empty.
+type GatewayParents struct {
+	Pool    types.NamespacedName
+	Parents []PoolParent
+}
+
+// ResourceName is the pool's namespace/name.
+func (g GatewayParents) ResourceName() string { return g.Pool.String() }
+
+// InferencePoolObject is a pool with at least one gatewayParent: the pool,
+// its parents and its Endpoint Picker Service (nil when endpointPickerRef
+// is unset or names no Service that exists).
+type InferencePoolObject struct {
+	Pool    *inferencev1.InferencePool
+	Parents []PoolParent
+	EPP     *corev1.Service
+}
+
+// ResourceName is the pool's namespace/name.
+func (p InferencePoolObject) ResourceName() string { return p.Pool.Namespace + "/" + p.Pool.Name }
+
+// Build derives every collection of the controller from in. The shape, from
+// inputs to outputs:
+//
+//	GatewayClasses ─► ClassStatuses
+//	Gateways (+classes) ─► Gateways ─► GatewayStatuses, Translator
+//	HTTPRoutes, GRPCRoutes (+Gateways, Namespaces, Services, InferencePools,
+//	  ReferenceGrants) ─► Routes ─► HTTPRouteStatuses, GRPCRouteStatuses
+//	Routes indexed by pool ─► GatewayParents ─► InferencePools (+pool, EPP
+//	  Service) ─► PoolStatuses and ShadowServices (one derivation)
+//
+// Every transformation is pure and reads its inputs through krt.Fetch, so a
+// change recomputes only what read it.
+func Build(in Inputs, opts Options) Outputs {
+	var out Outputs
+	pools := in.InferencePools
+	if !opts.InferenceEnabled {
+		pools = nil
+	}
+	with := func(name string) []krt.CollectionOption {
+		return append(slices.Clone(opts.Krt), krt.WithName("gateway/"+name))
+	}
+
+	out.ClassStatuses = krt.NewCollection(in.GatewayClasses, func(ctx krt.HandlerContext, gc *gwv1.GatewayClass) *ClassStatus {
+		if !IsOurGatewayClass(gc, opts.ControllerName) {
+			return nil
+		}
+		return &ClassStatus{Name: gc.Name, Condition: GatewayClassAcceptedCondition(gc, metav1.Time{})}
+	}, with("ClassStatuses")...)
+
+	out.Gateways = krt.NewCollection(in.Gateways, func(ctx krt.HandlerContext, gw *gwv1.Gateway) *GatewayView {
+		gc := krt.FetchOne(ctx, in.GatewayClasses, krt.FilterKey(string(gw.Spec.GatewayClassName)))
+		if gc == nil || !IsOurGatewayClass(*gc, opts.ControllerName) {
+			return nil
+		}
+		return NewGatewayView(gw)
+	}, with("Gateways")...)
+
+	lookups := func(ctx krt.HandlerContext) (GatewayLookup, NamespaceLabels, BackendLookups) {
+		gateways := func(key types.NamespacedName) *GatewayView {
+			return krt.FetchOne(ctx, out.Gateways, krt.FilterKey(key.String()))
+		}
+		nsLabels := func(name string) map[string]string {
+			if ns := krt.FetchOne(ctx, in.Namespaces, krt.FilterKey(name)); ns != nil {
+				return (*ns).Labels
+			}
+			return nil
+		}
+		backends := BackendLookups{
+			Service: func(key types.NamespacedName) *corev1.Service {
+				if s := krt.FetchOne(ctx, in.Services, krt.FilterKey(key.String())); s != nil {
+					return *s
+				}
+				return nil
+			},
+			ReferenceGrants: func(ns string) []*gwv1.ReferenceGrant {
+				return krt.Fetch(ctx, in.ReferenceGrants, krt.FilterNamespace(ns))
+			},
+		}
+		if pools != nil {
+			backends.Pool = func(key types.NamespacedName) *inferencev1.InferencePool {
+				if p := krt.FetchOne(ctx, pools, krt.FilterKey(key.String())); p != nil {
+					return *p
+				}
+				return nil
+			}
+		}
+		return gateways, nsLabels, backends
+	}
+	backendOpts := BackendOptions{InferenceEnabled: opts.InferenceEnabled, ClusterDomain: opts.ClusterDomain}
+
+	httpRoutes := krt.NewCollection(in.HTTPRoutes, func(ctx krt.HandlerContext, r *gwv1.HTTPRoute) *RouteResult {
+		route := Route{Kind: HTTPRouteKind, Namespace: r.Namespace, Name: r.Name, Hostnames: r.Spec.Hostnames, ParentRefs: r.Spec.ParentRefs}
+		gateways, nsLabels, lk := lookups(ctx)
+		parents := AttachRoute(route, gateways, nsLabels)
+		if len(parents) == 0 {
+			return nil
+		}
+		res := &RouteResult{Route: route, Generation: r.Generation, Created: r.CreationTimestamp.Time, Parents: parents}
+		for i := range r.Spec.Rules {
+			rule := &r.Spec.Rules[i]
+			rr := RuleResult{HTTP: rule}
+			for _, b := range rule.BackendRefs {
+				rr.Backends = append(rr.Backends, ResolveBackendRef(HTTPRouteKind, r.Namespace, b.BackendRef, lk, backendOpts))
+				rr.HTTPFilters = append(rr.HTTPFilters, b.Filters)
+			}
+			res.Rules = append(res.Rules, rr)
+		}
+		res.Pools = referencedPools(res.Rules)
+		return res
+	}, with("HTTPRoutes")...)
+	routes := []krt.Collection[RouteResult]{httpRoutes}
+
+	if in.GRPCRoutes != nil {
+		grpcRoutes := krt.NewCollection(in.GRPCRoutes, func(ctx krt.HandlerContext, r *gwv1.GRPCRoute) *RouteResult {
+			route := Route{Kind: GRPCRouteKind, Namespace: r.Namespace, Name: r.Name, Hostnames: r.Spec.Hostnames, ParentRefs: r.Spec.ParentRefs}
+			gateways, nsLabels, lk := lookups(ctx)
+			parents := AttachRoute(route, gateways, nsLabels)
+			if len(parents) == 0 {
+				return nil
+			}
+			res := &RouteResult{Route: route, Generation: r.Generation, Created: r.CreationTimestamp.Time, Parents: parents}
+			for i := range r.Spec.Rules {
+				rule := &r.Spec.Rules[i]
+				rr := RuleResult{GRPC: rule}
+				for _, b := range rule.BackendRefs {
+					rr.Backends = append(rr.Backends, ResolveBackendRef(GRPCRouteKind, r.Namespace, b.BackendRef, lk, backendOpts))
+					rr.GRPCFilters = append(rr.GRPCFilters, b.Filters)
+				}
+				res.Rules = append(res.Rules, rr)
+			}
+			res.Pools = referencedPools(res.Rules)
+			return res
+		}, with("GRPCRoutes")...)
+		routes = append(routes, grpcRoutes)
+		out.GRPCRouteStatuses = routeStatuses(grpcRoutes, opts.ControllerName, with("GRPCRouteStatuses"))
+	}
+	out.HTTPRouteStatuses = routeStatuses(httpRoutes, opts.ControllerName, with("HTTPRouteStatuses"))
+	out.Routes = krt.JoinCollection(routes, with("Routes")...)
+
+	routesByGateway := krt.NewIndex(out.Routes, "routes-by-gateway", func(r RouteResult) []types.NamespacedName {
+		var keys []types.NamespacedName
+		for _, p := range r.Parents {
+			if !slices.Contains(keys, p.Gateway) {
+				keys = append(keys, p.Gateway)
+			}
+		}
+		return keys
+	})
+
+	out.GatewayStatuses = krt.NewCollection(out.Gateways, func(ctx krt.HandlerContext, gw GatewayView) *GatewayStatusResult {
+		routes := routesByGateway.Fetch(ctx, gw.Gateway)
+		results := make([][]ParentResult, 0, len(routes))
+		for _, r := range routes {
+			results = append(results, r.Parents)
+		}
+		attached := AttachedRoutes(results)[gw.Gateway]
+		// Programmed stays False/Pending until Gateway deployments exist
+		// (issue 6): nothing here knows whether a proxy serves the Gateway.
+		st := GatewayStatus(&gw, attached, false, metav1.Time{})
+		return &GatewayStatusResult{Namespace: gw.Gateway.Namespace, Name: gw.Gateway.Name, Status: st}
+	}, with("GatewayStatuses")...)
+
+	out.Translator = krt.NewCollection(out.Gateways, func(ctx krt.HandlerContext, gw GatewayView) *model.Gateway {
+		return TranslatorGateway(gw, routesByGateway.Fetch(ctx, gw.Gateway))
+	}, with("Translator")...)
+
+	if pools == nil {
+		return out
+	}
+
+	routesByPool := krt.NewIndex(out.Routes, "routes-by-pool", func(r RouteResult) []types.NamespacedName { return r.Pools })
+
+	out.GatewayParents = krt.NewCollection(pools, func(ctx krt.HandlerContext, pool *inferencev1.InferencePool) *GatewayParents {
+		key := types.NamespacedName{Namespace: pool.Namespace, Name: pool.Name}
+		parents := PoolGatewayParents(key, routesByPool.Fetch(ctx, key))
+		if len(parents) == 0 {
+			return nil
+		}
+		return &GatewayParents{Pool: key, Parents: parents}
+	}, with("GatewayParents")...)
+
+	out.InferencePools = krt.NewCollection(out.GatewayParents, func(ctx krt.HandlerContext, gp GatewayParents) *InferencePoolObject {
+		pool := krt.FetchOne(ctx, pools, krt.FilterKey(gp.Pool.String()))
+		if pool == nil {
+			return nil
+		}
+		obj := &InferencePoolObject{Pool: *pool, Parents: gp.Parents}
+		if ref := (*pool).Spec.EndpointPickerRef; ref != nil && ref.Name != "" {
+			if svc := krt.FetchOne(ctx, in.Services, krt.FilterKey(gp.Pool.Namespace+"/"+string(ref.Name))); svc != nil {
+				obj.EPP = *svc
+			}
+		}
+		return obj
+	}, with("InferencePools")...)
+
+	statuses, shadows := krt.NewStatusCollection(out.InferencePools,
+		func(ctx krt.HandlerContext, p InferencePoolObject) (*PoolStatus, *ShadowServiceApply) {
+			st := &PoolStatus{Namespace: p.Pool.Namespace, Name: p.Pool.Name,
+				Parents: PoolParentStatuses(p.Pool, p.Parents, p.EPP, opts.ControllerName, metav1.Time{})}
+			svc := &ShadowServiceApply{Namespace: p.Pool.Namespace, Name: ShadowServiceName(p.Pool.Name), Apply: ShadowService(p.Pool)}
+			return st, svc
+		}, with("ShadowServices")...)
+	out.ShadowServices = shadows
+	out.PoolStatuses = krt.NewCollection(statuses, func(ctx krt.HandlerContext, s krt.ObjectWithStatus[InferencePoolObject, PoolStatus]) *PoolStatus {
+		return &s.Status
+	}, with("PoolStatuses")...)
+	return out
+}
+
+// referencedPools returns the pools that rules reference with a permitted
+// reference: resolved, or only missing (BackendNotFound). A reference that
+// is not permitted (no ReferenceGrant), names a hostname, or is made while
+// the extension is off does not make the route's Gateways the pool's
+// parents: a route must not cause writes to a pool it may not use.
+func referencedPools(rules []RuleResult) []types.NamespacedName {
+	var out []types.NamespacedName
+	for _, r := range rules {
+		for _, b := range r.Backends {
+			if b.Group != InferencePoolGroup || b.Kind != InferencePoolKind {
+				continue
+			}
+			if b.ResolvedRefs || b.Reason == gwv1.RouteReasonBackendNotFound {
+				if !slices.Contains(out, b.Key) {
+					out = append(out, b.Key)
+				}
+			}
+		}
+	}
+	slices.SortFunc(out, func(a, b types.NamespacedName) int { return strings.Compare(a.String(), b.String()) })
+	return out
+}
+
+// PoolGatewayParents folds the attachment results of routes (those that
+// reference pool) into the pool's gatewayParents: one PoolParent per
+// Gateway of ours that any of them names, accepted or not, sorted by
+// Gateway, with each route's attachment to it.
+func PoolGatewayParents(pool types.NamespacedName, routes []RouteResult) []PoolParent {
+	byGateway := map[types.NamespacedName]*PoolParent{}
+	var order []types.NamespacedName
+	for _, r := range routes {
+		if !slices.Contains(r.Pools, pool) {
+			continue
+		}
+		for _, p := range r.Parents {
+			pp := byGateway[p.Gateway]
+			if pp == nil {
+				pp = &PoolParent{Gateway: p.Gateway}
+				byGateway[p.Gateway] = pp
+				order = append(order, p.Gateway)
+			}
+			pp.Routes = append(pp.Routes, p.RouteAttachment(r.Route))
+		}
+	}
+	slices.SortFunc(order, func(a, b types.NamespacedName) int { return strings.Compare(a.String(), b.String()) })
+	out := make([]PoolParent, 0, len(order))
+	for _, g := range order {
+		out = append(out, *byGateway[g])
+	}
+	return out
+}
+
+// routeStatuses derives our status.parents entries of each route in routes.
+func routeStatuses(routes krt.Collection[RouteResult], controller string, opts []krt.CollectionOption) krt.Collection[RouteStatus] {
+	return krt.NewCollection(routes, func(ctx krt.HandlerContext, r RouteResult) *RouteStatus {
+		return &RouteStatus{Namespace: r.Route.Namespace, Name: r.Route.Name, Parents: RouteParentStatuses(r, controller)}
+	}, opts...)
+}
+
+// RouteParentStatuses returns our entries of the route's status.parents
+// (Gateway API RouteParentStatus), one per parentRef naming a Gateway of
+// ours, in parentRef order: parentRef as written, controllerName, and the
+// Accepted condition of the attachment and the route's ResolvedRefs
+// condition (RouteResolvedRefs over every rule's backends), both with the
+// route's generation. lastTransitionTime is left zero for the writer.
+func RouteParentStatuses(r RouteResult, controller string) []gwv1.RouteParentStatus {
+	var all []ResolvedBackend
+	for _, rule := range r.Rules {
+		all = append(all, rule.Backends...)
+	}
+	refsOK, refsReason, refsMsg := RouteResolvedRefs(all)
+	cond := func(typ string, ok bool, reason, msg string) metav1.Condition {
+		st := metav1.ConditionFalse
+		if ok {
+			st = metav1.ConditionTrue
+		}
+		return metav1.Condition{Type: typ, Status: st, Reason: reason, Message: msg, ObservedGeneration: r.Generation}
+	}
+	out := make([]gwv1.RouteParentStatus, 0, len(r.Parents))
+	for _, p := range r.Parents {
+		out = append(out, gwv1.RouteParentStatus{
+			ParentRef:      p.ParentRef,
+			ControllerName: gwv1.GatewayController(controller),
+			Conditions: []metav1.Condition{
+				cond(string(gwv1.RouteConditionAccepted), p.Accepted, string(p.Reason), p.Message),
+				cond(string(gwv1.RouteConditionResolvedRefs), refsOK, string(refsReason), refsMsg),
+			},
+		})
+	}
+	return out
+}
+
+// TranslatorGateway builds the xDS translator's view of gw (model.Gateway)
+// from the routes that name it: each usable listener with the routes
+// attached to it, sorted by kind, namespace and name.
+func TranslatorGateway(gw GatewayView, routes []RouteResult) *model.Gateway {
+	out := &model.Gateway{Namespace: gw.Gateway.Namespace, Name: gw.Gateway.Name}
+	built := map[string]*model.Route{}
+	for _, l := range gw.Listeners {
+		if !l.Usable() {
+			continue
+		}
+		ml := model.Listener{Name: string(l.Name), Port: uint32(l.Port), Protocol: l.Protocol, Hostname: l.Hostname}
+		for i := range routes {
+			r := &routes[i]
+			if !attachedTo(r, gw.Gateway, l.Name) {
+				continue
+			}
+			key := r.ResourceName()
+			if built[key] == nil {
+				built[key] = modelRoute(r)
+			}
+			ml.Routes = append(ml.Routes, built[key])
+		}
+		out.Listeners = append(out.Listeners, ml)
+	}
+	return out
+}
+
+func attachedTo(r *RouteResult, gw types.NamespacedName, listener gwv1.SectionName) bool {
+	for _, p := range r.Parents {
+		if p.Accepted && p.Gateway == gw && slices.Contains(p.Listeners, listener) {
+			return true
+		}
+	}
+	return false
+}
+
+func modelRoute(r *RouteResult) *model.Route {
+	mr := &model.Route{Kind: r.Route.Kind, Namespace: r.Route.Namespace, Name: r.Route.Name, CreationTimestamp: r.Created}
+	for _, h := range r.Route.Hostnames {
+		mr.Hostnames = append(mr.Hostnames, string(h))
+	}
+	for i, rule := range r.Rules {
+		rr := model.Rule{Index: i, HTTP: rule.HTTP, GRPC: rule.GRPC}
+		for j, b := range rule.Backends {
+			mb := model.Backend{Weight: b.Weight, Service: b.Service, Pool: b.Pool}
+			if !b.ResolvedRefs {
+				mb.Invalid = b.Message
+			}
+			if j < len(rule.HTTPFilters) {
+				mb.HTTPFilters = rule.HTTPFilters[j]
+			}
+			if j < len(rule.GRPCFilters) {
+				mb.GRPCFilters = rule.GRPCFilters[j]
+			}
+			rr.Backends = append(rr.Backends, mb)
+		}
+		mr.Rules = append(mr.Rules, rr)
+	}
+	return mr
+}
