@@ -22,7 +22,6 @@ import (
 	"github.com/infermesh/infermesh/pkg/test/seed"
 )
 
-
 // pipeline is Build over static input collections that a test edits.
 type pipeline struct {
 	t        *testing.T
@@ -374,7 +373,7 @@ func TestGRPCRouteToPool(t *testing.T) {
 		ObjectMeta: metav1.ObjectMeta{Namespace: seed.Namespace, Name: "grpc"},
 		Spec: gwv1.GRPCRouteSpec{
 			CommonRouteSpec: gwv1.CommonRouteSpec{ParentRefs: seed.HTTPRoute().Spec.ParentRefs},
-			Rules: []gwv1.GRPCRouteRule{{BackendRefs: []gwv1.GRPCBackendRef{{BackendRef: seed.HTTPRoute().Spec.Rules[0].BackendRefs[0].BackendRef}}}},
+			Rules:           []gwv1.GRPCRouteRule{{BackendRefs: []gwv1.GRPCBackendRef{{BackendRef: seed.HTTPRoute().Spec.Rules[0].BackendRefs[0].BackendRef}}}},
 		},
 	}
 	p := newPipeline(t, true, seed.GatewayClassObject(), seed.Gateway(), grpc, seed.InferencePool(), seed.EPPService())
