@@ -37,8 +37,16 @@ type OwnedStatus[O Object, AC any] struct {
 // already equal desired, so an unchanged status causes no request. It returns
 // whether it wrote; a missing object is not an error (there is nothing to
 // write to). Conditions must already carry the lastTransitionTime to keep
-// (status.KeepTransitionTimes).
+// (status.KeepTransitionTimes); ApplyFrom computes desired from the live
+// object for that.
 func (o OwnedStatus[O, AC]) Apply(ctx context.Context, c StatusClient[O, AC], namespace, name string, desired AC) (bool, error) {
+	return o.ApplyFrom(ctx, c, namespace, name, func(O) (AC, error) { return desired, nil })
+}
+
+// ApplyFrom is Apply with the desired configuration computed by build from
+// the live object just read (for example to keep its conditions'
+// lastTransitionTime). An error from build is returned, wrapped with the key.
+func (o OwnedStatus[O, AC]) ApplyFrom(ctx context.Context, c StatusClient[O, AC], namespace, name string, build func(live O) (AC, error)) (bool, error) {
 	key := namespace + "/" + name
 	live, err := c.Get(ctx, name, metav1.GetOptions{})
 	switch {
@@ -46,6 +54,10 @@ func (o OwnedStatus[O, AC]) Apply(ctx context.Context, c StatusClient[O, AC], na
 		return false, nil
 	case err != nil:
 		return false, fmt.Errorf("read %s: %w", key, err)
+	}
+	desired, err := build(live)
+	if err != nil {
+		return false, fmt.Errorf("status of %s: %w", key, err)
 	}
 	current, err := o.ExtractStatus(live, o.FieldManager)
 	if err != nil {

@@ -37,6 +37,10 @@
 //     (apply.ErrNotOwned) is never written. It is logged once per key and not
 //     retried; a later change of the desired or of the live object (for
 //     example the label being added, or the object deleted) enqueues it again.
+//   - Shared status: desired conditions may leave lastTransitionTime zero (so
+//     that recomputing them gives an equal value and no event); the writer
+//     stamps them with the time of the write, and the merge keeps the live
+//     time of each condition whose status did not change.
 //   - Shared status: when the desired status is gone, our entries are removed
 //     from the live list (everyone else's stay); the live status is written
 //     only when the merged list differs from it.

@@ -37,6 +37,10 @@ type OwnedConfig[O apply.Object, AC any] struct {
 	// RateLimiter returns a new rate limiter for each leadership term.
 	// Default: workqueue.DefaultTypedControllerRateLimiter.
 	RateLimiter func() workqueue.TypedRateLimiter[string]
+	// OnNotOwned, if set, is called once each time a desired object is found
+	// to collide with an object that is not ours (apply.ErrNotOwned), for
+	// example to record an event on the object that wanted it.
+	OnNotOwned func(d *Desired[AC], err error)
 }
 
 // OwnedWriter applies the desired objects of one kind that we own, while
@@ -103,6 +107,9 @@ func (w *OwnedWriter[O, AC]) sync(ctx context.Context, key string) error {
 		if w.setNotOwned(key, true) {
 			slog.Warn("writer: an object with our name is not ours; leaving it alone",
 				"writer", w.cfg.Name, "key", key, "error", err)
+			if w.cfg.OnNotOwned != nil {
+				w.cfg.OnNotOwned(d, err)
+			}
 		}
 		return nil // terminal until the desired or live object changes
 	}

@@ -5,6 +5,7 @@ package writer
 
 import (
 	"context"
+	"errors"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -199,6 +200,13 @@ func TestRequeueOnError(t *testing.T) {
 func TestNotOwnedIsLeftAloneAndNotRetried(t *testing.T) {
 	theirs := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "a", Labels: map[string]string{"team": "x"}}}
 	f := newFixture(t, theirs)
+	var reported atomic.Int32
+	f.w.cfg.OnNotOwned = func(d *svcDesired, err error) {
+		if d.Name != "a" || !errors.Is(err, apply.ErrNotOwned) {
+			t.Errorf("OnNotOwned(%s, %v), want a and ErrNotOwned", d.Name, err)
+		}
+		reported.Add(1)
+	}
 	f.leader.Store(true)
 	f.desired.UpdateObject(shadow("a", "x"))
 	f.desired.UpdateObject(shadow("b", "x")) // processed after a: a is done by then
@@ -213,6 +221,9 @@ func TestNotOwnedIsLeftAloneAndNotRetried(t *testing.T) {
 	}
 	if writeActions(f.client) != 2 { // the create of b and the apply that follows it
 		t.Fatalf("writes = %v, want only b's create and apply", f.client.Actions())
+	}
+	if n := reported.Load(); n != 1 {
+		t.Fatalf("OnNotOwned called %d times, want once", n)
 	}
 }
 

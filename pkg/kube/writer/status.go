@@ -7,6 +7,7 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"slices"
 
 	"k8s.io/apimachinery/pkg/api/equality"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -95,7 +96,7 @@ func (w *StatusWriter[O, P]) sync(ctx context.Context, key string) error {
 	ns, name := splitKey(key)
 	var desired []P
 	if d := w.cfg.Desired.GetKey(key); d != nil {
-		desired = d.Parents
+		desired = stampTransitionTimes(d.Parents, w.cfg.Access, metav1.Now())
 	}
 	wrote, err := status.UpdateShared(ctx, key,
 		func(ctx context.Context) (O, error) { return w.cfg.Get(ctx, ns, name) },
@@ -125,3 +126,23 @@ func (w *StatusWriter[O, P]) sync(ctx context.Context, key string) error {
 
 // errNotLeader stops a status retry loop when leadership ended mid-write.
 var errNotLeader = errors.New("writer: not leader")
+
+// stampTransitionTimes returns a copy of desired in which every condition
+// with a zero lastTransitionTime has now. Desired collections leave the time
+// zero so that a recomputation yields an equal value (and no event); the
+// merge then keeps the live time of every condition whose status is
+// unchanged, so now is written only for conditions that changed or are new.
+func stampTransitionTimes[P any](desired []P, a status.ParentAccess[P], now metav1.Time) []P {
+	out := slices.Clone(desired)
+	for i := range out {
+		conds := a.Conditions(&out[i])
+		cs := slices.Clone(*conds)
+		for j := range cs {
+			if cs[j].LastTransitionTime.IsZero() {
+				cs[j].LastTransitionTime = now
+			}
+		}
+		*conds = cs
+	}
+	return out
+}

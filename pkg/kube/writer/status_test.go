@@ -8,6 +8,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -195,5 +196,31 @@ func TestStatusRequeueOnError(t *testing.T) {
 	waitFor(t, "two failures and a success", func() bool { return f.syncs("ns/r") >= 3 })
 	if len(f.parents(t)) != 1 {
 		t.Fatalf("parents = %+v after the retries", f.parents(t))
+	}
+}
+
+// A desired condition with a zero lastTransitionTime is written with the
+// time of the write; rewriting an unchanged status keeps that time and writes
+// nothing.
+func TestStatusStampsZeroTransitionTimes(t *testing.T) {
+	f := newStatusFixture(t, route())
+	p := parent(ourController, "gw", "Accepted")
+	p.Conditions[0].LastTransitionTime = metav1.Time{}
+	f.desired.UpdateObject(routeStatus{Namespace: "ns", Name: "r", Parents: []gatewayv1.RouteParentStatus{p}})
+	f.leader.Store(true)
+	before := time.Now().Add(-time.Second)
+	waitFor(t, "our entry written", func() bool { return len(f.parents(t)) == 1 })
+	got := f.parents(t)[0].Conditions[0].LastTransitionTime
+	if got.Time.Before(before) {
+		t.Fatalf("lastTransitionTime = %v, want the time of the write", got)
+	}
+	writes := statusWrites(f.client)
+	f.desired.UpdateObject(routeStatus{Namespace: "ns", Name: "r", Parents: []gatewayv1.RouteParentStatus{p}})
+	waitFor(t, "second sync", func() bool { return f.syncs("ns/r") >= 2 })
+	if n := statusWrites(f.client); n != writes {
+		t.Errorf("%d writes after an unchanged recompute, want %d", n, writes)
+	}
+	if again := f.parents(t)[0].Conditions[0].LastTransitionTime; !again.Equal(&got) {
+		t.Errorf("lastTransitionTime moved from %v to %v", got, again)
 	}
 }
