@@ -1,0 +1,382 @@
+// Copyright infermesh authors
+// SPDX-License-Identifier: Apache-2.0
+
+package gateway
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	corev1ac "k8s.io/client-go/applyconfigurations/core/v1"
+	"k8s.io/client-go/tools/record"
+	"k8s.io/utils/ptr"
+	inferencev1 "sigs.k8s.io/gateway-api-inference-extension/api/v1"
+	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
+	gwv1ac "sigs.k8s.io/gateway-api/applyconfiguration/apis/v1"
+
+	"github.com/infermesh/infermesh/pilot/pkg/features"
+	"github.com/infermesh/infermesh/pkg/kube"
+	"github.com/infermesh/infermesh/pkg/kube/apply"
+	"github.com/infermesh/infermesh/pkg/kube/krt"
+	"github.com/infermesh/infermesh/pkg/kube/status"
+	"github.com/infermesh/infermesh/pkg/kube/writer"
+)
+
+// ManagedLabel marks the objects the Gateway controller creates for itself
+// (the default GatewayClass); its value is the controller name with "/"
+// replaced by "-", as label values cannot hold "/". An object without it is
+// never written.
+const ManagedLabel = "gateway.istio.io/managed"
+
+// ControllerConfig configures a Controller over a cluster.
+type ControllerConfig struct {
+	// Client gives the informer collections and the clients to write with.
+	Client *kube.Client
+	// Features are the feature flags (pilot/pkg/features).
+	Features features.Features
+	// Recorder records Warning events on InferencePools (a shadow Service
+	// name taken by someone else's Service); nil records none.
+	Recorder record.EventRecorder
+	// IsLeader gates every write (leaderelection.Elector.IsLeader).
+	IsLeader func() bool
+	// Krt are options for every derived collection.
+	Krt []krt.CollectionOption
+}
+
+// Controller is the Gateway API and InferencePool controller over a
+// cluster: the collections of Build over the Client's informers, and the
+// leader-gated writers that carry its results to the API server.
+type Controller struct {
+	Outputs
+	runs []func(ctx context.Context)
+}
+
+// NewController builds the pipeline and its writers. With
+// PILOT_ENABLE_GATEWAY_API off it builds nothing; with
+// ENABLE_GATEWAY_API_INFERENCE_EXTENSION off no InferencePool informer is
+// created; with PILOT_ENABLE_GATEWAY_API_STATUS off no status is written
+// (shadow Services and the default GatewayClass still are).
+func NewController(cfg ControllerConfig) (*Controller, error) {
+	if cfg.Client == nil || cfg.IsLeader == nil {
+		return nil, errors.New("gateway: ControllerConfig needs Client and IsLeader")
+	}
+	f := cfg.Features
+	c := &Controller{}
+	if !f.EnableGatewayAPI {
+		return c, nil
+	}
+	kc := cfg.Client
+	in := Inputs{
+		GatewayClasses: kc.GatewayClasses(), Gateways: kc.Gateways(), HTTPRoutes: kc.HTTPRoutes(),
+		GRPCRoutes: kc.GRPCRoutes(), ReferenceGrants: kc.ReferenceGrants(), Namespaces: kc.Namespaces(),
+		Services: kc.Services(),
+	}
+	if f.EnableInferenceExtension {
+		in.InferencePools = kc.InferencePools()
+	}
+	c.Outputs = Build(in, Options{
+		ControllerName: f.ControllerName, ClusterDomain: f.ClusterDomain,
+		InferenceEnabled: f.EnableInferenceExtension, Krt: cfg.Krt,
+	})
+
+	var errs []error
+	add := func(run func(context.Context), err error) {
+		if err != nil {
+			errs = append(errs, err)
+			return
+		}
+		c.runs = append(c.runs, run)
+	}
+	add(defaultClassWriter(cfg))
+	if in.InferencePools != nil {
+		add(shadowServiceWriter(cfg, c.ShadowServices, in.InferencePools))
+	}
+	if f.EnableGatewayAPIStatus {
+		add(classStatusWriter(cfg, c.ClassStatuses))
+		add(gatewayStatusWriter(cfg, c.GatewayStatuses))
+		add(httpRouteStatusWriter(cfg, c.HTTPRouteStatuses))
+		add(grpcRouteStatusWriter(cfg, c.GRPCRouteStatuses))
+		if in.InferencePools != nil {
+			add(poolStatusWriter(cfg, c.PoolStatuses))
+		}
+	}
+	if err := errors.Join(errs...); err != nil {
+		return nil, err
+	}
+	return c, nil
+}
+
+// RunFunctions are the writers' loops: pass each to
+// leaderelection.Elector.AddRunFunction (each runs once per leadership term).
+func (c *Controller) RunFunctions() []func(ctx context.Context) { return c.runs }
+
+func managedValue(controller string) string { return strings.ReplaceAll(controller, "/", "-") }
+
+// defaultClassWriter creates the default GatewayClass
+// (PILOT_GATEWAY_API_DEFAULT_GATEWAYCLASS_NAME) with our controllerName
+// when it is missing, and recreates it if it is deleted, as istiod does. A
+// class of that name that someone else created (without ManagedLabel) is
+// left alone.
+func defaultClassWriter(cfg ControllerConfig) (func(context.Context), error) {
+	type ac = *gwv1ac.GatewayClassApplyConfiguration
+	f := cfg.Features
+	desired := krt.NewStaticCollection(nil, []writer.Desired[ac]{{
+		Name: f.DefaultGatewayClassName,
+		Apply: gwv1ac.GatewayClass(f.DefaultGatewayClassName).
+			WithLabels(map[string]string{ManagedLabel: managedValue(f.ControllerName)}).
+			WithSpec(gwv1ac.GatewayClassSpec().
+				WithControllerName(gwv1.GatewayController(f.ControllerName)).
+				WithDescription("The default GatewayClass of infermesh's pilot-discovery")),
+	}}, append(cfg.Krt, krt.WithName("gateway/DefaultGatewayClass"))...)
+	api := cfg.Client.GatewayAPI().GatewayV1()
+	w, err := writer.NewOwnedWriter(writer.OwnedConfig[*gwv1.GatewayClass, ac]{
+		Name:    "default-gatewayclass",
+		Desired: desired,
+		Live:    cfg.Client.GatewayClasses(),
+		Owned: &apply.Owned[*gwv1.GatewayClass, ac]{
+			FieldManager: f.ControllerName, OwnerLabel: ManagedLabel, Extract: gwv1ac.ExtractGatewayClass,
+		},
+		Client:   func(string) apply.Client[*gwv1.GatewayClass, ac] { return api.GatewayClasses() },
+		IsLeader: cfg.IsLeader,
+	})
+	if err != nil {
+		return nil, err
+	}
+	return w.Run, nil
+}
+
+// shadowServiceWriter applies the shadow Services with field manager
+// InferencePoolFieldManager. A Service of the same name without
+// InferencePoolNameLabel is someone else's: it is left alone, logged, and a
+// Warning event "ShadowServiceNameTaken" is recorded on the pool.
+func shadowServiceWriter(cfg ControllerConfig, desired krt.Collection[ShadowServiceApply],
+	pools krt.Collection[*inferencev1.InferencePool],
+) (func(context.Context), error) {
+	type ac = *corev1ac.ServiceApplyConfiguration
+	core := cfg.Client.Kube().CoreV1()
+	w, err := writer.NewOwnedWriter(writer.OwnedConfig[*corev1.Service, ac]{
+		Name:    "shadow-services",
+		Desired: desired,
+		Live:    cfg.Client.Services(),
+		Owned: &apply.Owned[*corev1.Service, ac]{
+			FieldManager: InferencePoolFieldManager, OwnerLabel: InferencePoolNameLabel,
+			Extract: corev1ac.ExtractService, Recorder: cfg.Recorder,
+		},
+		Client:   func(ns string) apply.Client[*corev1.Service, ac] { return core.Services(ns) },
+		IsLeader: cfg.IsLeader,
+		OnNotOwned: func(d *ShadowServiceApply, err error) {
+			pool := d.Apply.Labels[InferencePoolNameLabel]
+			slog.Warn("gateway: shadow Service name is taken by a Service we do not own; the pool gets no shadow Service",
+				"pool", d.Namespace+"/"+pool, "service", d.ResourceName())
+			if cfg.Recorder == nil {
+				return
+			}
+			if p := pools.GetKey(d.Namespace + "/" + pool); p != nil {
+				cfg.Recorder.Eventf(*p, corev1.EventTypeWarning, "ShadowServiceNameTaken",
+					"Service %s exists without the %s label; it is not ours, so it was left alone and the pool has no shadow Service",
+					d.ResourceName(), InferencePoolNameLabel)
+			}
+		},
+	})
+	if err != nil {
+		return nil, err
+	}
+	return w.Run, nil
+}
+
+// RouteParentAccess reads Gateway API route status.parents entries for
+// status.MergeParents: an entry is identified by its parentRef.
+var RouteParentAccess = status.ParentAccess[gwv1.RouteParentStatus]{
+	Controller: func(p *gwv1.RouteParentStatus) string { return string(p.ControllerName) },
+	Key: func(p *gwv1.RouteParentStatus) string {
+		r := p.ParentRef
+		return fmt.Sprintf("%s/%s/%s/%s/%s/%d", ptr.Deref(r.Group, GatewayGroup), ptr.Deref(r.Kind, GatewayKind),
+			ptr.Deref(r.Namespace, ""), r.Name, ptr.Deref(r.SectionName, ""), ptr.Deref(r.Port, 0))
+	},
+	Conditions: func(p *gwv1.RouteParentStatus) *[]metav1.Condition { return &p.Conditions },
+}
+
+// PoolParentAccess reads GIE InferencePool status.parents entries.
+var PoolParentAccess = status.ParentAccess[inferencev1.ParentStatus]{
+	Controller: func(p *inferencev1.ParentStatus) string { return string(p.ControllerName) },
+	Key: func(p *inferencev1.ParentStatus) string {
+		r := p.ParentRef
+		return fmt.Sprintf("%s/%s/%s/%s", ptr.Deref(r.Group, GatewayGroup), r.Kind, r.Namespace, r.Name)
+	},
+	Conditions: func(p *inferencev1.ParentStatus) *[]metav1.Condition { return &p.Conditions },
+}
+
+func httpRouteStatusWriter(cfg ControllerConfig, desired krt.Collection[RouteStatus]) (func(context.Context), error) {
+	api := cfg.Client.GatewayAPI().GatewayV1()
+	manager := metav1.UpdateOptions{FieldManager: cfg.Features.ControllerName}
+	w, err := writer.NewStatusWriter(writer.StatusConfig[*gwv1.HTTPRoute, gwv1.RouteParentStatus]{
+		Name: "httproute-status", Desired: desired, Live: cfg.Client.HTTPRoutes(),
+		Controller: cfg.Features.ControllerName, Access: RouteParentAccess,
+		Get: func(ctx context.Context, ns, name string) (*gwv1.HTTPRoute, error) {
+			return api.HTTPRoutes(ns).Get(ctx, name, metav1.GetOptions{})
+		},
+		Parents: func(r *gwv1.HTTPRoute) []gwv1.RouteParentStatus { return r.Status.Parents },
+		WithParents: func(r *gwv1.HTTPRoute, p []gwv1.RouteParentStatus) *gwv1.HTTPRoute {
+			r = r.DeepCopy()
+			r.Status.Parents = p
+			return r
+		},
+		UpdateStatus: func(ctx context.Context, r *gwv1.HTTPRoute) error {
+			_, err := api.HTTPRoutes(r.Namespace).UpdateStatus(ctx, r, manager)
+			return err
+		},
+		IsLeader: cfg.IsLeader,
+	})
+	if err != nil {
+		return nil, err
+	}
+	return w.Run, nil
+}
+
+func grpcRouteStatusWriter(cfg ControllerConfig, desired krt.Collection[RouteStatus]) (func(context.Context), error) {
+	api := cfg.Client.GatewayAPI().GatewayV1()
+	manager := metav1.UpdateOptions{FieldManager: cfg.Features.ControllerName}
+	w, err := writer.NewStatusWriter(writer.StatusConfig[*gwv1.GRPCRoute, gwv1.RouteParentStatus]{
+		Name: "grpcroute-status", Desired: desired, Live: cfg.Client.GRPCRoutes(),
+		Controller: cfg.Features.ControllerName, Access: RouteParentAccess,
+		Get: func(ctx context.Context, ns, name string) (*gwv1.GRPCRoute, error) {
+			return api.GRPCRoutes(ns).Get(ctx, name, metav1.GetOptions{})
+		},
+		Parents: func(r *gwv1.GRPCRoute) []gwv1.RouteParentStatus { return r.Status.Parents },
+		WithParents: func(r *gwv1.GRPCRoute, p []gwv1.RouteParentStatus) *gwv1.GRPCRoute {
+			r = r.DeepCopy()
+			r.Status.Parents = p
+			return r
+		},
+		UpdateStatus: func(ctx context.Context, r *gwv1.GRPCRoute) error {
+			_, err := api.GRPCRoutes(r.Namespace).UpdateStatus(ctx, r, manager)
+			return err
+		},
+		IsLeader: cfg.IsLeader,
+	})
+	if err != nil {
+		return nil, err
+	}
+	return w.Run, nil
+}
+
+func poolStatusWriter(cfg ControllerConfig, desired krt.Collection[PoolStatus]) (func(context.Context), error) {
+	api := cfg.Client.Inference().InferenceV1()
+	manager := metav1.UpdateOptions{FieldManager: cfg.Features.ControllerName}
+	w, err := writer.NewStatusWriter(writer.StatusConfig[*inferencev1.InferencePool, inferencev1.ParentStatus]{
+		Name: "inferencepool-status", Desired: desired, Live: cfg.Client.InferencePools(),
+		Controller: cfg.Features.ControllerName, Access: PoolParentAccess,
+		Get: func(ctx context.Context, ns, name string) (*inferencev1.InferencePool, error) {
+			return api.InferencePools(ns).Get(ctx, name, metav1.GetOptions{})
+		},
+		Parents: func(p *inferencev1.InferencePool) []inferencev1.ParentStatus { return p.Status.Parents },
+		WithParents: func(p *inferencev1.InferencePool, ps []inferencev1.ParentStatus) *inferencev1.InferencePool {
+			p = p.DeepCopy()
+			p.Status.Parents = ps
+			return p
+		},
+		UpdateStatus: func(ctx context.Context, p *inferencev1.InferencePool) error {
+			_, err := api.InferencePools(p.Namespace).UpdateStatus(ctx, p, manager)
+			return err
+		},
+		IsLeader: cfg.IsLeader,
+	})
+	if err != nil {
+		return nil, err
+	}
+	return w.Run, nil
+}
+
+func classStatusWriter(cfg ControllerConfig, desired krt.Collection[ClassStatus]) (func(context.Context), error) {
+	type ac = *gwv1ac.GatewayClassApplyConfiguration
+	api := cfg.Client.GatewayAPI().GatewayV1()
+	w, err := writer.NewOwnedStatusWriter(writer.OwnedStatusConfig[*gwv1.GatewayClass, ClassStatus, ac]{
+		Name: "gatewayclass-status", Desired: desired, Live: cfg.Client.GatewayClasses(),
+		Status: apply.OwnedStatus[*gwv1.GatewayClass, ac]{
+			FieldManager: cfg.Features.ControllerName, ExtractStatus: gwv1ac.ExtractGatewayClassStatus,
+		},
+		Client: func(string) apply.StatusClient[*gwv1.GatewayClass, ac] { return api.GatewayClasses() },
+		Build: func(live *gwv1.GatewayClass, d ClassStatus) (ac, error) {
+			conds := stampConditions([]metav1.Condition{d.Condition}, live.Status.Conditions)
+			st := gwv1ac.GatewayClassStatus()
+			if err := convertJSON(gwv1.GatewayClassStatus{Conditions: conds}, st); err != nil {
+				return nil, err
+			}
+			return gwv1ac.GatewayClass(live.Name).WithStatus(st), nil
+		},
+		IsLeader: cfg.IsLeader,
+	})
+	if err != nil {
+		return nil, err
+	}
+	return w.Run, nil
+}
+
+func gatewayStatusWriter(cfg ControllerConfig, desired krt.Collection[GatewayStatusResult]) (func(context.Context), error) {
+	type ac = *gwv1ac.GatewayApplyConfiguration
+	api := cfg.Client.GatewayAPI().GatewayV1()
+	w, err := writer.NewOwnedStatusWriter(writer.OwnedStatusConfig[*gwv1.Gateway, GatewayStatusResult, ac]{
+		Name: "gateway-status", Desired: desired, Live: cfg.Client.Gateways(),
+		Status: apply.OwnedStatus[*gwv1.Gateway, ac]{
+			FieldManager: cfg.Features.ControllerName, ExtractStatus: gwv1ac.ExtractGatewayStatus,
+		},
+		Client: func(ns string) apply.StatusClient[*gwv1.Gateway, ac] { return api.Gateways(ns) },
+		Build: func(live *gwv1.Gateway, d GatewayStatusResult) (ac, error) {
+			st := d.Status
+			st.Conditions = stampConditions(st.Conditions, live.Status.Conditions)
+			st.Listeners = make([]gwv1.ListenerStatus, len(d.Status.Listeners))
+			for i, l := range d.Status.Listeners {
+				var liveConds []metav1.Condition
+				for _, ll := range live.Status.Listeners {
+					if ll.Name == l.Name {
+						liveConds = ll.Conditions
+					}
+				}
+				l.Conditions = stampConditions(l.Conditions, liveConds)
+				st.Listeners[i] = l
+			}
+			out := gwv1ac.GatewayStatus()
+			if err := convertJSON(st, out); err != nil {
+				return nil, err
+			}
+			return gwv1ac.Gateway(live.Name, live.Namespace).WithStatus(out), nil
+		},
+		IsLeader: cfg.IsLeader,
+	})
+	if err != nil {
+		return nil, err
+	}
+	return w.Run, nil
+}
+
+// stampConditions returns desired with each condition's lastTransitionTime
+// taken from the live condition of the same type when its status is
+// unchanged, and now otherwise.
+func stampConditions(desired, live []metav1.Condition) []metav1.Condition {
+	now := metav1.Now()
+	out := status.KeepTransitionTimes(desired, live)
+	for i := range out {
+		if old := meta.FindStatusCondition(live, out[i].Type); old == nil || old.Status != out[i].Status {
+			out[i].LastTransitionTime = now
+		}
+	}
+	return out
+}
+
+// convertJSON fills the apply configuration out from the typed value in:
+// apply configurations mirror the types' JSON, and client-go has no
+// converter between the two.
+func convertJSON(in, out any) error {
+	b, err := json.Marshal(in)
+	if err != nil {
+		return err
+	}
+	return json.Unmarshal(b, out)
+}
