@@ -9,10 +9,8 @@
 package gateway_test
 
 import (
-	"context"
 	"fmt"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -20,23 +18,17 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/kubernetes/scheme"
-	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
-	"k8s.io/client-go/tools/record"
 	inferencev1 "sigs.k8s.io/gateway-api-inference-extension/api/v1"
 	inferenceclient "sigs.k8s.io/gateway-api-inference-extension/client-go/clientset/versioned"
 	gatewayclient "sigs.k8s.io/gateway-api/pkg/client/clientset/versioned"
 
-	"github.com/infermesh/infermesh/pilot/pkg/config/kube/gateway"
-	"github.com/infermesh/infermesh/pilot/pkg/features"
-	"github.com/infermesh/infermesh/pkg/kube"
+	"github.com/infermesh/infermesh/pkg/test/controller"
 	"github.com/infermesh/infermesh/pkg/test/kubeenv"
 	"github.com/infermesh/infermesh/pkg/test/poll"
 	"github.com/infermesh/infermesh/pkg/test/seed"
 )
 
 const (
-	userAgent       = "pilot-discovery-under-test"
 	otherController = "example.com/other-controller"
 	shadowName      = "vllm-llama3-8b-ip-22dc7de1"
 	wait            = 30 * time.Second
@@ -58,44 +50,9 @@ func newClients(env *kubeenv.Env) clients {
 	}
 }
 
-// startController runs the controller in process, always leading, with the
-// feature flags env gives (unset ones at their defaults), until the test
-// ends.
 func startController(t *testing.T, env *kubeenv.Env, flags map[string]string) {
 	t.Helper()
-	f, err := features.Load(func(k string) (string, bool) { v, ok := flags[k]; return v, ok })
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg := env.RESTConfig()
-	cfg.UserAgent = userAgent
-	client, err := kube.NewFromRESTConfig(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	broadcaster := record.NewBroadcaster()
-	broadcaster.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: client.Kube().CoreV1().Events("")})
-	recorder := broadcaster.NewRecorder(scheme.Scheme, corev1.EventSource{Component: "pilot-discovery"})
-	stop := make(chan struct{})
-	c, err := gateway.NewController(gateway.ControllerConfig{
-		Client: client, Features: f, Recorder: recorder, IsLeader: func() bool { return true },
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	client.Start(stop)
-	ctx, cancel := context.WithCancel(context.Background())
-	var wg sync.WaitGroup
-	for _, run := range c.RunFunctions() {
-		wg.Go(func() { run(ctx) })
-	}
-	t.Cleanup(func() {
-		cancel()
-		wg.Wait()
-		close(stop)
-		client.Shutdown()
-		broadcaster.Shutdown()
-	})
+	controller.Start(t, env.RESTConfig(), flags)
 }
 
 // applySeed creates the namespaces and the seed's objects the controller
@@ -160,7 +117,7 @@ func writesBy(t *testing.T, env *kubeenv.Env) map[string]int {
 	}
 	out := map[string]int{}
 	for _, e := range events {
-		if e.UserAgent == userAgent && e.IsWrite() && e.Stage == "ResponseComplete" && e.Resource != "events" {
+		if e.UserAgent == controller.UserAgent && e.IsWrite() && e.Stage == "ResponseComplete" && e.Resource != "events" {
 			out[e.Verb+" "+e.Resource+"/"+e.Subresource+" "+e.Namespace+"/"+e.Name]++
 		}
 	}
@@ -408,7 +365,7 @@ func TestInferenceExtensionDisabled(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, e := range events {
-		if e.UserAgent == userAgent && e.Resource == "inferencepools" {
+		if e.UserAgent == controller.UserAgent && e.Resource == "inferencepools" {
 			t.Errorf("the controller read InferencePools with the extension off: %s %s", e.Verb, e.RequestURI)
 		}
 	}

@@ -21,7 +21,9 @@
 //   - shadowservice.go: a pool's shadow Service (name, labels, ports);
 //   - inferencepool_status.go: a pool's status.parents entries.
 //
-// Wiring them into krt collections (the gatewayParents pipeline) is the next
-// step; the functions take lookups as parameters so the same code serves the
-// cluster and file mode.
+// collections.go wires them into krt collections (Build): the same pipeline
+// runs over informers in a cluster and over static collections in file mode,
+// since every function takes its lookups as parameters. controller.go
+// (Controller) connects Build's outputs to the leader-gated writers of
+// pkg/kube/writer. architecture/controller.md draws the pipeline.
 package gateway
