@@ -1,0 +1,246 @@
+// Copyright infermesh authors
+// SPDX-License-Identifier: Apache-2.0
+
+package core
+
+import (
+	"fmt"
+	"sort"
+
+	clusterv3 "github.com/envoyproxy/go-control-plane/envoy/config/cluster/v3"
+	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
+	overridehostv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/load_balancing_policies/override_host/v3"
+	roundrobinv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/load_balancing_policies/round_robin/v3"
+	tlsv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/transport_sockets/tls/v3"
+	httpv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/upstreams/http/v3"
+	matcherv3 "github.com/envoyproxy/go-control-plane/envoy/type/matcher/v3"
+	metadatav3 "github.com/envoyproxy/go-control-plane/envoy/type/metadata/v3"
+	"google.golang.org/protobuf/types/known/anypb"
+	"google.golang.org/protobuf/types/known/durationpb"
+	"google.golang.org/protobuf/types/known/wrapperspb"
+	inferencev1 "sigs.k8s.io/gateway-api-inference-extension/api/v1"
+
+	"github.com/infermesh/infermesh/pilot/pkg/model"
+)
+
+// clusterSpec is what the routes need of one cluster; several references
+// to one name merge (any reference asking for HTTP/2 gets HTTP/2).
+type clusterSpec struct {
+	name string
+	// http2 forces HTTP/2 upstream (h2c, or h2 over TLS).
+	http2 bool
+	// overrideHost makes the cluster an InferencePool shadow Service
+	// cluster: OverrideHost load balancing.
+	overrideHost bool
+	// raiseLimits sets Options.CircuitBreakers (inference and EPP clusters).
+	raiseLimits bool
+	// eppHost is set for an EPP cluster: the key of Inputs.EPPTLS.
+	eppHost string
+}
+
+// clusterSpecs walks every rule of every route that attaches through some
+// listener hostname and collects the clusters its backends and mirrors use.
+func clusterSpecs(gw *model.Gateway, opts Options) map[string]*clusterSpec {
+	specs := map[string]*clusterSpec{}
+	get := func(name string) *clusterSpec {
+		s := specs[name]
+		if s == nil {
+			s = &clusterSpec{name: name}
+			specs[name] = s
+		}
+		return s
+	}
+	for _, l := range gw.Listeners {
+		for _, r := range l.Routes {
+			if len(routeHostnames(l.Hostname, r.Hostnames)) == 0 {
+				continue
+			}
+			for ri := range r.Rules {
+				rule := &r.Rules[ri]
+				grpc := rule.GRPC != nil
+				for bi := range rule.Backends {
+					b := &rule.Backends[bi]
+					name, epp, ok := backendCluster(b)
+					if !ok {
+						continue
+					}
+					s := get(name)
+					s.http2 = s.http2 || grpc
+					if b.Pool == nil {
+						continue
+					}
+					s.overrideHost, s.raiseLimits = true, true
+					s.http2 = s.http2 || b.Pool.AppProtocol == inferencev1.AppProtocolH2C
+					e := get(eppClusterName(epp))
+					// The EPP speaks gRPC (ext_proc), which needs HTTP/2,
+					// whatever its Service port's appProtocol says
+					// (http2, grpc and kubernetes.io/h2c all mean it).
+					e.http2, e.raiseLimits, e.eppHost = true, true, epp.Host
+				}
+				for _, m := range ruleFiltersOf(rule).mirrors {
+					if name, err := mirrorService(m.BackendRef, r.Namespace, opts.ClusterDomain); err == nil {
+						s := get(name)
+						s.http2 = s.http2 || grpc
+					}
+				}
+			}
+		}
+	}
+	return specs
+}
+
+// BuildClusters returns the clusters gw's routes use, sorted by name. All
+// are EDS clusters (eds_config ADS, service_name = the cluster name
+// outbound|<port>||<host>), with connect_timeout Options.ConnectTimeout.
+//
+//   - Service backends: plain round robin; HTTP/2 when a GRPCRoute uses
+//     them.
+//   - InferencePool shadow Service (outbound|54321||<shadow host>):
+//     load_balancing_policy envoy.load_balancing_policies.override_host
+//     (OverrideHost: override_host_sources metadata envoy.lb /
+//     x-gateway-destination-endpoint, selected_host_key envoy.lb /
+//     x-gateway-destination-endpoint-served, fallback_policy round robin).
+//     No header source: a client-sent x-gateway-destination-endpoint header
+//     must not steer traffic. HTTP/2 when the pool's appProtocol is
+//     kubernetes.io/h2c (or a GRPCRoute uses it). Circuit breakers raised.
+//   - Endpoint Picker (outbound|<port>||<epp host>): always HTTP/2 (gRPC);
+//     TLS when in.EPPTLS has the host: UpstreamTlsContext with sni, ALPN
+//     h2 (gRPC servers refuse TLS without it), and either trusted_ca from
+//     CACertificates or, with InsecureSkipVerify, no validation context;
+//     neither is an error. Circuit
+//     breakers raised: under FailOpen an overflowing EPP cluster would skip
+//     the EPP without an error.
+//
+// HTTP/2 is set through typed_extension_protocol_options
+// envoy.extensions.upstreams.http.v3.HttpProtocolOptions explicit_http_config.
+func BuildClusters(gw *model.Gateway, in Inputs, opts Options) ([]*clusterv3.Cluster, error) {
+	opts = opts.WithDefaults()
+	specs := clusterSpecs(gw, opts)
+	names := make([]string, 0, len(specs))
+	for n := range specs {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	out := make([]*clusterv3.Cluster, 0, len(names))
+	for _, n := range names {
+		c, err := buildCluster(specs[n], in, opts)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, c)
+	}
+	return out, nil
+}
+
+func buildCluster(s *clusterSpec, in Inputs, opts Options) (*clusterv3.Cluster, error) {
+	c := &clusterv3.Cluster{
+		Name:                 s.name,
+		ClusterDiscoveryType: &clusterv3.Cluster_Type{Type: clusterv3.Cluster_EDS},
+		EdsClusterConfig:     &clusterv3.Cluster_EdsClusterConfig{EdsConfig: adsConfigSource(), ServiceName: s.name},
+		ConnectTimeout:       durationpb.New(opts.ConnectTimeout),
+	}
+	if s.overrideHost {
+		p, err := overrideHostPolicy()
+		if err != nil {
+			return nil, err
+		}
+		c.LoadBalancingPolicy = p
+	}
+	if s.raiseLimits {
+		cb := opts.CircuitBreakers
+		c.CircuitBreakers = &clusterv3.CircuitBreakers{Thresholds: []*clusterv3.CircuitBreakers_Thresholds{{
+			Priority:           corev3.RoutingPriority_DEFAULT,
+			MaxConnections:     wrapperspb.UInt32(cb.MaxConnections),
+			MaxPendingRequests: wrapperspb.UInt32(cb.MaxPendingRequests),
+			MaxRequests:        wrapperspb.UInt32(cb.MaxRequests),
+		}}}
+	}
+	if s.http2 {
+		a, err := toAny(&httpv3.HttpProtocolOptions{UpstreamProtocolOptions: &httpv3.HttpProtocolOptions_ExplicitHttpConfig_{
+			ExplicitHttpConfig: &httpv3.HttpProtocolOptions_ExplicitHttpConfig{
+				ProtocolConfig: &httpv3.HttpProtocolOptions_ExplicitHttpConfig_Http2ProtocolOptions{Http2ProtocolOptions: &corev3.Http2ProtocolOptions{}},
+			},
+		}})
+		if err != nil {
+			return nil, err
+		}
+		c.TypedExtensionProtocolOptions = map[string]*anypb.Any{HTTPProtocolOptionsKey: a}
+	}
+	if s.eppHost != "" {
+		if t := in.EPPTLS[s.eppHost]; t != nil {
+			ts, err := eppTransportSocket(s.eppHost, t)
+			if err != nil {
+				return nil, err
+			}
+			c.TransportSocket = ts
+		}
+	}
+	return c, nil
+}
+
+// overrideHostPolicy is the shadow Service cluster's load_balancing_policy:
+// the host the EPP picked (dynamic metadata envoy.lb /
+// x-gateway-destination-endpoint, "ip:port" or a comma list walked by
+// retries), recorded in envoy.lb / x-gateway-destination-endpoint-served;
+// round robin when there is no pick or the picked host is not (yet) in the
+// cluster's EDS endpoints.
+func overrideHostPolicy() (*clusterv3.LoadBalancingPolicy, error) {
+	rr, err := toAny(&roundrobinv3.RoundRobin{})
+	if err != nil {
+		return nil, err
+	}
+	oh, err := toAny(&overridehostv3.OverrideHost{
+		OverrideHostSources: []*overridehostv3.OverrideHost_OverrideHostSource{{
+			Metadata: &metadatav3.MetadataKey{Key: MetadataNamespaceLB, Path: []*metadatav3.MetadataKey_PathSegment{{
+				Segment: &metadatav3.MetadataKey_PathSegment_Key{Key: MetadataKeyDestination},
+			}}},
+		}},
+		SelectedHostKey: &metadatav3.MetadataKey{Key: MetadataNamespaceLB, Path: []*metadatav3.MetadataKey_PathSegment{{
+			Segment: &metadatav3.MetadataKey_PathSegment_Key{Key: MetadataKeyServed},
+		}}},
+		FallbackPolicy: &clusterv3.LoadBalancingPolicy{Policies: []*clusterv3.LoadBalancingPolicy_Policy{{
+			TypedExtensionConfig: &corev3.TypedExtensionConfig{Name: LBPolicyRoundRobin, TypedConfig: rr},
+		}}},
+	})
+	if err != nil {
+		return nil, err
+	}
+	return &clusterv3.LoadBalancingPolicy{Policies: []*clusterv3.LoadBalancingPolicy_Policy{{
+		TypedExtensionConfig: &corev3.TypedExtensionConfig{Name: LBPolicyOverrideHost, TypedConfig: oh},
+	}}}, nil
+}
+
+// eppTransportSocket is TLS towards an Endpoint Picker (transport socket
+// envoy.transport_sockets.tls, UpstreamTlsContext).
+func eppTransportSocket(host string, t *EPPTLS) (*corev3.TransportSocket, error) {
+	if len(t.CACertificates) == 0 && !t.InsecureSkipVerify {
+		// Without a validation context Envoy would not verify the server:
+		// say so explicitly (InsecureSkipVerify) rather than by omission.
+		return nil, fmt.Errorf("EPP %s: TLS needs CACertificates or InsecureSkipVerify", host)
+	}
+	sni := t.SNI
+	if sni == "" {
+		sni = host
+	}
+	ctx := &tlsv3.UpstreamTlsContext{
+		Sni:              sni,
+		CommonTlsContext: &tlsv3.CommonTlsContext{AlpnProtocols: []string{"h2"}},
+	}
+	if len(t.CACertificates) > 0 {
+		vc := &tlsv3.CertificateValidationContext{
+			TrustedCa: &corev3.DataSource{Specifier: &corev3.DataSource_InlineBytes{InlineBytes: t.CACertificates}},
+		}
+		for _, san := range t.SubjectAltNames {
+			vc.MatchTypedSubjectAltNames = append(vc.MatchTypedSubjectAltNames, &tlsv3.SubjectAltNameMatcher{
+				SanType: tlsv3.SubjectAltNameMatcher_DNS,
+				Matcher: &matcherv3.StringMatcher{MatchPattern: &matcherv3.StringMatcher_Exact{Exact: san}},
+			})
+		}
+		ctx.CommonTlsContext.ValidationContextType = &tlsv3.CommonTlsContext_ValidationContext{ValidationContext: vc}
+	}
+	a, err := toAny(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return &corev3.TransportSocket{Name: TransportSocketTLS, ConfigType: &corev3.TransportSocket_TypedConfig{TypedConfig: a}}, nil
+}

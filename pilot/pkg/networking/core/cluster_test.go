@@ -1,0 +1,86 @@
+// Copyright infermesh authors
+// SPDX-License-Identifier: Apache-2.0
+
+package core
+
+import (
+	"testing"
+
+	tlsv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/transport_sockets/tls/v3"
+	inferencev1 "sigs.k8s.io/gateway-api-inference-extension/api/v1"
+
+	"github.com/infermesh/infermesh/pilot/pkg/model"
+)
+
+func isHTTP2(t *testing.T, res Resources, name string) bool {
+	t.Helper()
+	return clusterNamed(t, res, name).TypedExtensionProtocolOptions[HTTPProtocolOptionsKey] != nil
+}
+
+func TestClusterProtocols(t *testing.T) {
+	h2c := pool("llm", "h2c", inferencev1.EndpointPickerFailClose)
+	h2c.AppProtocol = inferencev1.AppProtocolH2C
+	plain := pool("llm", "plain", inferencev1.EndpointPickerFailClose)
+	plain.EPP.AppProtocol = "" // unknown: the EPP is still gRPC
+	gw := gateway(
+		httpRoute("llm", "a", []string{"a.example.com"}, model.Rule{Backends: []model.Backend{{Weight: 1, Pool: h2c}}}),
+		httpRoute("llm", "b", []string{"b.example.com"}, model.Rule{Backends: []model.Backend{{Weight: 1, Pool: plain}, {Weight: 1, Service: svc("web", "site", 80)}}}),
+	)
+	res := build(t, gw, Inputs{}, inferenceOn)
+	for name, want := range map[string]bool{
+		ClusterName(54321, h2c.Host):              true,
+		ClusterName(54321, plain.Host):            false,
+		ClusterName(9002, h2c.EPP.Host):           true,
+		ClusterName(9002, plain.EPP.Host):         true,
+		"outbound|80||site.web.svc.cluster.local": false,
+	} {
+		if got := isHTTP2(t, res, name); got != want {
+			t.Errorf("%s: HTTP/2 %v, want %v", name, got, want)
+		}
+	}
+	// Services get no OverrideHost and no raised limits.
+	s := clusterNamed(t, res, "outbound|80||site.web.svc.cluster.local")
+	if s.LoadBalancingPolicy != nil || s.CircuitBreakers != nil {
+		t.Errorf("Service cluster %v", s)
+	}
+	if clusterNamed(t, res, ClusterName(9002, plain.EPP.Host)).LoadBalancingPolicy != nil {
+		t.Error("EPP cluster has OverrideHost")
+	}
+}
+
+func TestClusterCircuitBreakersConfigurable(t *testing.T) {
+	opts := inferenceOn
+	opts.CircuitBreakers = CircuitBreakers{MaxRequests: 5000}
+	res := build(t, seedGateway(), Inputs{}, opts)
+	for _, name := range []string{seedShadowCluster, seedEPPCluster} {
+		th := clusterNamed(t, res, name).GetCircuitBreakers().GetThresholds()
+		if len(th) != 1 || th[0].GetMaxRequests().GetValue() != 5000 ||
+			th[0].GetMaxPendingRequests().GetValue() != DefaultCircuitBreakerLimit || th[0].GetMaxConnections().GetValue() != DefaultCircuitBreakerLimit {
+			t.Errorf("%s thresholds %v", name, th)
+		}
+	}
+}
+
+func TestEPPTLS(t *testing.T) {
+	in := seedInputs()
+	in.EPPTLS[seedEPPHost] = &EPPTLS{SNI: "epp.internal", CACertificates: []byte("-----BEGIN CERTIFICATE-----\n"), SubjectAltNames: []string{"epp.internal"}}
+	res := build(t, seedGateway(), in, inferenceOn)
+	ctx := &tlsv3.UpstreamTlsContext{}
+	if err := clusterNamed(t, res, seedEPPCluster).GetTransportSocket().GetTypedConfig().UnmarshalTo(ctx); err != nil {
+		t.Fatal(err)
+	}
+	vc := ctx.GetCommonTlsContext().GetValidationContext()
+	if ctx.Sni != "epp.internal" || len(ctx.GetCommonTlsContext().GetAlpnProtocols()) != 1 || ctx.GetCommonTlsContext().GetAlpnProtocols()[0] != "h2" ||
+		string(vc.GetTrustedCa().GetInlineBytes()) != "-----BEGIN CERTIFICATE-----\n" || len(vc.GetMatchTypedSubjectAltNames()) != 1 {
+		t.Errorf("TLS context %v", ctx)
+	}
+	// Plaintext without an entry.
+	if c := clusterNamed(t, build(t, seedGateway(), Inputs{}, inferenceOn), seedEPPCluster); c.TransportSocket != nil {
+		t.Errorf("EPP without TLS input has a transport socket")
+	}
+	// TLS that would verify nothing by omission is refused.
+	in.EPPTLS[seedEPPHost] = &EPPTLS{}
+	if _, err := BuildGateway(seedGateway(), in, inferenceOn); err == nil {
+		t.Error("TLS without CA or InsecureSkipVerify: no error")
+	}
+}

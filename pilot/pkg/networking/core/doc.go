@@ -1,0 +1,39 @@
+// Copyright infermesh authors
+// SPDX-License-Identifier: Apache-2.0
+
+// Package core translates one Gateway (pilot/pkg/model.Gateway) into the
+// Envoy xDS resources its proxy needs: listeners (LDS), route configurations
+// (RDS), clusters (CDS) and cluster load assignments (EDS).
+//
+// Everything here is a pure function of its arguments: no clients, no clock,
+// no logging, no map-order leaks. The same inputs give byte-identical
+// resources in the same order, so the ADS server can compare versions.
+//
+// One file per xDS type:
+//
+//   - listener.go: one Listener per distinct Gateway listener port, with an
+//     HTTP connection manager that fetches its routes over RDS and runs the
+//     HTTP filters cors, ext_proc (when inference is enabled) and router.
+//   - extproc.go: the inert ext_proc filter on the listener and the
+//     per-route override that sends a pool's requests to its Endpoint Picker.
+//   - route.go, route_hosts.go, route_match.go, route_filters.go,
+//     route_order.go: one RouteConfiguration per port, virtual hosts per
+//     hostname, routes in Gateway API precedence order.
+//   - cluster.go: EDS clusters named outbound|<port>||<host> for Services,
+//     InferencePool shadow Services (OverrideHost load balancing) and
+//     Endpoint Pickers (HTTP/2, optional TLS).
+//   - endpoint.go: a ClusterLoadAssignment for every EDS cluster.
+//   - gateway.go: BuildGateway, which runs all of the above.
+//   - validate.go: Validate, the check the push path runs before serving.
+//   - names.go, inputs.go: resource names and extension names; Inputs and
+//     Options.
+//
+// Inputs that the model does not carry yet (endpoints, TLS towards an
+// Endpoint Picker, knobs) are plain values in Inputs and Options, so the
+// service registry and the DestinationRule / BackendTLSPolicy code can feed
+// them without this package knowing where they come from.
+//
+// Callers keep two rules: model values are not mutated after they are handed
+// in, and every Resources value is passed through Validate before it is
+// served.
+package core

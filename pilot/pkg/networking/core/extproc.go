@@ -1,0 +1,122 @@
+// Copyright infermesh authors
+// SPDX-License-Identifier: Apache-2.0
+
+package core
+
+import (
+	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
+	extprocv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/http/ext_proc/v3"
+	hcmv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/network/http_connection_manager/v3"
+	"google.golang.org/protobuf/types/known/wrapperspb"
+	inferencev1 "sigs.k8s.io/gateway-api-inference-extension/api/v1"
+
+	"github.com/infermesh/infermesh/pilot/pkg/model"
+)
+
+// extProcBaseFilter is the listener-level ext_proc HTTP filter. It is there
+// whenever inference is enabled, so that the first InferencePool route does
+// not change LDS (a listener change drains connections), and it is inert:
+//
+//   - HttpFilter.disabled is true: Envoy does not even instantiate the filter
+//     on a route that has no ext_proc entry in typed_per_filter_config (route,
+//     virtual host or weighted cluster). An ExtProcPerRoute entry enables it
+//     (Envoy treats any per-route config for a disabled filter as enabling
+//     it). Ordinary routes therefore never reach an EPP and never fail
+//     because of this filter.
+//   - processing_mode sends nothing (headers and trailers SKIP, bodies
+//     NONE), so even if enabled without an override it would not open a
+//     stream.
+//   - grpc_service names ExtProcPlaceholderCluster: the proto needs a target,
+//     the filter above never uses it, and every override replaces it.
+//     (Envoy creates the gRPC client lazily and does not check the cluster
+//     when the listener is loaded.)
+//
+// metadata_options live here and not in the override, because an override
+// that sets metadata_options replaces the lists: receiving_namespaces
+// untyped ["envoy.lb"] lets the EPP's dynamic metadata (its pick) reach the
+// OverrideHost load balancer; forwarding_namespaces untyped ["envoy.lb"]
+// sends that namespace to the EPP.
+//
+// route_cache_action is RETAIN: the EPP adds the header
+// x-gateway-destination-endpoint, and by default a header mutation clears
+// the route cache and re-runs route selection; the pick is carried by
+// metadata, the route must not change after the EPP answered.
+func extProcBaseFilter() (*hcmv3.HttpFilter, error) {
+	cfg := &extprocv3.ExternalProcessor{
+		GrpcService: grpcService(ExtProcPlaceholderCluster),
+		ProcessingMode: &extprocv3.ProcessingMode{
+			RequestHeaderMode:   extprocv3.ProcessingMode_SKIP,
+			ResponseHeaderMode:  extprocv3.ProcessingMode_SKIP,
+			RequestBodyMode:     extprocv3.ProcessingMode_NONE,
+			ResponseBodyMode:    extprocv3.ProcessingMode_NONE,
+			RequestTrailerMode:  extprocv3.ProcessingMode_SKIP,
+			ResponseTrailerMode: extprocv3.ProcessingMode_SKIP,
+		},
+		MetadataOptions: &extprocv3.MetadataOptions{
+			ForwardingNamespaces: &extprocv3.MetadataOptions_MetadataNamespaces{Untyped: []string{MetadataNamespaceLB}},
+			ReceivingNamespaces:  &extprocv3.MetadataOptions_MetadataNamespaces{Untyped: []string{MetadataNamespaceLB}},
+		},
+		RouteCacheAction: extprocv3.ExternalProcessor_RETAIN,
+	}
+	a, err := toAny(cfg)
+	if err != nil {
+		return nil, err
+	}
+	return &hcmv3.HttpFilter{
+		Name:       FilterExtProc,
+		Disabled:   true,
+		ConfigType: &hcmv3.HttpFilter_TypedConfig{TypedConfig: a},
+	}, nil
+}
+
+// extProcOverride is the ExtProcPerRoute that sends a pool's requests
+// through its Endpoint Picker (GIE EPP protocol v1):
+//
+//   - overrides.processing_mode: request and response headers SEND, bodies
+//     FULL_DUPLEX_STREAMED, trailers SEND (full duplex requires trailers
+//     SEND), as the seed shows;
+//   - overrides.grpc_service: envoy_grpc to the EPP's cluster
+//     outbound|<epp port>||<epp host>;
+//   - overrides.failure_mode_allow: true only for endpointPickerRef
+//     failureMode FailOpen (then a failed EPP call falls through to the
+//     OverrideHost fallback, round robin); false for FailClose, set
+//     explicitly.
+//
+// Timeouts, chosen knowingly: with FULL_DUPLEX_STREAMED bodies Envoy applies
+// no per-message timeout (ExternalProcessor.message_timeout is ignored in
+// that mode), and the gRPC stream lives as long as the HTTP stream because
+// the response body streams through the EPP too. So grpc_service.timeout is
+// left unset (no stream deadline): a deadline would cut long LLM responses.
+// What bounds a hung EPP is the route timeout (HTTPRoute
+// timeouts.request) when set, and otherwise the connection manager's
+// stream_idle_timeout (Envoy default 5 minutes, no bytes in either
+// direction).
+//
+// metadata_options are not set: they would replace the base filter's lists.
+func extProcOverride(epp *model.EPPBackend) *extprocv3.ExtProcPerRoute {
+	return &extprocv3.ExtProcPerRoute{
+		Override: &extprocv3.ExtProcPerRoute_Overrides{Overrides: &extprocv3.ExtProcOverrides{
+			ProcessingMode: &extprocv3.ProcessingMode{
+				RequestHeaderMode:   extprocv3.ProcessingMode_SEND,
+				ResponseHeaderMode:  extprocv3.ProcessingMode_SEND,
+				RequestBodyMode:     extprocv3.ProcessingMode_FULL_DUPLEX_STREAMED,
+				ResponseBodyMode:    extprocv3.ProcessingMode_FULL_DUPLEX_STREAMED,
+				RequestTrailerMode:  extprocv3.ProcessingMode_SEND,
+				ResponseTrailerMode: extprocv3.ProcessingMode_SEND,
+			},
+			GrpcService:      grpcService(eppClusterName(epp)),
+			FailureModeAllow: wrapperspb.Bool(epp.FailureMode == inferencev1.EndpointPickerFailOpen),
+		}},
+	}
+}
+
+// eppClusterName is the cluster of a pool's Endpoint Picker.
+func eppClusterName(epp *model.EPPBackend) string {
+	return ClusterName(uint32(epp.Port), epp.Host)
+}
+
+func grpcService(cluster string) *corev3.GrpcService {
+	return &corev3.GrpcService{
+		TargetSpecifier: &corev3.GrpcService_EnvoyGrpc_{EnvoyGrpc: &corev3.GrpcService_EnvoyGrpc{ClusterName: cluster}},
+	}
+}

@@ -1,0 +1,99 @@
+// Copyright infermesh authors
+// SPDX-License-Identifier: Apache-2.0
+
+package core
+
+import "time"
+
+// Endpoint is one ready address of an EDS cluster: a pod IP and the port
+// traffic goes to (for a shadow Service, a pool target port).
+type Endpoint struct {
+	// Address is an IPv4 or IPv6 address (SocketAddress.address).
+	Address string
+	// Port is the destination port (SocketAddress.port_value), 1-65535.
+	Port uint32
+}
+
+// EPPTLS is TLS towards one Endpoint Picker, as a DestinationRule (mode
+// SIMPLE) or a Gateway API BackendTLSPolicy describes it. It becomes the EPP
+// cluster's UpstreamTlsContext.
+type EPPTLS struct {
+	// SNI is UpstreamTlsContext.sni; empty means the EPP host.
+	SNI string
+	// InsecureSkipVerify leaves out the validation context: the server
+	// certificate is not verified. Ignored when CACertificates is set.
+	InsecureSkipVerify bool
+	// CACertificates is PEM bytes, set inline as
+	// CertificateValidationContext.trusted_ca.
+	CACertificates []byte
+	// SubjectAltNames, when set, are matched exactly against the server
+	// certificate's DNS SANs (match_typed_subject_alt_names).
+	SubjectAltNames []string
+}
+
+// Inputs are the facts the model does not carry. Both are keyed so that
+// another package (the service registry, the DestinationRule /
+// BackendTLSPolicy code) can fill them without knowing about xDS.
+type Inputs struct {
+	// Endpoints are the ready endpoints per cluster name (ClusterName). A
+	// cluster without an entry gets an empty ClusterLoadAssignment.
+	Endpoints map[string][]Endpoint
+	// EPPTLS is TLS per EPP host (EPPBackend.Host); no entry means
+	// plaintext HTTP/2.
+	EPPTLS map[string]*EPPTLS
+}
+
+// CircuitBreakers are the DEFAULT-priority thresholds put on inference
+// (shadow Service) and EPP clusters (Cluster.circuit_breakers.thresholds).
+// Envoy's defaults (1,024 each) are too low for a gateway in front of many
+// model servers, and hitting max_requests on an EPP cluster under FailOpen
+// silently skips the Endpoint Picker.
+type CircuitBreakers struct {
+	// MaxConnections is thresholds.max_connections.
+	MaxConnections uint32
+	// MaxPendingRequests is thresholds.max_pending_requests.
+	MaxPendingRequests uint32
+	// MaxRequests is thresholds.max_requests (concurrent requests; for
+	// HTTP/2 upstreams, concurrent streams).
+	MaxRequests uint32
+}
+
+// DefaultCircuitBreakerLimit is the value every CircuitBreakers threshold
+// takes when left zero.
+const DefaultCircuitBreakerLimit = 100000
+
+// Options are translator knobs. The zero value is usable: WithDefaults fills
+// in every unset field.
+type Options struct {
+	// InferenceEnabled adds the ext_proc filter to every listener
+	// (ENABLE_GATEWAY_API_INFERENCE_EXTENSION). Pool backends without it are
+	// an error of the caller, reported by BuildGateway.
+	InferenceEnabled bool
+	// CircuitBreakers apply to shadow Service and EPP clusters.
+	CircuitBreakers CircuitBreakers
+	// ConnectTimeout is Cluster.connect_timeout; default 10s.
+	ConnectTimeout time.Duration
+	// ClusterDomain resolves RequestMirror backendRefs to Service hosts
+	// (<name>.<namespace>.svc.<ClusterDomain>); default cluster.local.
+	ClusterDomain string
+}
+
+// WithDefaults returns o with every unset field set to its default.
+func (o Options) WithDefaults() Options {
+	if o.CircuitBreakers.MaxConnections == 0 {
+		o.CircuitBreakers.MaxConnections = DefaultCircuitBreakerLimit
+	}
+	if o.CircuitBreakers.MaxPendingRequests == 0 {
+		o.CircuitBreakers.MaxPendingRequests = DefaultCircuitBreakerLimit
+	}
+	if o.CircuitBreakers.MaxRequests == 0 {
+		o.CircuitBreakers.MaxRequests = DefaultCircuitBreakerLimit
+	}
+	if o.ConnectTimeout == 0 {
+		o.ConnectTimeout = 10 * time.Second
+	}
+	if o.ClusterDomain == "" {
+		o.ClusterDomain = "cluster.local"
+	}
+	return o
+}

@@ -1,0 +1,187 @@
+// Copyright infermesh authors
+// SPDX-License-Identifier: Apache-2.0
+
+package core
+
+import (
+	"fmt"
+	"sort"
+	"strings"
+
+	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
+	listenerv3 "github.com/envoyproxy/go-control-plane/envoy/config/listener/v3"
+	corsv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/http/cors/v3"
+	routerv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/http/router/v3"
+	tlsinspectorv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/listener/tls_inspector/v3"
+	hcmv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/network/http_connection_manager/v3"
+	tlsv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/transport_sockets/tls/v3"
+	"google.golang.org/protobuf/types/known/wrapperspb"
+	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
+
+	"github.com/infermesh/infermesh/pilot/pkg/model"
+)
+
+// portGroup is the Gateway listeners that share one port: Envoy has one
+// listener and one route configuration per port.
+type portGroup struct {
+	port      uint32
+	tls       bool
+	listeners []model.Listener
+}
+
+// groupByPort groups gw's listeners by port, ports ascending, listeners in
+// spec order. A port mixing HTTP and HTTPS listeners is an error: the
+// controller marks such listeners Conflicted and leaves them out.
+func groupByPort(gw *model.Gateway) ([]portGroup, error) {
+	byPort := map[uint32]*portGroup{}
+	for _, l := range gw.Listeners {
+		isTLS := l.Protocol == gwv1.HTTPSProtocolType
+		g := byPort[l.Port]
+		if g == nil {
+			g = &portGroup{port: l.Port, tls: isTLS}
+			byPort[l.Port] = g
+		} else if g.tls != isTLS {
+			return nil, fmt.Errorf("gateway %s: port %d mixes HTTP and HTTPS listeners", gw.ResourceName(), l.Port)
+		}
+		g.listeners = append(g.listeners, l)
+	}
+	out := make([]portGroup, 0, len(byPort))
+	for _, g := range byPort {
+		out = append(out, *g)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].port < out[j].port })
+	return out, nil
+}
+
+// BuildListeners returns one Listener per distinct Gateway listener port,
+// sorted by port, named ListenerName(port), bound to 0.0.0.0:<port>.
+//
+// Each has an HTTP connection manager (network filter
+// envoy.filters.network.http_connection_manager) that:
+//   - fetches routes over RDS (rds.route_config_name RouteConfigName, config
+//     source ADS);
+//   - strips any port from the Host header before virtual host matching
+//     (strip_any_host_port), so domains need no ":port" variants;
+//   - runs the HTTP filters cors, then ext_proc when opts.InferenceEnabled
+//     (see extProcBaseFilter: disabled and inert until a route enables it),
+//     then router.
+//
+// HTTPS ports (Gateway listener protocol HTTPS) get one filter chain per
+// Gateway listener, matched on SNI by its hostname, terminating TLS with the
+// listener's certificateRefs fetched by name over SDS (ADS). The secret
+// names are the refs as given (namespace/name); serving them is the ADS
+// server's job.
+func BuildListeners(gw *model.Gateway, opts Options) ([]*listenerv3.Listener, error) {
+	groups, err := groupByPort(gw)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]*listenerv3.Listener, 0, len(groups))
+	for _, g := range groups {
+		l, err := buildListener(g, opts)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, l)
+	}
+	return out, nil
+}
+
+func buildListener(g portGroup, opts Options) (*listenerv3.Listener, error) {
+	hcm, err := buildHCM(g, opts)
+	if err != nil {
+		return nil, err
+	}
+	hcmAny, err := toAny(hcm)
+	if err != nil {
+		return nil, err
+	}
+	filters := []*listenerv3.Filter{{Name: NetworkFilterHCM, ConfigType: &listenerv3.Filter_TypedConfig{TypedConfig: hcmAny}}}
+	l := &listenerv3.Listener{
+		Name: ListenerName(g.port),
+		Address: &corev3.Address{Address: &corev3.Address_SocketAddress{SocketAddress: &corev3.SocketAddress{
+			Address:       "0.0.0.0",
+			PortSpecifier: &corev3.SocketAddress_PortValue{PortValue: g.port},
+		}}},
+	}
+	if !g.tls {
+		l.FilterChains = []*listenerv3.FilterChain{{Filters: filters}}
+		return l, nil
+	}
+	for _, gl := range g.listeners {
+		ts, err := downstreamTLS(gl)
+		if err != nil {
+			return nil, err
+		}
+		fc := &listenerv3.FilterChain{Name: gl.Name, Filters: filters, TransportSocket: ts}
+		if gl.Hostname != "" {
+			fc.FilterChainMatch = &listenerv3.FilterChainMatch{ServerNames: []string{gl.Hostname}}
+		}
+		l.FilterChains = append(l.FilterChains, fc)
+	}
+	// Envoy needs a TLS inspector to read SNI for filter_chain_match.
+	inspector, err := toAny(&tlsinspectorv3.TlsInspector{})
+	if err != nil {
+		return nil, err
+	}
+	l.ListenerFilters = []*listenerv3.ListenerFilter{{
+		Name:       "envoy.filters.listener.tls_inspector",
+		ConfigType: &listenerv3.ListenerFilter_TypedConfig{TypedConfig: inspector},
+	}}
+	return l, nil
+}
+
+func buildHCM(g portGroup, opts Options) (*hcmv3.HttpConnectionManager, error) {
+	corsAny, err := toAny(&corsv3.Cors{})
+	if err != nil {
+		return nil, err
+	}
+	routerAny, err := toAny(&routerv3.Router{})
+	if err != nil {
+		return nil, err
+	}
+	filters := []*hcmv3.HttpFilter{{Name: FilterCORS, ConfigType: &hcmv3.HttpFilter_TypedConfig{TypedConfig: corsAny}}}
+	if opts.InferenceEnabled {
+		ep, err := extProcBaseFilter()
+		if err != nil {
+			return nil, err
+		}
+		filters = append(filters, ep)
+	}
+	filters = append(filters, &hcmv3.HttpFilter{Name: FilterRouter, ConfigType: &hcmv3.HttpFilter_TypedConfig{TypedConfig: routerAny}})
+	rc := RouteConfigName(g.port, g.tls)
+	return &hcmv3.HttpConnectionManager{
+		StatPrefix: rc,
+		CodecType:  hcmv3.HttpConnectionManager_AUTO,
+		RouteSpecifier: &hcmv3.HttpConnectionManager_Rds{Rds: &hcmv3.Rds{
+			RouteConfigName: rc,
+			ConfigSource:    adsConfigSource(),
+		}},
+		StripPortMode:    &hcmv3.HttpConnectionManager_StripAnyHostPort{StripAnyHostPort: true},
+		UseRemoteAddress: wrapperspb.Bool(true),
+		HttpFilters:      filters,
+	}, nil
+}
+
+// downstreamTLS terminates TLS with the listener's certificates, fetched by
+// name over SDS on the ADS stream, advertising h2 and http/1.1.
+func downstreamTLS(l model.Listener) (*corev3.TransportSocket, error) {
+	if l.TLS == nil || len(l.TLS.CertificateRefs) == 0 {
+		return nil, fmt.Errorf("listener %s: HTTPS without certificateRefs", l.Name)
+	}
+	ctx := &tlsv3.DownstreamTlsContext{CommonTlsContext: &tlsv3.CommonTlsContext{
+		AlpnProtocols: []string{"h2", "http/1.1"},
+	}}
+	for _, ref := range l.TLS.CertificateRefs {
+		if strings.TrimSpace(ref) == "" {
+			return nil, fmt.Errorf("listener %s: empty certificateRef", l.Name)
+		}
+		ctx.CommonTlsContext.TlsCertificateSdsSecretConfigs = append(ctx.CommonTlsContext.TlsCertificateSdsSecretConfigs,
+			&tlsv3.SdsSecretConfig{Name: ref, SdsConfig: adsConfigSource()})
+	}
+	a, err := toAny(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return &corev3.TransportSocket{Name: TransportSocketTLS, ConfigType: &corev3.TransportSocket_TypedConfig{TypedConfig: a}}, nil
+}

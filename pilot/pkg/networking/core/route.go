@@ -1,0 +1,392 @@
+// Copyright infermesh authors
+// SPDX-License-Identifier: Apache-2.0
+
+package core
+
+import (
+	"fmt"
+	"sort"
+	"strconv"
+	"time"
+
+	routev3 "github.com/envoyproxy/go-control-plane/envoy/config/route/v3"
+	"google.golang.org/protobuf/types/known/anypb"
+	"google.golang.org/protobuf/types/known/durationpb"
+	"google.golang.org/protobuf/types/known/wrapperspb"
+	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
+
+	"github.com/infermesh/infermesh/pilot/pkg/model"
+)
+
+// routeEntry is one Envoy route with its precedence key.
+type routeEntry struct {
+	key   orderKey
+	route *routev3.Route
+}
+
+// BuildRouteConfigurations returns one RouteConfiguration per distinct
+// listener port, named RouteConfigName(port, https), sorted by name.
+//
+// Virtual hosts: one per hostname a route serves on the port (see
+// routeHostnames), named "<hostname>:<port>", domains [hostname] (the
+// listener strips the port from Host); "*" is the catch-all. Within a
+// virtual host, routes are in Gateway API precedence order (orderKey).
+//
+// Every Gateway API match of every rule becomes one Envoy route named
+// "<namespace>.<name>.<rule index>" (routes of one rule share the name).
+// What a rule does is documented on buildAction.
+func BuildRouteConfigurations(gw *model.Gateway, opts Options) ([]*routev3.RouteConfiguration, error) {
+	opts = opts.WithDefaults()
+	groups, err := groupByPort(gw)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]*routev3.RouteConfiguration, 0, len(groups))
+	for _, g := range groups {
+		rc, err := buildRouteConfiguration(g, opts)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, rc)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
+	return out, nil
+}
+
+type vhost struct {
+	entries []routeEntry
+	seen    map[*model.Route]bool
+}
+
+func buildRouteConfiguration(g portGroup, opts Options) (*routev3.RouteConfiguration, error) {
+	vhosts := map[string]*vhost{}
+	built := map[*model.Route][]routeEntry{}
+	for _, l := range g.listeners {
+		for _, r := range l.Routes {
+			hosts := routeHostnames(l.Hostname, r.Hostnames)
+			if len(hosts) == 0 {
+				continue
+			}
+			entries, ok := built[r]
+			if !ok {
+				var err error
+				entries, err = buildRoutes(r, g, opts)
+				if err != nil {
+					return nil, fmt.Errorf("%s %s/%s: %w", r.Kind, r.Namespace, r.Name, err)
+				}
+				built[r] = entries
+			}
+			for _, h := range hosts {
+				vh := vhosts[h]
+				if vh == nil {
+					vh = &vhost{seen: map[*model.Route]bool{}}
+					vhosts[h] = vh
+				}
+				if vh.seen[r] {
+					continue
+				}
+				vh.seen[r] = true
+				vh.entries = append(vh.entries, entries...)
+			}
+		}
+	}
+	names := make([]string, 0, len(vhosts))
+	for h := range vhosts {
+		names = append(names, h)
+	}
+	sort.Strings(names)
+	rc := &routev3.RouteConfiguration{
+		Name:             RouteConfigName(g.port, g.tls),
+		ValidateClusters: wrapperspb.Bool(false),
+	}
+	port := strconv.FormatUint(uint64(g.port), 10)
+	for _, h := range names {
+		vh := vhosts[h]
+		sortEntries(vh.entries)
+		v := &routev3.VirtualHost{Name: h + ":" + port, Domains: []string{h}}
+		for _, e := range vh.entries {
+			v.Routes = append(v.Routes, e.route)
+		}
+		rc.VirtualHosts = append(rc.VirtualHosts, v)
+	}
+	return rc, nil
+}
+
+// buildRoutes translates every match of every rule of r.
+func buildRoutes(r *model.Route, g portGroup, opts Options) ([]routeEntry, error) {
+	var out []routeEntry
+	for ri := range r.Rules {
+		rule := &r.Rules[ri]
+		var matches []matchResult
+		switch {
+		case rule.HTTP != nil:
+			ms := rule.HTTP.Matches
+			if len(ms) == 0 {
+				ms = []gwv1.HTTPRouteMatch{{}}
+			}
+			for i := range ms {
+				m, err := httpMatch(&ms[i])
+				if err != nil {
+					return nil, fmt.Errorf("rule %d match %d: %w", rule.Index, i, err)
+				}
+				matches = append(matches, m)
+			}
+		case rule.GRPC != nil:
+			ms := rule.GRPC.Matches
+			if len(ms) == 0 {
+				ms = []gwv1.GRPCRouteMatch{{}}
+			}
+			for i := range ms {
+				m, err := grpcMatch(&ms[i])
+				if err != nil {
+					return nil, fmt.Errorf("rule %d match %d: %w", rule.Index, i, err)
+				}
+				matches = append(matches, m)
+			}
+		default:
+			return nil, fmt.Errorf("rule %d has neither HTTP nor GRPC", rule.Index)
+		}
+		for mi, m := range matches {
+			rt, err := buildAction(r, rule, m, g, opts)
+			if err != nil {
+				return nil, fmt.Errorf("rule %d: %w", rule.Index, err)
+			}
+			rt.Name = fmt.Sprintf("%s.%s.%d", r.Namespace, r.Name, rule.Index)
+			rt.Match = m.match
+			k := m.key
+			k.created, k.nsName, k.kind = r.CreationTimestamp, r.Namespace+"/"+r.Name, r.Kind
+			k.ruleIndex, k.match = rule.Index, mi
+			out = append(out, routeEntry{key: k, route: rt})
+		}
+	}
+	return out, nil
+}
+
+// ruleFiltersOf returns the rule's own filters.
+func ruleFiltersOf(rule *model.Rule) ruleFilters {
+	if rule.HTTP != nil {
+		return httpFilters(rule.HTTP.Filters)
+	}
+	return grpcFilters(rule.GRPC.Filters)
+}
+
+func backendFiltersOf(b *model.Backend) ruleFilters {
+	if len(b.GRPCFilters) > 0 {
+		return grpcFilters(b.GRPCFilters)
+	}
+	return httpFilters(b.HTTPFilters)
+}
+
+// buildAction is what one rule does for one of its matches, filters first:
+//
+//   - an unsupported filter (ExtensionRef, ExternalAuth): direct_response
+//     500, the rule is not served without it;
+//   - RequestRedirect: Route.redirect, backends ignored;
+//   - otherwise the backends (see backendAction), plus URLRewrite,
+//     RequestMirror and the timeout on the RouteAction;
+//   - RequestHeaderModifier / ResponseHeaderModifier on the route in every
+//     case;
+//   - CORS and an InferencePool's ext_proc override in typed_per_filter_config,
+//     one map both are added to, so neither erases the other (Istio bug 3).
+//
+// Timeout (RouteAction.timeout): HTTPRoute timeouts.request; with none, 0s,
+// which disables Envoy's 15 s default that would cut long LLM streams.
+func buildAction(r *model.Route, rule *model.Rule, m matchResult, g portGroup, opts Options) (*routev3.Route, error) {
+	rt := &routev3.Route{}
+	f := ruleFiltersOf(rule)
+	req, resp := toHeaderMods(f.reqHeaders), toHeaderMods(f.respHeaders)
+	rt.RequestHeadersToAdd, rt.RequestHeadersToRemove = req.add, req.remove
+	rt.ResponseHeadersToAdd, rt.ResponseHeadersToRemove = resp.add, resp.remove
+	perFilter := map[string]*anypb.Any{}
+	if f.cors != nil {
+		a, err := toAny(corsPolicy(f.cors))
+		if err != nil {
+			return nil, err
+		}
+		perFilter[FilterCORS] = a
+	}
+
+	switch {
+	case f.unsupported != "":
+		rt.Action = directResponse500()
+	case f.redirect != nil:
+		ra, err := redirectAction(f.redirect, m.prefix, g.port, g.tls)
+		if err != nil {
+			return nil, err
+		}
+		rt.Action = &routev3.Route_Redirect{Redirect: ra}
+	default:
+		if err := forwardAction(rt, perFilter, r, rule, f, m, opts); err != nil {
+			return nil, err
+		}
+	}
+	if len(perFilter) > 0 {
+		rt.TypedPerFilterConfig = perFilter
+	}
+	return rt, nil
+}
+
+// forwardAction sets rt's action to the rule's backends (or a direct 500)
+// with URLRewrite, RequestMirror and the timeout, and adds a single pool's
+// ext_proc override to perFilter.
+func forwardAction(rt *routev3.Route, perFilter map[string]*anypb.Any, r *model.Route, rule *model.Rule, f ruleFilters, m matchResult, opts Options) error {
+	ra, single, err := backendAction(rule.Backends, opts)
+	if err != nil {
+		return err
+	}
+	if ra == nil {
+		rt.Action = directResponse500()
+		return nil
+	}
+	if single != nil {
+		if single.extProc != nil {
+			perFilter[FilterExtProc] = single.extProc
+		}
+		req, resp := toHeaderMods(single.filters.reqHeaders), toHeaderMods(single.filters.respHeaders)
+		rt.RequestHeadersToAdd = append(rt.RequestHeadersToAdd, req.add...)
+		rt.RequestHeadersToRemove = append(rt.RequestHeadersToRemove, req.remove...)
+		rt.ResponseHeadersToAdd = append(rt.ResponseHeadersToAdd, resp.add...)
+		rt.ResponseHeadersToRemove = append(rt.ResponseHeadersToRemove, resp.remove...)
+	}
+	if f.rewrite != nil {
+		if err := applyRewrite(ra, f.rewrite, m.prefix); err != nil {
+			return err
+		}
+	}
+	for _, mf := range f.mirrors {
+		c, err := mirrorService(mf.BackendRef, r.Namespace, opts.ClusterDomain)
+		if err != nil {
+			return err
+		}
+		ra.RequestMirrorPolicies = append(ra.RequestMirrorPolicies, mirrorPolicy(mf, c))
+	}
+	timeout, err := ruleTimeout(rule)
+	if err != nil {
+		return err
+	}
+	ra.Timeout = durationpb.New(timeout)
+	rt.Action = &routev3.Route_Route{Route: ra}
+	return nil
+}
+
+func directResponse500() *routev3.Route_DirectResponse {
+	return &routev3.Route_DirectResponse{DirectResponse: &routev3.DirectResponseAction{Status: 500}}
+}
+
+// ruleTimeout is HTTPRoute timeouts.request (a Gateway API duration, e.g.
+// "10s", "1h30m", "500ms"); 0 (no timeout) when unset or for GRPCRoute.
+func ruleTimeout(rule *model.Rule) (time.Duration, error) {
+	if rule.HTTP == nil || rule.HTTP.Timeouts == nil || rule.HTTP.Timeouts.Request == nil {
+		return 0, nil
+	}
+	d, err := time.ParseDuration(string(*rule.HTTP.Timeouts.Request))
+	if err != nil {
+		return 0, fmt.Errorf("timeouts.request: %w", err)
+	}
+	if d < 0 {
+		return 0, fmt.Errorf("timeouts.request %s is negative", d)
+	}
+	return d, nil
+}
+
+// backendShare is one weighted destination of a rule.
+type backendShare struct {
+	cluster string
+	weight  uint32
+	extProc *anypb.Any // the pool's ExtProcPerRoute, nil for Services
+	filters ruleFilters
+}
+
+// backendCluster is the cluster a resolved backend sends to, and for a pool
+// its EPP. ok is false for a backend that gets HTTP 500: unresolved
+// (Invalid set, or neither Service nor Pool), or a pool without a usable
+// Endpoint Picker (no endpointPickerRef, or port 0).
+func backendCluster(b *model.Backend) (cluster string, epp *model.EPPBackend, ok bool) {
+	switch {
+	case b.Invalid != "":
+		return "", nil, false
+	case b.Service != nil:
+		return ClusterName(uint32(b.Service.Port), b.Service.Host), nil, true
+	case b.Pool != nil:
+		p := b.Pool
+		if p.EPP == nil || p.EPP.Port == 0 || p.EPP.Host == "" {
+			return "", nil, false
+		}
+		return ClusterName(uint32(p.Port), p.Host), p.EPP, true
+	}
+	return "", nil, false
+}
+
+// backendAction sends a rule's traffic to its backends (backendRefs with
+// weight 0 get none):
+//
+//   - no backend with weight, or every weighted one invalid: nil (the
+//     caller answers 500);
+//   - one valid backend: RouteAction.cluster, and the share is returned so
+//     the caller puts a pool's ExtProcPerRoute in the route's
+//     typed_per_filter_config and the backendRef's header filters on the
+//     route;
+//   - otherwise weighted_clusters: each pool's ExtProcPerRoute sits on its
+//     own weighted_clusters.clusters[i].typed_per_filter_config, so each
+//     pool calls its own EPP with its own failure mode (Istio bug 2), and a
+//     Service share never enables ext_proc; invalid shares are merged into
+//     one entry for InvalidBackendCluster, a cluster that does not exist,
+//     and cluster_not_found_response_code is INTERNAL_SERVER_ERROR, so
+//     exactly that share of requests gets 500 (a weighted cluster cannot
+//     carry a direct response).
+//
+// backendRef header modifier filters apply to their share (route level for
+// a single backend); other backendRef filter types are not supported and
+// are ignored.
+func backendAction(backends []model.Backend, opts Options) (*routev3.RouteAction, *backendShare, error) {
+	var shares []backendShare
+	invalidWeight := uint32(0)
+	for i := range backends {
+		b := &backends[i]
+		if b.Weight <= 0 {
+			continue
+		}
+		cluster, epp, ok := backendCluster(b)
+		if !ok {
+			invalidWeight += uint32(b.Weight)
+			continue
+		}
+		s := backendShare{cluster: cluster, weight: uint32(b.Weight), filters: backendFiltersOf(b)}
+		if epp != nil {
+			if !opts.InferenceEnabled {
+				return nil, nil, fmt.Errorf("backend %s/%s is an InferencePool but inference is not enabled", b.Pool.Namespace, b.Pool.Name)
+			}
+			a, err := toAny(extProcOverride(epp))
+			if err != nil {
+				return nil, nil, err
+			}
+			s.extProc = a
+		}
+		shares = append(shares, s)
+	}
+	if len(shares) == 0 {
+		return nil, nil, nil
+	}
+	if len(shares) == 1 && invalidWeight == 0 {
+		s := shares[0]
+		ra := &routev3.RouteAction{ClusterSpecifier: &routev3.RouteAction_Cluster{Cluster: s.cluster}}
+		return ra, &s, nil
+	}
+	wc := &routev3.WeightedCluster{}
+	for _, s := range shares {
+		cw := &routev3.WeightedCluster_ClusterWeight{Name: s.cluster, Weight: wrapperspb.UInt32(s.weight)}
+		req, resp := toHeaderMods(s.filters.reqHeaders), toHeaderMods(s.filters.respHeaders)
+		cw.RequestHeadersToAdd, cw.RequestHeadersToRemove = req.add, req.remove
+		cw.ResponseHeadersToAdd, cw.ResponseHeadersToRemove = resp.add, resp.remove
+		if s.extProc != nil {
+			cw.TypedPerFilterConfig = map[string]*anypb.Any{FilterExtProc: s.extProc}
+		}
+		wc.Clusters = append(wc.Clusters, cw)
+	}
+	ra := &routev3.RouteAction{ClusterSpecifier: &routev3.RouteAction_WeightedClusters{WeightedClusters: wc}}
+	if invalidWeight > 0 {
+		wc.Clusters = append(wc.Clusters, &routev3.WeightedCluster_ClusterWeight{Name: InvalidBackendCluster, Weight: wrapperspb.UInt32(invalidWeight)})
+		ra.ClusterNotFoundResponseCode = routev3.RouteAction_INTERNAL_SERVER_ERROR
+	}
+	return ra, nil, nil
+}

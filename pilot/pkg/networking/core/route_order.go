@@ -1,0 +1,83 @@
+// Copyright infermesh authors
+// SPDX-License-Identifier: Apache-2.0
+
+package core
+
+import (
+	"sort"
+	"time"
+)
+
+// Path match kinds, most specific first in route order.
+const (
+	pathPrefix = iota + 1
+	pathRegex
+	pathExact
+)
+
+// orderKey places one Envoy route (one match of one rule) among the others
+// of its virtual host. Envoy takes the first route that matches, so routes
+// are sorted by the Gateway API's HTTPRouteRule matching precedence:
+//
+//  1. an Exact path match, then a RegularExpression path (implementation
+//     specific; we put it above prefixes so a regex is not shadowed by "/"),
+//     longer patterns first, then a PathPrefix match, longest prefix first;
+//  2. a method match;
+//  3. the most header matches;
+//  4. the most query parameter matches;
+//  5. the oldest route (creationTimestamp);
+//  6. namespace/name alphabetically;
+//  7. rule index, then match index, within the route.
+//
+// GRPCRoute matches map onto the same key: service and method both exact is
+// an Exact path, service alone a prefix "/<service>/", anything else a
+// regex.
+type orderKey struct {
+	pathKind  int
+	pathLen   int
+	method    bool
+	headers   int
+	queries   int
+	created   time.Time
+	nsName    string
+	kind      string
+	ruleIndex int
+	match     int
+}
+
+func (a orderKey) less(b orderKey) bool {
+	if a.pathKind != b.pathKind {
+		return a.pathKind > b.pathKind
+	}
+	if a.pathLen != b.pathLen {
+		return a.pathLen > b.pathLen
+	}
+	if a.method != b.method {
+		return a.method
+	}
+	if a.headers != b.headers {
+		return a.headers > b.headers
+	}
+	if a.queries != b.queries {
+		return a.queries > b.queries
+	}
+	if !a.created.Equal(b.created) {
+		return a.created.Before(b.created)
+	}
+	if a.nsName != b.nsName {
+		return a.nsName < b.nsName
+	}
+	if a.kind != b.kind {
+		return a.kind < b.kind
+	}
+	if a.ruleIndex != b.ruleIndex {
+		return a.ruleIndex < b.ruleIndex
+	}
+	return a.match < b.match
+}
+
+// sortEntries sorts in place by orderKey; the key is total, so the order is
+// deterministic.
+func sortEntries(e []routeEntry) {
+	sort.SliceStable(e, func(i, j int) bool { return e[i].key.less(e[j].key) })
+}
