@@ -3,33 +3,18 @@
 
 package core
 
-import "time"
+import (
+	"time"
 
-// Endpoint is one ready address of an EDS cluster: a pod IP and the port
-// traffic goes to (for a shadow Service, a pool target port).
-type Endpoint struct {
-	// Address is an IPv4 or IPv6 address (SocketAddress.address).
-	Address string
-	// Port is the destination port (SocketAddress.port_value), 1-65535.
-	Port uint32
-}
+	"github.com/infermesh/infermesh/pilot/pkg/model"
+)
 
-// EPPTLS is TLS towards one Endpoint Picker, as a DestinationRule (mode
-// SIMPLE) or a Gateway API BackendTLSPolicy describes it. It becomes the EPP
-// cluster's UpstreamTlsContext.
-type EPPTLS struct {
-	// SNI is UpstreamTlsContext.sni; empty means the EPP host.
-	SNI string
-	// InsecureSkipVerify leaves out the validation context: the server
-	// certificate is not verified. Ignored when CACertificates is set.
-	InsecureSkipVerify bool
-	// CACertificates is PEM bytes, set inline as
-	// CertificateValidationContext.trusted_ca.
-	CACertificates []byte
-	// SubjectAltNames, when set, are matched exactly against the server
-	// certificate's DNS SANs (match_typed_subject_alt_names).
-	SubjectAltNames []string
-}
+// Endpoint and EPPTLS are defined in the model, which the service registry
+// fills.
+type (
+	Endpoint = model.Endpoint
+	EPPTLS   = model.EPPTLS
+)
 
 // Inputs are the facts the model does not carry. Both are keyed so that
 // another package (the service registry, the DestinationRule /

@@ -1,0 +1,50 @@
+// Copyright infermesh authors
+// SPDX-License-Identifier: Apache-2.0
+
+package model
+
+// Endpoint is one ready address of an EDS cluster: a pod IP and the port
+// traffic goes to (for a shadow Service, a pool target port).
+type Endpoint struct {
+	// Address is an IPv4 or IPv6 address (SocketAddress.address).
+	Address string
+	// Port is the destination port (SocketAddress.port_value), 1-65535.
+	Port uint32
+}
+
+// ClusterEndpoints are the ready endpoints of one Envoy EDS cluster, which is
+// one port of one Service: the service registry computes them from
+// EndpointSlices, the ADS server serves them as a ClusterLoadAssignment. Its
+// krt key is the cluster name.
+type ClusterEndpoints struct {
+	// Cluster is outbound|<service port>||<service FQDN>.
+	Cluster string
+	// Endpoints are sorted by address, then port, without duplicates. For a
+	// shadow Service's first port they cover every target port of the pool.
+	Endpoints []Endpoint
+}
+
+// ResourceName is the krt key: the cluster name.
+func (c ClusterEndpoints) ResourceName() string { return c.Cluster }
+
+// EPPTLS is TLS towards one Endpoint Picker, as a DestinationRule (mode
+// SIMPLE) or a Gateway API BackendTLSPolicy describes it. It becomes the EPP
+// cluster's UpstreamTlsContext. Its krt key is Host.
+type EPPTLS struct {
+	// Host is the EPP Service FQDN the policy applies to.
+	Host string
+	// SNI is UpstreamTlsContext.sni; empty means the EPP host.
+	SNI string
+	// InsecureSkipVerify leaves out the validation context: the server
+	// certificate is not verified. Ignored when CACertificates is set.
+	InsecureSkipVerify bool
+	// CACertificates is PEM bytes, set inline as
+	// CertificateValidationContext.trusted_ca.
+	CACertificates []byte
+	// SubjectAltNames, when set, are matched exactly against the server
+	// certificate's DNS SANs (match_typed_subject_alt_names).
+	SubjectAltNames []string
+}
+
+// ResourceName is the krt key: the EPP host.
+func (t EPPTLS) ResourceName() string { return t.Host }
