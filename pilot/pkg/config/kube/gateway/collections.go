@@ -240,48 +240,63 @@ func Build(in Inputs, opts Options) Outputs {
 	}
 	backendOpts := BackendOptions{InferenceEnabled: opts.InferenceEnabled, ClusterDomain: opts.ClusterDomain}
 
-	httpRoutes := krt.NewCollection(in.HTTPRoutes, func(ctx krt.HandlerContext, r *gwv1.HTTPRoute) *RouteResult {
-		route := Route{Kind: HTTPRouteKind, Namespace: r.Namespace, Name: r.Name, Hostnames: r.Spec.Hostnames, ParentRefs: r.Spec.ParentRefs}
+	// resolve attaches route and resolves the backendRefs of its rules
+	// (refs(i) are rule i's); nil when it names no Gateway of ours.
+	resolve := func(ctx krt.HandlerContext, route Route, meta *metav1.ObjectMeta, rules []RuleResult,
+		refs func(i int) []gwv1.BackendRef,
+	) *RouteResult {
 		gateways, nsLabels, lk := lookups(ctx)
 		parents := AttachRoute(route, gateways, nsLabels)
 		if len(parents) == 0 {
 			return nil
 		}
-		res := &RouteResult{Route: route, Generation: r.Generation, Created: r.CreationTimestamp.Time, Parents: parents}
-		for i := range r.Spec.Rules {
-			rule := &r.Spec.Rules[i]
-			rr := RuleResult{HTTP: rule}
-			for _, b := range rule.BackendRefs {
-				rr.Backends = append(rr.Backends, ResolveBackendRef(HTTPRouteKind, r.Namespace, b.BackendRef, lk, backendOpts))
-				rr.HTTPFilters = append(rr.HTTPFilters, b.Filters)
+		res := &RouteResult{Route: route, Generation: meta.Generation, Created: meta.CreationTimestamp.Time,
+			Parents: parents, Rules: rules}
+		for i := range res.Rules {
+			for _, ref := range refs(i) {
+				res.Rules[i].Backends = append(res.Rules[i].Backends, ResolveBackendRef(route.Kind, route.Namespace, ref, lk, backendOpts))
 			}
-			res.Rules = append(res.Rules, rr)
 		}
 		res.Pools = referencedPools(res.Rules)
 		return res
+	}
+
+	httpRoutes := krt.NewCollection(in.HTTPRoutes, func(ctx krt.HandlerContext, r *gwv1.HTTPRoute) *RouteResult {
+		route := Route{Kind: HTTPRouteKind, Namespace: r.Namespace, Name: r.Name, Hostnames: r.Spec.Hostnames, ParentRefs: r.Spec.ParentRefs}
+		rules := make([]RuleResult, len(r.Spec.Rules))
+		for i := range r.Spec.Rules {
+			rules[i].HTTP = &r.Spec.Rules[i]
+			for _, b := range r.Spec.Rules[i].BackendRefs {
+				rules[i].HTTPFilters = append(rules[i].HTTPFilters, b.Filters)
+			}
+		}
+		return resolve(ctx, route, &r.ObjectMeta, rules, func(i int) []gwv1.BackendRef {
+			refs := make([]gwv1.BackendRef, len(r.Spec.Rules[i].BackendRefs))
+			for j, b := range r.Spec.Rules[i].BackendRefs {
+				refs[j] = b.BackendRef
+			}
+			return refs
+		})
 	}, with("HTTPRoutes")...)
 	routes := []krt.Collection[RouteResult]{httpRoutes}
 
 	if in.GRPCRoutes != nil {
 		grpcRoutes := krt.NewCollection(in.GRPCRoutes, func(ctx krt.HandlerContext, r *gwv1.GRPCRoute) *RouteResult {
 			route := Route{Kind: GRPCRouteKind, Namespace: r.Namespace, Name: r.Name, Hostnames: r.Spec.Hostnames, ParentRefs: r.Spec.ParentRefs}
-			gateways, nsLabels, lk := lookups(ctx)
-			parents := AttachRoute(route, gateways, nsLabels)
-			if len(parents) == 0 {
-				return nil
-			}
-			res := &RouteResult{Route: route, Generation: r.Generation, Created: r.CreationTimestamp.Time, Parents: parents}
+			rules := make([]RuleResult, len(r.Spec.Rules))
 			for i := range r.Spec.Rules {
-				rule := &r.Spec.Rules[i]
-				rr := RuleResult{GRPC: rule}
-				for _, b := range rule.BackendRefs {
-					rr.Backends = append(rr.Backends, ResolveBackendRef(GRPCRouteKind, r.Namespace, b.BackendRef, lk, backendOpts))
-					rr.GRPCFilters = append(rr.GRPCFilters, b.Filters)
+				rules[i].GRPC = &r.Spec.Rules[i]
+				for _, b := range r.Spec.Rules[i].BackendRefs {
+					rules[i].GRPCFilters = append(rules[i].GRPCFilters, b.Filters)
 				}
-				res.Rules = append(res.Rules, rr)
 			}
-			res.Pools = referencedPools(res.Rules)
-			return res
+			return resolve(ctx, route, &r.ObjectMeta, rules, func(i int) []gwv1.BackendRef {
+				refs := make([]gwv1.BackendRef, len(r.Spec.Rules[i].BackendRefs))
+				for j, b := range r.Spec.Rules[i].BackendRefs {
+					refs[j] = b.BackendRef
+				}
+				return refs
+			})
 		}, with("GRPCRoutes")...)
 		routes = append(routes, grpcRoutes)
 		out.GRPCRouteStatuses = routeStatuses(grpcRoutes, opts.ControllerName, with("GRPCRouteStatuses"))

@@ -213,23 +213,29 @@ var PoolParentAccess = status.ParentAccess[inferencev1.ParentStatus]{
 	Conditions: func(p *inferencev1.ParentStatus) *[]metav1.Condition { return &p.Conditions },
 }
 
-func httpRouteStatusWriter(cfg ControllerConfig, desired krt.Collection[RouteStatus]) (func(context.Context), error) {
-	api := cfg.Client.GatewayAPI().GatewayV1()
+// statusObjectClient is the part of a typed client-go client that a shared
+// status writer uses.
+type statusObjectClient[O any] interface {
+	Get(ctx context.Context, name string, opts metav1.GetOptions) (O, error)
+	UpdateStatus(ctx context.Context, obj O, opts metav1.UpdateOptions) (O, error)
+}
+
+// sharedStatusWriter writes our entries of the status.parents lists of one
+// kind O, read with parents and replaced with withParents (on a copy).
+func sharedStatusWriter[O apply.Object, P any](cfg ControllerConfig, name string, desired krt.Collection[writer.DesiredStatus[P]],
+	live krt.Collection[O], access status.ParentAccess[P], client func(ns string) statusObjectClient[O],
+	parents func(O) []P, withParents func(O, []P) O,
+) (func(context.Context), error) {
 	manager := metav1.UpdateOptions{FieldManager: cfg.Features.ControllerName}
-	w, err := writer.NewStatusWriter(writer.StatusConfig[*gwv1.HTTPRoute, gwv1.RouteParentStatus]{
-		Name: "httproute-status", Desired: desired, Live: cfg.Client.HTTPRoutes(),
-		Controller: cfg.Features.ControllerName, Access: RouteParentAccess,
-		Get: func(ctx context.Context, ns, name string) (*gwv1.HTTPRoute, error) {
-			return api.HTTPRoutes(ns).Get(ctx, name, metav1.GetOptions{})
+	w, err := writer.NewStatusWriter(writer.StatusConfig[O, P]{
+		Name: name, Desired: desired, Live: live, Controller: cfg.Features.ControllerName, Access: access,
+		Get: func(ctx context.Context, ns, name string) (O, error) {
+			return client(ns).Get(ctx, name, metav1.GetOptions{})
 		},
-		Parents: func(r *gwv1.HTTPRoute) []gwv1.RouteParentStatus { return r.Status.Parents },
-		WithParents: func(r *gwv1.HTTPRoute, p []gwv1.RouteParentStatus) *gwv1.HTTPRoute {
-			r = r.DeepCopy()
-			r.Status.Parents = p
-			return r
-		},
-		UpdateStatus: func(ctx context.Context, r *gwv1.HTTPRoute) error {
-			_, err := api.HTTPRoutes(r.Namespace).UpdateStatus(ctx, r, manager)
+		Parents:     parents,
+		WithParents: withParents,
+		UpdateStatus: func(ctx context.Context, obj O) error {
+			_, err := client(obj.GetNamespace()).UpdateStatus(ctx, obj, manager)
 			return err
 		},
 		IsLeader: cfg.IsLeader,
@@ -238,60 +244,42 @@ func httpRouteStatusWriter(cfg ControllerConfig, desired krt.Collection[RouteSta
 		return nil, err
 	}
 	return w.Run, nil
+}
+
+func httpRouteStatusWriter(cfg ControllerConfig, desired krt.Collection[RouteStatus]) (func(context.Context), error) {
+	api := cfg.Client.GatewayAPI().GatewayV1()
+	return sharedStatusWriter(cfg, "httproute-status", desired, cfg.Client.HTTPRoutes(), RouteParentAccess,
+		func(ns string) statusObjectClient[*gwv1.HTTPRoute] { return api.HTTPRoutes(ns) },
+		func(r *gwv1.HTTPRoute) []gwv1.RouteParentStatus { return r.Status.Parents },
+		func(r *gwv1.HTTPRoute, p []gwv1.RouteParentStatus) *gwv1.HTTPRoute {
+			r = r.DeepCopy()
+			r.Status.Parents = p
+			return r
+		})
 }
 
 func grpcRouteStatusWriter(cfg ControllerConfig, desired krt.Collection[RouteStatus]) (func(context.Context), error) {
 	api := cfg.Client.GatewayAPI().GatewayV1()
-	manager := metav1.UpdateOptions{FieldManager: cfg.Features.ControllerName}
-	w, err := writer.NewStatusWriter(writer.StatusConfig[*gwv1.GRPCRoute, gwv1.RouteParentStatus]{
-		Name: "grpcroute-status", Desired: desired, Live: cfg.Client.GRPCRoutes(),
-		Controller: cfg.Features.ControllerName, Access: RouteParentAccess,
-		Get: func(ctx context.Context, ns, name string) (*gwv1.GRPCRoute, error) {
-			return api.GRPCRoutes(ns).Get(ctx, name, metav1.GetOptions{})
-		},
-		Parents: func(r *gwv1.GRPCRoute) []gwv1.RouteParentStatus { return r.Status.Parents },
-		WithParents: func(r *gwv1.GRPCRoute, p []gwv1.RouteParentStatus) *gwv1.GRPCRoute {
+	return sharedStatusWriter(cfg, "grpcroute-status", desired, cfg.Client.GRPCRoutes(), RouteParentAccess,
+		func(ns string) statusObjectClient[*gwv1.GRPCRoute] { return api.GRPCRoutes(ns) },
+		func(r *gwv1.GRPCRoute) []gwv1.RouteParentStatus { return r.Status.Parents },
+		func(r *gwv1.GRPCRoute, p []gwv1.RouteParentStatus) *gwv1.GRPCRoute {
 			r = r.DeepCopy()
 			r.Status.Parents = p
 			return r
-		},
-		UpdateStatus: func(ctx context.Context, r *gwv1.GRPCRoute) error {
-			_, err := api.GRPCRoutes(r.Namespace).UpdateStatus(ctx, r, manager)
-			return err
-		},
-		IsLeader: cfg.IsLeader,
-	})
-	if err != nil {
-		return nil, err
-	}
-	return w.Run, nil
+		})
 }
 
 func poolStatusWriter(cfg ControllerConfig, desired krt.Collection[PoolStatus]) (func(context.Context), error) {
 	api := cfg.Client.Inference().InferenceV1()
-	manager := metav1.UpdateOptions{FieldManager: cfg.Features.ControllerName}
-	w, err := writer.NewStatusWriter(writer.StatusConfig[*inferencev1.InferencePool, inferencev1.ParentStatus]{
-		Name: "inferencepool-status", Desired: desired, Live: cfg.Client.InferencePools(),
-		Controller: cfg.Features.ControllerName, Access: PoolParentAccess,
-		Get: func(ctx context.Context, ns, name string) (*inferencev1.InferencePool, error) {
-			return api.InferencePools(ns).Get(ctx, name, metav1.GetOptions{})
-		},
-		Parents: func(p *inferencev1.InferencePool) []inferencev1.ParentStatus { return p.Status.Parents },
-		WithParents: func(p *inferencev1.InferencePool, ps []inferencev1.ParentStatus) *inferencev1.InferencePool {
+	return sharedStatusWriter(cfg, "inferencepool-status", desired, cfg.Client.InferencePools(), PoolParentAccess,
+		func(ns string) statusObjectClient[*inferencev1.InferencePool] { return api.InferencePools(ns) },
+		func(p *inferencev1.InferencePool) []inferencev1.ParentStatus { return p.Status.Parents },
+		func(p *inferencev1.InferencePool, ps []inferencev1.ParentStatus) *inferencev1.InferencePool {
 			p = p.DeepCopy()
 			p.Status.Parents = ps
 			return p
-		},
-		UpdateStatus: func(ctx context.Context, p *inferencev1.InferencePool) error {
-			_, err := api.InferencePools(p.Namespace).UpdateStatus(ctx, p, manager)
-			return err
-		},
-		IsLeader: cfg.IsLeader,
-	})
-	if err != nil {
-		return nil, err
-	}
-	return w.Run, nil
+		})
 }
 
 func classStatusWriter(cfg ControllerConfig, desired krt.Collection[ClassStatus]) (func(context.Context), error) {
