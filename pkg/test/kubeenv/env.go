@@ -85,12 +85,6 @@ func Start(t testing.TB, opts ...Option) *Env {
 		t.Fatal(err)
 	}
 	e.APIServerReadyAfter = apiReady
-	if len(o.crds) > 0 {
-		e.ApplyCRDs(o.crds...)
-	}
-	if o.standardCRDs {
-		e.ApplyStandardCRDs()
-	}
 	t.Logf("kubeenv: cluster ready in %v (kube-apiserver ready after %v) at %s",
 		time.Since(began).Round(time.Millisecond), apiReady.Round(time.Millisecond), e.creds.host)
 	return e
@@ -114,6 +108,16 @@ func (e *Env) boot(ctx context.Context, began time.Time, etcdPort int) (time.Dur
 		return 0, err
 	}
 	apiReady := time.Since(began)
+	// CRDs go in before kube-controller-manager starts, as in a real cluster
+	// where they are installed long before: its garbage collector then
+	// watches the custom kinds from the start (it discovers new ones only
+	// every 30 s, and owner references to a kind it cannot map wait for that).
+	if len(e.opts.crds) > 0 {
+		e.ApplyCRDs(e.opts.crds...)
+	}
+	if e.opts.standardCRDs {
+		e.ApplyStandardCRDs()
+	}
 	// Only now: kube-controller-manager gives up if the apiserver is not healthy
 	// within 10 s of its start, which a loaded machine can exceed.
 	if err := e.controllerManager.start(); err != nil {

@@ -179,7 +179,11 @@ func shadowServiceWriter(cfg ControllerConfig, desired krt.Collection[ShadowServ
 				return
 			}
 			if p := pools.GetKey(d.Namespace + "/" + pool); p != nil {
-				cfg.Recorder.Eventf(*p, corev1.EventTypeWarning, "ShadowServiceNameTaken",
+				// Informer objects carry no kind; the event's reference
+				// needs it, and the recorder's scheme may not know GIE types.
+				obj := (*p).DeepCopy()
+				obj.APIVersion, obj.Kind = inferencev1.GroupVersion.String(), InferencePoolKind
+				cfg.Recorder.Eventf(obj, corev1.EventTypeWarning, "ShadowServiceNameTaken",
 					"Service %s exists without the %s label; it is not ours, so it was left alone and the pool has no shadow Service",
 					d.ResourceName(), InferencePoolNameLabel)
 			}
