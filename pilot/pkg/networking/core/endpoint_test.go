@@ -9,7 +9,7 @@ import (
 )
 
 func TestClusterLoadAssignmentSortedDeduplicated(t *testing.T) {
-	in := []Endpoint{{"10.0.0.10", 8000}, {"10.0.0.9", 8001}, {"10.0.0.9", 8000}, {"fd00::1", 80}, {"10.0.0.10", 8000}}
+	in := []Endpoint{{Address: "10.0.0.10", Port: 8000}, {Address: "10.0.0.9", Port: 8001}, {Address: "10.0.0.9", Port: 8000}, {Address: "fd00::1", Port: 80}, {Address: "10.0.0.10", Port: 8000}}
 	cla := BuildClusterLoadAssignment("c", in)
 	var got []string
 	for _, e := range cla.Endpoints[0].LbEndpoints {

@@ -109,8 +109,8 @@ func seedGateway() *model.Gateway {
 func seedInputs() Inputs {
 	return Inputs{
 		Endpoints: map[string][]Endpoint{
-			seedShadowCluster: {{"10.244.0.15", 8000}, {"10.244.0.13", 8000}, {"10.244.0.14", 8000}},
-			seedEPPCluster:    {{"10.244.0.16", 9002}},
+			seedShadowCluster: {{Address: "10.244.0.15", Port: 8000}, {Address: "10.244.0.13", Port: 8000}, {Address: "10.244.0.14", Port: 8000}},
+			seedEPPCluster:    {{Address: "10.244.0.16", Port: 9002}},
 		},
 		EPPTLS: map[string]*EPPTLS{seedEPPHost: {InsecureSkipVerify: true}},
 	}
