@@ -62,6 +62,14 @@ func (c *Client) Secrets() krt.Collection[*corev1.Secret] {
 	})
 }
 
+// ConfigMaps returns all ConfigMaps (for the CA bundles that
+// BackendTLSPolicy spec.validation.caCertificateRefs names, key ca.crt).
+func (c *Client) ConfigMaps() krt.Collection[*corev1.ConfigMap] {
+	return informerCollection[*corev1.ConfigMap](c, "ConfigMaps", func() cache.SharedIndexInformer {
+		return c.kubeInformers.Core().V1().ConfigMaps().Informer()
+	})
+}
+
 // Nodes returns all Nodes.
 func (c *Client) Nodes() krt.Collection[*corev1.Node] {
 	return informerCollection[*corev1.Node](c, "Nodes", func() cache.SharedIndexInformer {

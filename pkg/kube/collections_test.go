@@ -50,6 +50,43 @@ func TestPodsFlowIntoCollection(t *testing.T) {
 	waitFor(t, "pod a deleted", func() bool { return pods.GetKey("llm/a") == nil })
 }
 
+func TestConfigMapsFlowIntoCollection(t *testing.T) {
+	ca := &corev1.ConfigMap{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "llm", Name: "epp-ca", ManagedFields: someManagedFields},
+		Data:       map[string]string{"ca.crt": "-----BEGIN CERTIFICATE-----"},
+	}
+	c := NewFake(ca)
+	configMaps := c.ConfigMaps()
+	if again := c.ConfigMaps(); again != configMaps {
+		t.Error("ConfigMaps built twice")
+	}
+	startFake(t, c)
+	synced(t, "ConfigMaps", configMaps)
+
+	got := configMaps.GetKey("llm/epp-ca")
+	if got == nil {
+		t.Fatalf("initial ConfigMap missing; have %d", len(configMaps.List()))
+	}
+	if (*got).Data["ca.crt"] != "-----BEGIN CERTIFICATE-----" || (*got).ManagedFields != nil {
+		t.Errorf("ConfigMap = data %v, managedFields %v", (*got).Data, (*got).ManagedFields)
+	}
+
+	ctx := context.Background()
+	updated := ca.DeepCopy()
+	updated.Data["ca.crt"] = "rotated"
+	if _, err := c.Kube().CoreV1().ConfigMaps("llm").Update(ctx, updated, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "ConfigMap updated", func() bool {
+		cm := configMaps.GetKey("llm/epp-ca")
+		return cm != nil && (*cm).Data["ca.crt"] == "rotated"
+	})
+	if err := c.Kube().CoreV1().ConfigMaps("llm").Delete(ctx, "epp-ca", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "ConfigMap deleted", func() bool { return configMaps.GetKey("llm/epp-ca") == nil })
+}
+
 func TestCollectionsAreMemoized(t *testing.T) {
 	c := NewFake()
 	if a, b := c.Pods(), c.Pods(); a != b {
