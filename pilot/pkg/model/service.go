@@ -39,7 +39,8 @@ type EPPTLS struct {
 	// certificate is not verified. Ignored when CACertificates is set.
 	InsecureSkipVerify bool
 	// CACertificates is PEM bytes, set inline as
-	// CertificateValidationContext.trusted_ca.
+	// CertificateValidationContext.trusted_ca. Empty, without
+	// InsecureSkipVerify, means the proxy's system trust store.
 	CACertificates []byte
 	// SubjectAltNames, when set, are matched exactly against the server
 	// certificate's DNS SANs (match_typed_subject_alt_names).

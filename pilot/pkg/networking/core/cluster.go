@@ -4,7 +4,6 @@
 package core
 
 import (
-	"fmt"
 	"sort"
 
 	clusterv3 "github.com/envoyproxy/go-control-plane/envoy/config/cluster/v3"
@@ -168,7 +167,7 @@ func buildCluster(s *clusterSpec, in Inputs, opts Options) (*clusterv3.Cluster, 
 	}
 	if s.eppHost != "" {
 		if t := in.EPPTLS[s.eppHost]; t != nil {
-			ts, err := eppTransportSocket(s.eppHost, t)
+			ts, err := eppTransportSocket(s.eppHost, t, opts.SystemCAFile)
 			if err != nil {
 				return nil, err
 			}
@@ -211,13 +210,13 @@ func overrideHostPolicy() (*clusterv3.LoadBalancingPolicy, error) {
 }
 
 // eppTransportSocket is TLS towards an Endpoint Picker (transport socket
-// envoy.transport_sockets.tls, UpstreamTlsContext).
-func eppTransportSocket(host string, t *EPPTLS) (*corev3.TransportSocket, error) {
-	if len(t.CACertificates) == 0 && !t.InsecureSkipVerify {
-		// Without a validation context Envoy would not verify the server:
-		// say so explicitly (InsecureSkipVerify) rather than by omission.
-		return nil, fmt.Errorf("EPP %s: TLS needs CACertificates or InsecureSkipVerify", host)
-	}
+// envoy.transport_sockets.tls, UpstreamTlsContext). The server certificate
+// is verified against CACertificates (inline trusted_ca) when given, not at
+// all when InsecureSkipVerify, and otherwise against the proxy's system
+// trust store, the file systemCA (trusted_ca.filename): what a DestinationRule
+// in SIMPLE mode without caCertificates and a BackendTLSPolicy with
+// wellKnownCACertificates System both mean.
+func eppTransportSocket(host string, t *EPPTLS, systemCA string) (*corev3.TransportSocket, error) {
 	sni := t.SNI
 	if sni == "" {
 		sni = host
@@ -226,9 +225,12 @@ func eppTransportSocket(host string, t *EPPTLS) (*corev3.TransportSocket, error)
 		Sni:              sni,
 		CommonTlsContext: &tlsv3.CommonTlsContext{AlpnProtocols: []string{"h2"}},
 	}
-	if len(t.CACertificates) > 0 {
+	if len(t.CACertificates) > 0 || !t.InsecureSkipVerify {
 		vc := &tlsv3.CertificateValidationContext{
 			TrustedCa: &corev3.DataSource{Specifier: &corev3.DataSource_InlineBytes{InlineBytes: t.CACertificates}},
+		}
+		if len(t.CACertificates) == 0 {
+			vc.TrustedCa = &corev3.DataSource{Specifier: &corev3.DataSource_Filename{Filename: systemCA}}
 		}
 		for _, san := range t.SubjectAltNames {
 			vc.MatchTypedSubjectAltNames = append(vc.MatchTypedSubjectAltNames, &tlsv3.SubjectAltNameMatcher{

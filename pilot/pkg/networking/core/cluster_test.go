@@ -78,9 +78,14 @@ func TestEPPTLS(t *testing.T) {
 	if c := clusterNamed(t, build(t, seedGateway(), Inputs{}, inferenceOn), seedEPPCluster); c.TransportSocket != nil {
 		t.Errorf("EPP without TLS input has a transport socket")
 	}
-	// TLS that would verify nothing by omission is refused.
+	// TLS naming no CA and not skipping verification verifies against the
+	// proxy's system trust store.
 	in.EPPTLS[seedEPPHost] = &EPPTLS{}
-	if _, err := BuildGateway(seedGateway(), in, inferenceOn); err == nil {
-		t.Error("TLS without CA or InsecureSkipVerify: no error")
+	ctx = &tlsv3.UpstreamTlsContext{}
+	if err := clusterNamed(t, build(t, seedGateway(), in, inferenceOn), seedEPPCluster).GetTransportSocket().GetTypedConfig().UnmarshalTo(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if got := ctx.GetCommonTlsContext().GetValidationContext().GetTrustedCa().GetFilename(); got != DefaultSystemCAFile {
+		t.Errorf("trusted_ca.filename = %q, want %q", got, DefaultSystemCAFile)
 	}
 }

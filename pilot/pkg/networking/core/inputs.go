@@ -43,6 +43,9 @@ type CircuitBreakers struct {
 	MaxRequests uint32
 }
 
+// DefaultSystemCAFile is Options.SystemCAFile's default.
+const DefaultSystemCAFile = "/etc/ssl/certs/ca-certificates.crt"
+
 // DefaultCircuitBreakerLimit is the value every CircuitBreakers threshold
 // takes when left zero.
 const DefaultCircuitBreakerLimit = 100000
@@ -58,6 +61,11 @@ type Options struct {
 	CircuitBreakers CircuitBreakers
 	// ConnectTimeout is Cluster.connect_timeout; default 10s.
 	ConnectTimeout time.Duration
+	// SystemCAFile is the proxy's system trust store, used to verify an EPP
+	// whose TLS names no CA and does not skip verification; default
+	// /etc/ssl/certs/ca-certificates.crt (Debian and Ubuntu, the Envoy
+	// image's base).
+	SystemCAFile string
 	// ClusterDomain resolves RequestMirror backendRefs to Service hosts
 	// (<name>.<namespace>.svc.<ClusterDomain>); default cluster.local.
 	ClusterDomain string
@@ -76,6 +84,9 @@ func (o Options) WithDefaults() Options {
 	}
 	if o.ConnectTimeout == 0 {
 		o.ConnectTimeout = 10 * time.Second
+	}
+	if o.SystemCAFile == "" {
+		o.SystemCAFile = DefaultSystemCAFile
 	}
 	if o.ClusterDomain == "" {
 		o.ClusterDomain = "cluster.local"
