@@ -1,0 +1,124 @@
+// Copyright infermesh authors
+// SPDX-License-Identifier: Apache-2.0
+
+package xds
+
+import (
+	"encoding/json"
+	"net/http"
+
+	adminv3 "github.com/envoyproxy/go-control-plane/envoy/admin/v3"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"google.golang.org/protobuf/encoding/protojson"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/anypb"
+)
+
+// Handler returns the debug HTTP handler, to mount on pilot-discovery's
+// HTTP port:
+//
+//	GET /debug/config_dump?gateway=<ns>/<name>
+//	    the Gateway's published configuration as Envoy's admin /config_dump
+//	    prints it (envoy.admin.v3.ConfigDump, protojson): ClustersConfigDump
+//	    (dynamic_active_clusters), EndpointsConfigDump
+//	    (dynamic_endpoint_configs), ListenersConfigDump (dynamic_listeners,
+//	    active_state) and RoutesConfigDump (dynamic_route_configs), each with
+//	    the resource's version_info. 400 without the parameter, 404 for a
+//	    Gateway without a published configuration.
+//	GET /debug/syncz   every open stream (JSON []ProxyStatus): node id,
+//	    Gateway, and per type the version sent, acked, and nacked with its
+//	    error.
+//	GET /debug/krtz    Config.KrtDebug (404 when unset).
+//	GET /metrics       Config.Registry (404 when unset).
+//	GET /ready         200 once the first configuration is published (every
+//	    input collection synced), else 503.
+func (s *Server) Handler() http.Handler {
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /debug/config_dump", s.serveConfigDump)
+	mux.HandleFunc("GET /debug/syncz", s.serveSyncz)
+	mux.HandleFunc("GET /ready", func(w http.ResponseWriter, _ *http.Request) {
+		if !s.Ready() {
+			http.Error(w, "not synced", http.StatusServiceUnavailable)
+			return
+		}
+		_, _ = w.Write([]byte("ok\n"))
+	})
+	if s.cfg.KrtDebug != nil {
+		mux.Handle("GET /debug/krtz", s.cfg.KrtDebug)
+	}
+	if s.cfg.Registry != nil {
+		mux.Handle("GET /metrics", promhttp.HandlerFor(s.cfg.Registry, promhttp.HandlerOpts{}))
+	}
+	return mux
+}
+
+func (s *Server) serveConfigDump(w http.ResponseWriter, r *http.Request) {
+	gw := r.URL.Query().Get("gateway")
+	if gw == "" {
+		http.Error(w, "missing query parameter gateway=<namespace>/<name>", http.StatusBadRequest)
+		return
+	}
+	dump, ok, err := s.ConfigDump(gw)
+	if err != nil {
+		http.Error(w, err.Error(), http.StatusInternalServerError)
+		return
+	}
+	if !ok {
+		http.Error(w, "no configuration published for gateway "+gw, http.StatusNotFound)
+		return
+	}
+	b, err := protojson.MarshalOptions{Multiline: true, Indent: "  "}.Marshal(dump)
+	if err != nil {
+		http.Error(w, err.Error(), http.StatusInternalServerError)
+		return
+	}
+	w.Header().Set("Content-Type", "application/json")
+	_, _ = w.Write(b)
+}
+
+// ConfigDump returns the published configuration of gateway
+// ("namespace/name") as an Envoy admin ConfigDump, or false when it has
+// none.
+func (s *Server) ConfigDump(gateway string) (*adminv3.ConfigDump, bool, error) {
+	snap, eds, ok := s.cache.snapshot(gateway)
+	if !ok {
+		return nil, false, nil
+	}
+	clusters := &adminv3.ClustersConfigDump{}
+	for _, e := range snap.byKind[kindCluster] {
+		clusters.DynamicActiveClusters = append(clusters.DynamicActiveClusters,
+			&adminv3.ClustersConfigDump_DynamicCluster{VersionInfo: e.version, Cluster: e.any})
+	}
+	endpoints := &adminv3.EndpointsConfigDump{}
+	for _, e := range eds {
+		endpoints.DynamicEndpointConfigs = append(endpoints.DynamicEndpointConfigs,
+			&adminv3.EndpointsConfigDump_DynamicEndpointConfig{VersionInfo: e.version, EndpointConfig: e.any})
+	}
+	listeners := &adminv3.ListenersConfigDump{}
+	for _, e := range snap.byKind[kindListener] {
+		listeners.DynamicListeners = append(listeners.DynamicListeners, &adminv3.ListenersConfigDump_DynamicListener{
+			Name: e.name, ActiveState: &adminv3.ListenersConfigDump_DynamicListenerState{VersionInfo: e.version, Listener: e.any},
+		})
+	}
+	routes := &adminv3.RoutesConfigDump{}
+	for _, e := range snap.byKind[kindRoute] {
+		routes.DynamicRouteConfigs = append(routes.DynamicRouteConfigs,
+			&adminv3.RoutesConfigDump_DynamicRouteConfig{VersionInfo: e.version, RouteConfig: e.any})
+	}
+	dump := &adminv3.ConfigDump{}
+	for _, m := range []proto.Message{clusters, endpoints, listeners, routes} {
+		a, err := anypb.New(m)
+		if err != nil {
+			return nil, false, err
+		}
+		dump.Configs = append(dump.Configs, a)
+	}
+	return dump, true, nil
+}
+
+func (s *Server) serveSyncz(w http.ResponseWriter, _ *http.Request) {
+	w.Header().Set("Content-Type", "application/json")
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	_ = enc.Encode(s.tracker.Status())
+}

@@ -1,0 +1,98 @@
+// Copyright infermesh authors
+// SPDX-License-Identifier: Apache-2.0
+
+// Package xds serves each Gateway's Envoy its configuration over ADS
+// (envoy.service.discovery.v3.AggregatedDiscoveryService), in both the
+// state-of-the-world (StreamAggregatedResources) and the incremental
+// (DeltaAggregatedResources) variants, on go-control-plane's stream servers
+// with a cache of our own.
+//
+// # Inputs and outputs
+//
+// Inputs are three krt collections: model.Gateway per Gateway (from the
+// controller), model.ClusterEndpoints per EDS cluster and model.EPPTLS per
+// Endpoint Picker host (from the service registry). Outputs are LDS, RDS,
+// CDS and EDS resources on the gRPC port, and the debug endpoints of
+// Server.Handler (/debug/config_dump, /debug/syncz, /debug/krtz, /metrics,
+// /ready).
+//
+// # Pipeline
+//
+//  1. resources.go: two derived krt collections. GatewayResources per
+//     Gateway: listeners, route configurations and clusters from the
+//     pilot/pkg/networking/core builders, plus the EDS names its clusters
+//     use; it fetches only the EPPTLS entries of the EPP hosts the Gateway
+//     calls (FilterKeys). EndpointResources per cluster: the
+//     ClusterLoadAssignment (core.BuildClusterLoadAssignment). krt reruns a
+//     transformation only when its input or something it fetched changed,
+//     so an endpoint change rebuilds one assignment and no Gateway.
+//  2. pusher.go: the push path. Events mark Gateways and clusters dirty; a
+//     debounced push (debounce.go) validates each changed set with
+//     core.Validate (every resource's ValidateAll, including packed Anys;
+//     unique names; every RDS name in LDS; every route and ext_proc cluster
+//     in CDS; a ClusterLoadAssignment for every EDS cluster), serializes
+//     each resource once (entry.go) and publishes to the cache. A set that
+//     fails is logged by Gateway or cluster name with the error, counted in
+//     infermesh_xds_rejected_total, and not published: proxies keep the last
+//     good version.
+//  3. cache.go, respond.go: the Cache (go-control-plane cache.Cache) parks
+//     each request until it has something the stream lacks, then writes one
+//     response built from the shared serialized entries.
+//  4. server.go: Server.Run wires the above and serves gRPC; syncz.go
+//     records per stream what was sent, acked and nacked.
+//
+// # Proxies and Gateways
+//
+// A proxy names its Gateway in its node metadata (Node.metadata, string
+// fields): GATEWAY_NAMESPACE and GATEWAY_NAME. A request without both ends
+// the stream with InvalidArgument. node.id is free-form and only reported.
+// A proxy whose Gateway has no published configuration (not yet translated,
+// never valid, or deleted) gets nothing and waits; a deleted Gateway's
+// proxies keep their last configuration rather than receiving an empty one.
+//
+// # Versions
+//
+// A resource's version is the 64-bit xxhash of its deterministic
+// serialization (16 hex digits), so equal content has equal versions, also
+// across restarts. A response's version_info (SotW) or system_version_info
+// (delta) is a hash of the names and versions of everything the stream's
+// subscription covers. The cache records, through the subscription's
+// returned resources, the version of every resource it sent on the stream.
+//
+// # When a request is answered
+//
+//   - Nothing is answered before the first publish, which happens only once
+//     every input collection, derived collection and event handler has
+//     synced: a proxy (re)connecting early waits and never gets an empty or
+//     partial configuration.
+//   - SotW LDS and CDS: the full set, when it differs from what the stream
+//     was last sent, and always on the stream's first request of the type.
+//   - SotW EDS and RDS: only the resources whose version differs from what
+//     the stream was sent. The xDS protocol allows this for every type but
+//     Listener and Cluster ("Grouping Resources into Responses"): the client
+//     keeps resources a response leaves out. So an endpoint change sends one
+//     ClusterLoadAssignment, not every subscribed one.
+//   - Delta: the changed resources and, in removed_resources, the names the
+//     stream holds that no longer exist; the first request of a type is
+//     always answered, possibly empty.
+//   - A NACK (error_detail set on the request answering our latest nonce) is
+//     logged with node, Gateway, type, version and error, counted in
+//     infermesh_xds_nacks_total{type}, and not answered: the rejected
+//     version is exactly what the stream was last sent, so the watch parks
+//     until a different version exists.
+//   - When one publish changes several types, responses go out in the order
+//     CDS, EDS, LDS, RDS (ordered ADS), so clusters exist before routes use
+//     them.
+//
+// # Push timing
+//
+// A change after Config.Debounce without a push is pushed at once. Changes
+// that follow a push more closely are coalesced until Debounce passes
+// without a change, and never delayed more than Config.MaxDelay.
+//
+// # Rules for callers
+//
+// Collections handed in are not modified by this package; their objects
+// must not be modified by anyone once handed in (krt's rule). Server.Run is
+// called once and stops everything it started when its context is done.
+package xds

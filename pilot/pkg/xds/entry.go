@@ -1,0 +1,102 @@
+// Copyright infermesh authors
+// SPDX-License-Identifier: Apache-2.0
+
+package xds
+
+import (
+	"fmt"
+	"sort"
+	"strconv"
+
+	"github.com/cespare/xxhash/v2"
+	discoveryv3 "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
+	resourcev3 "github.com/envoyproxy/go-control-plane/pkg/resource/v3"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/anypb"
+)
+
+// kind is one of the four xDS types we serve, numbered in the order
+// responses go out when several change at once (make before break: CDS,
+// then EDS, then LDS, then RDS).
+type kind int
+
+const (
+	kindCluster kind = iota
+	kindEndpoint
+	kindListener
+	kindRoute
+	numKinds
+)
+
+var kindTypeURLs = [numKinds]string{
+	resourcev3.ClusterType, resourcev3.EndpointType, resourcev3.ListenerType, resourcev3.RouteType,
+}
+
+var kindNames = [numKinds]string{"cds", "eds", "lds", "rds"}
+
+func (k kind) String() string  { return kindNames[k] }
+func (k kind) typeURL() string { return kindTypeURLs[k] }
+
+// kindOf maps a type URL to its kind; ok is false for types we do not serve.
+func kindOf(typeURL string) (kind, bool) {
+	for k, u := range kindTypeURLs {
+		if u == typeURL {
+			return kind(k), true
+		}
+	}
+	return 0, false
+}
+
+// entry is one resource, serialized once for every proxy and both protocol
+// variants. Entries are immutable once built and shared between streams.
+type entry struct {
+	name string
+	// version is the first 64 bits of xxhash of the deterministic
+	// serialization, as 16 hex digits: equal content, equal version, also
+	// across restarts of pilot-discovery.
+	version string
+	// any is DiscoveryResponse.resources[i].
+	any *anypb.Any
+	// resource is DeltaDiscoveryResponse.resources[i].
+	resource *discoveryv3.Resource
+}
+
+var marshalOpts = proto.MarshalOptions{Deterministic: true}
+
+// newEntry serializes m (of kind k) under name.
+func newEntry(k kind, name string, m proto.Message) (*entry, error) {
+	b, err := marshalOpts.Marshal(m)
+	if err != nil {
+		return nil, fmt.Errorf("%s %q: marshal: %w", k, name, err)
+	}
+	a := &anypb.Any{TypeUrl: k.typeURL(), Value: b}
+	v := hashHex(xxhash.Sum64(b))
+	return &entry{name: name, version: v, any: a, resource: &discoveryv3.Resource{Name: name, Version: v, Resource: a}}, nil
+}
+
+func hashHex(h uint64) string {
+	s := strconv.FormatUint(h, 16)
+	for len(s) < 16 {
+		s = "0" + s
+	}
+	return s
+}
+
+// setVersion is the version of a set of entries: a hash of their sorted
+// names and versions. It is the SotW DiscoveryResponse.version_info and the
+// delta system_version_info.
+func setVersion(es []*entry) string {
+	if len(es) == 0 {
+		return "empty"
+	}
+	sorted := append([]*entry(nil), es...)
+	sort.Slice(sorted, func(i, j int) bool { return sorted[i].name < sorted[j].name })
+	d := xxhash.New()
+	for _, e := range sorted {
+		_, _ = d.WriteString(e.name)
+		_, _ = d.WriteString("\x00")
+		_, _ = d.WriteString(e.version)
+		_, _ = d.WriteString("\x00")
+	}
+	return hashHex(d.Sum64())
+}

@@ -1,0 +1,349 @@
+// Copyright infermesh authors
+// SPDX-License-Identifier: Apache-2.0
+
+package xds
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"sort"
+	"sync"
+
+	clusterv3 "github.com/envoyproxy/go-control-plane/envoy/config/cluster/v3"
+	endpointv3 "github.com/envoyproxy/go-control-plane/envoy/config/endpoint/v3"
+	listenerv3 "github.com/envoyproxy/go-control-plane/envoy/config/listener/v3"
+	routev3 "github.com/envoyproxy/go-control-plane/envoy/config/route/v3"
+	"google.golang.org/protobuf/proto"
+	"k8s.io/utils/clock"
+
+	"github.com/infermesh/infermesh/pilot/pkg/networking/core"
+	"github.com/infermesh/infermesh/pkg/kube/krt"
+)
+
+// pusher is the push path: it collects which Gateways and EDS clusters
+// changed (krt events), and on each debounced push validates the changed
+// sets, serializes them once and publishes them to the cache. A set that
+// fails is logged by name, counted, and not published: the cache keeps the
+// last good version.
+type pusher struct {
+	log       *slog.Logger
+	metrics   *metrics
+	clock     clock.PassiveClock
+	cache     *Cache
+	gateways  krt.Collection[GatewayResources]
+	endpoints krt.Collection[EndpointResources]
+
+	// kick signals a change; buffered, written without blocking.
+	kick chan struct{}
+
+	mu      sync.Mutex
+	dirtyGW map[string]struct{}
+	dirtyEP map[string]struct{}
+
+	// The fields below belong to the goroutine that calls push.
+	published bool
+	good      map[string]*gatewaySnapshot
+	eds       map[string]*edsState
+	users     map[string]map[string]bool
+
+	// mutate, when set (tests only), may change a Gateway's resources after
+	// translation and before validation, to prove that the push path is the
+	// gate.
+	mutate func(gateway string, res *core.Resources)
+}
+
+// edsState is the last good assignment of one EDS name.
+type edsState struct {
+	entry *entry
+	cla   *endpointv3.ClusterLoadAssignment
+	// synthetic: no ClusterEndpoints exists for the name; this is the empty
+	// assignment served so that a cluster some Gateway uses finishes warming.
+	synthetic bool
+}
+
+func newPusher(log *slog.Logger, m *metrics, clk clock.PassiveClock, c *Cache,
+	gateways krt.Collection[GatewayResources], endpoints krt.Collection[EndpointResources],
+) *pusher {
+	return &pusher{
+		log: log, metrics: m, clock: clk, cache: c, gateways: gateways, endpoints: endpoints,
+		kick:    make(chan struct{}, 1),
+		dirtyGW: map[string]struct{}{}, dirtyEP: map[string]struct{}{},
+		good: map[string]*gatewaySnapshot{}, eds: map[string]*edsState{}, users: map[string]map[string]bool{},
+	}
+}
+
+func (p *pusher) gatewaysChanged(evs []krt.Event[GatewayResources]) {
+	p.mark(func() {
+		for _, e := range evs {
+			p.dirtyGW[e.Latest().Gateway] = struct{}{}
+		}
+	})
+}
+
+func (p *pusher) endpointsChanged(evs []krt.Event[EndpointResources]) {
+	p.mark(func() {
+		for _, e := range evs {
+			p.dirtyEP[e.Latest().Cluster] = struct{}{}
+		}
+	})
+}
+
+func (p *pusher) mark(f func()) {
+	p.mu.Lock()
+	f()
+	p.mu.Unlock()
+	select {
+	case p.kick <- struct{}{}:
+	default:
+	}
+}
+
+// run waits for every syncer (inputs, derived collections and the handler
+// registrations feeding p), makes the first push, which marks the cache
+// synced, then pushes debounced changes until ctx is done.
+func (p *pusher) run(ctx context.Context, syncers []krt.Syncer, d *debouncer) {
+	for _, s := range syncers {
+		if !s.WaitUntilSynced(ctx.Done()) {
+			return
+		}
+	}
+	p.push()
+	d.run(ctx, p.kick, p.push)
+}
+
+func (p *pusher) takeDirty() (gws, eps []string) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for k := range p.dirtyGW {
+		gws = append(gws, k)
+	}
+	for k := range p.dirtyEP {
+		eps = append(eps, k)
+	}
+	clear(p.dirtyGW)
+	clear(p.dirtyEP)
+	sort.Strings(gws)
+	sort.Strings(eps)
+	return gws, eps
+}
+
+// push runs the push path once for everything marked dirty.
+func (p *pusher) push() {
+	start := p.clock.Now()
+	gws, eps := p.takeDirty()
+	u := update{gateways: map[string]*gatewaySnapshot{}, eds: map[string]*entry{}}
+	for _, name := range eps {
+		p.pushEndpoints(name, u)
+	}
+	unlinked := map[string]bool{}
+	for _, key := range gws {
+		p.pushGateway(key, u, unlinked)
+	}
+	for n := range unlinked {
+		if st := p.eds[n]; st != nil && st.synthetic && len(p.users[n]) == 0 {
+			delete(p.eds, n)
+			u.eds[n] = nil
+		}
+	}
+	if p.published && len(u.gateways) == 0 && len(u.eds) == 0 {
+		return
+	}
+	p.published = true
+	p.cache.publish(u)
+	p.metrics.pushes.Inc()
+	p.metrics.pushTime.Observe(p.clock.Since(start).Seconds())
+}
+
+func (p *pusher) reject(kind, name string, err error) {
+	p.metrics.rejected.WithLabelValues(kind).Inc()
+	p.log.Error("xds: configuration not pushed; the last good version stays", "kind", kind, "name", name, "error", err)
+}
+
+// pushEndpoints takes the current assignment of one EDS name.
+func (p *pusher) pushEndpoints(name string, u update) {
+	er := p.endpoints.GetKey(name)
+	if er == nil {
+		switch {
+		case len(p.users[name]) > 0:
+			p.setEDS(name, core.BuildClusterLoadAssignment(name, nil), true, u)
+		case p.eds[name] != nil:
+			delete(p.eds, name)
+			u.eds[name] = nil
+		}
+		return
+	}
+	if err := core.Validate(core.Resources{Endpoints: []*endpointv3.ClusterLoadAssignment{er.Assignment}}); err != nil {
+		p.reject("endpoints", name, err)
+		return
+	}
+	p.setEDS(name, er.Assignment, false, u)
+}
+
+func (p *pusher) setEDS(name string, cla *endpointv3.ClusterLoadAssignment, synthetic bool, u update) {
+	e, err := newEntry(kindEndpoint, name, cla)
+	if err != nil {
+		p.reject("endpoints", name, err)
+		return
+	}
+	if old := p.eds[name]; old != nil && old.entry.version == e.version {
+		old.synthetic = synthetic
+		return
+	}
+	p.eds[name] = &edsState{entry: e, cla: cla, synthetic: synthetic}
+	u.eds[name] = e
+}
+
+// pushGateway validates and serializes one Gateway's current translation.
+// Validation is core.Validate on the whole set: every resource's
+// ValidateAll (including packed Anys), unique names, every RDS name in LDS,
+// every route and ext_proc cluster in CDS, and a ClusterLoadAssignment for
+// every EDS cluster (the last good one, or the empty one for a name without
+// endpoints). unlinked collects EDS names the Gateway stopped using.
+func (p *pusher) pushGateway(key string, u update, unlinked map[string]bool) {
+	gr := p.gateways.GetKey(key)
+	if gr == nil {
+		if p.good[key] != nil {
+			p.unlink(key, unlinked)
+			delete(p.good, key)
+			u.gateways[key] = nil
+		}
+		return
+	}
+	if gr.Err != "" {
+		p.reject("gateway", key, errors.New(gr.Err))
+		return
+	}
+	res := core.Resources{Listeners: gr.Listeners, Routes: gr.Routes, Clusters: gr.Clusters}
+	if p.mutate != nil {
+		res = cloneResources(res)
+		p.mutate(key, &res)
+	}
+	var edsNames []string
+	for _, c := range res.Clusters {
+		if c.GetType() != clusterv3.Cluster_EDS {
+			continue
+		}
+		n := edsName(c)
+		edsNames = append(edsNames, n)
+		if st := p.eds[n]; st != nil {
+			res.Endpoints = append(res.Endpoints, st.cla)
+		} else {
+			res.Endpoints = append(res.Endpoints, core.BuildClusterLoadAssignment(n, nil))
+		}
+	}
+	sort.Strings(edsNames)
+	if err := core.Validate(res); err != nil {
+		p.reject("gateway", key, err)
+		return
+	}
+	snap, err := newSnapshot(key, res, edsNames)
+	if err != nil {
+		p.reject("gateway", key, err)
+		return
+	}
+	for _, n := range edsNames {
+		if p.eds[n] == nil {
+			p.setEDS(n, core.BuildClusterLoadAssignment(n, nil), true, u)
+		}
+	}
+	old := p.good[key]
+	p.unlink(key, unlinked)
+	for _, n := range edsNames {
+		us := p.users[n]
+		if us == nil {
+			us = map[string]bool{}
+			p.users[n] = us
+		}
+		us[key] = true
+	}
+	p.good[key] = snap
+	if old == nil || !old.sameAs(snap) {
+		u.gateways[key] = snap
+	}
+}
+
+func (p *pusher) unlink(key string, unlinked map[string]bool) {
+	old := p.good[key]
+	if old == nil {
+		return
+	}
+	for _, n := range old.edsNames {
+		if us := p.users[n]; us != nil {
+			delete(us, key)
+			if len(us) == 0 {
+				delete(p.users, n)
+			}
+		}
+		unlinked[n] = true
+	}
+}
+
+// newSnapshot serializes a validated Gateway set.
+func newSnapshot(key string, res core.Resources, edsNames []string) (*gatewaySnapshot, error) {
+	snap := &gatewaySnapshot{key: key, edsNames: edsNames, eds: make(map[string]bool, len(edsNames))}
+	for _, n := range edsNames {
+		snap.eds[n] = true
+	}
+	add := func(k kind, name string, m proto.Message) error {
+		e, err := newEntry(k, name, m)
+		if err != nil {
+			return err
+		}
+		snap.byKind[k] = append(snap.byKind[k], e)
+		return nil
+	}
+	for _, c := range res.Clusters {
+		if err := add(kindCluster, c.GetName(), c); err != nil {
+			return nil, err
+		}
+	}
+	for _, l := range res.Listeners {
+		if err := add(kindListener, l.GetName(), l); err != nil {
+			return nil, err
+		}
+	}
+	for _, r := range res.Routes {
+		if err := add(kindRoute, r.GetName(), r); err != nil {
+			return nil, err
+		}
+	}
+	for k := range snap.byKind {
+		es := snap.byKind[k]
+		sort.Slice(es, func(i, j int) bool { return es[i].name < es[j].name })
+	}
+	return snap, nil
+}
+
+// sameAs reports whether s and o serve identical resources.
+func (s *gatewaySnapshot) sameAs(o *gatewaySnapshot) bool {
+	if !stringsEqual(s.edsNames, o.edsNames) {
+		return false
+	}
+	for k := range s.byKind {
+		a, b := s.byKind[k], o.byKind[k]
+		if len(a) != len(b) {
+			return false
+		}
+		for i := range a {
+			if a[i].name != b[i].name || a[i].version != b[i].version {
+				return false
+			}
+		}
+	}
+	return true
+}
+
+func cloneResources(r core.Resources) core.Resources {
+	var out core.Resources
+	for _, l := range r.Listeners {
+		out.Listeners = append(out.Listeners, proto.Clone(l).(*listenerv3.Listener))
+	}
+	for _, x := range r.Routes {
+		out.Routes = append(out.Routes, proto.Clone(x).(*routev3.RouteConfiguration))
+	}
+	for _, c := range r.Clusters {
+		out.Clusters = append(out.Clusters, proto.Clone(c).(*clusterv3.Cluster))
+	}
+	return out
+}

@@ -1,0 +1,160 @@
+// Copyright infermesh authors
+// SPDX-License-Identifier: Apache-2.0
+
+package xds
+
+import (
+	"sort"
+
+	clusterv3 "github.com/envoyproxy/go-control-plane/envoy/config/cluster/v3"
+	endpointv3 "github.com/envoyproxy/go-control-plane/envoy/config/endpoint/v3"
+	listenerv3 "github.com/envoyproxy/go-control-plane/envoy/config/listener/v3"
+	routev3 "github.com/envoyproxy/go-control-plane/envoy/config/route/v3"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/infermesh/infermesh/pilot/pkg/model"
+	"github.com/infermesh/infermesh/pilot/pkg/networking/core"
+	"github.com/infermesh/infermesh/pkg/kube/krt"
+)
+
+// GatewayResources is the per-Gateway output of translation: the proxy's
+// LDS, RDS and CDS resources (each sorted by name, as the core builders
+// return them) and the EDS cluster names its clusters need. Endpoints are
+// not here: they come from the per-cluster EndpointResources collection, so
+// an endpoint change does not rebuild the Gateway. Its krt key is the
+// Gateway's "namespace/name".
+type GatewayResources struct {
+	Gateway   string
+	Listeners []*listenerv3.Listener
+	Routes    []*routev3.RouteConfiguration
+	Clusters  []*clusterv3.Cluster
+	// EDSNames are the eds_cluster_config.service_name of every EDS
+	// cluster, sorted.
+	EDSNames []string
+	// Err is the translation error (it names the listener, route or rule);
+	// when set the resource lists are empty and the push path keeps serving
+	// the Gateway's last good version.
+	Err string
+}
+
+// ResourceName is the krt key.
+func (g GatewayResources) ResourceName() string { return g.Gateway }
+
+// Equals compares two outputs so that krt emits no event when a Gateway's
+// translation did not change.
+func (g GatewayResources) Equals(o GatewayResources) bool {
+	return g.Gateway == o.Gateway && g.Err == o.Err &&
+		protosEqual(g.Listeners, o.Listeners) && protosEqual(g.Routes, o.Routes) &&
+		protosEqual(g.Clusters, o.Clusters) && stringsEqual(g.EDSNames, o.EDSNames)
+}
+
+// EndpointResources is one EDS cluster's ClusterLoadAssignment. Its krt key
+// is the cluster name.
+type EndpointResources struct {
+	Cluster    string
+	Assignment *endpointv3.ClusterLoadAssignment
+}
+
+// ResourceName is the krt key.
+func (e EndpointResources) ResourceName() string { return e.Cluster }
+
+// Equals compares the assignments.
+func (e EndpointResources) Equals(o EndpointResources) bool {
+	return e.Cluster == o.Cluster && proto.Equal(e.Assignment, o.Assignment)
+}
+
+// GatewayBuilder returns the transformation from a Gateway to its
+// resources. It fetches, by key, only the EPPTLS entries of the Endpoint
+// Picker hosts the Gateway uses, so a TLS policy change rebuilds only the
+// Gateways that call that EPP. opts are the translator's knobs.
+func GatewayBuilder(eppTLS krt.Collection[model.EPPTLS], opts core.Options) krt.TransformationSingle[model.Gateway, GatewayResources] {
+	opts = opts.WithDefaults()
+	return func(ctx krt.HandlerContext, gw model.Gateway) *GatewayResources {
+		out := &GatewayResources{Gateway: gw.ResourceName()}
+		in := core.Inputs{}
+		if hosts := eppHosts(&gw); len(hosts) > 0 {
+			in.EPPTLS = map[string]*model.EPPTLS{}
+			for _, t := range krt.Fetch(ctx, eppTLS, krt.FilterKeys(hosts...)) {
+				in.EPPTLS[t.Host] = &t
+			}
+		}
+		var err error
+		if out.Listeners, err = core.BuildListeners(&gw, opts); err != nil {
+			return &GatewayResources{Gateway: out.Gateway, Err: "listeners: " + err.Error()}
+		}
+		if out.Routes, err = core.BuildRouteConfigurations(&gw, opts); err != nil {
+			return &GatewayResources{Gateway: out.Gateway, Err: "routes: " + err.Error()}
+		}
+		if out.Clusters, err = core.BuildClusters(&gw, in, opts); err != nil {
+			return &GatewayResources{Gateway: out.Gateway, Err: "clusters: " + err.Error()}
+		}
+		for _, c := range out.Clusters {
+			if c.GetType() == clusterv3.Cluster_EDS {
+				out.EDSNames = append(out.EDSNames, edsName(c))
+			}
+		}
+		sort.Strings(out.EDSNames)
+		return out
+	}
+}
+
+// EndpointBuilder returns the transformation from one cluster's endpoints
+// to its ClusterLoadAssignment (core.BuildClusterLoadAssignment).
+func EndpointBuilder() krt.TransformationSingle[model.ClusterEndpoints, EndpointResources] {
+	return func(_ krt.HandlerContext, ce model.ClusterEndpoints) *EndpointResources {
+		return &EndpointResources{Cluster: ce.Cluster, Assignment: core.BuildClusterLoadAssignment(ce.Cluster, ce.Endpoints)}
+	}
+}
+
+// eppHosts are the Endpoint Picker hosts of every pool backend of gw,
+// sorted and unique.
+func eppHosts(gw *model.Gateway) []string {
+	seen := map[string]bool{}
+	var out []string
+	for _, l := range gw.Listeners {
+		for _, r := range l.Routes {
+			for _, rule := range r.Rules {
+				for _, b := range rule.Backends {
+					if b.Pool != nil && b.Pool.EPP != nil && !seen[b.Pool.EPP.Host] {
+						seen[b.Pool.EPP.Host] = true
+						out = append(out, b.Pool.EPP.Host)
+					}
+				}
+			}
+		}
+	}
+	sort.Strings(out)
+	return out
+}
+
+// edsName is the name EDS knows cluster c by.
+func edsName(c *clusterv3.Cluster) string {
+	if n := c.GetEdsClusterConfig().GetServiceName(); n != "" {
+		return n
+	}
+	return c.GetName()
+}
+
+func protosEqual[T proto.Message](a, b []T) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if !proto.Equal(a[i], b[i]) {
+			return false
+		}
+	}
+	return true
+}
+
+func stringsEqual(a, b []string) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i] != b[i] {
+			return false
+		}
+	}
+	return true
+}

@@ -1,0 +1,76 @@
+// Copyright infermesh authors
+// SPDX-License-Identifier: Apache-2.0
+
+package xds
+
+import (
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/infermesh/infermesh/pilot/pkg/model"
+	"github.com/infermesh/infermesh/pilot/pkg/networking/core"
+	"github.com/infermesh/infermesh/pkg/kube/krt"
+)
+
+// TestGatewayBuilderDirect calls the transformation without a pipeline.
+func TestGatewayBuilderDirect(t *testing.T) {
+	stop := make(chan struct{})
+	defer close(stop)
+	tls := krt.NewStaticCollection(nil, []model.EPPTLS{{Host: seedEPPHost, InsecureSkipVerify: true}}, krt.WithStop(stop))
+	var out *GatewayResources
+	gws := krt.NewStaticCollection(nil, []model.Gateway{seedGateway()}, krt.WithStop(stop))
+	res := krt.NewCollection(gws, GatewayBuilder(tls, core.Options{InferenceEnabled: true}), krt.WithStop(stop))
+	if !res.WaitUntilSynced(stop) {
+		t.Fatal("not synced")
+	}
+	out = res.GetKey(seedGatewayKey)
+	if out == nil || out.Err != "" {
+		t.Fatalf("got %+v", out)
+	}
+	if diff := cmp.Diff([]string{seedShadowCluster, seedEPPCluster}, out.EDSNames); diff != "" {
+		t.Errorf("EDS names (-want +got):\n%s", diff)
+	}
+	for _, c := range out.Clusters {
+		if c.GetName() == seedEPPCluster && c.GetTransportSocket() == nil {
+			t.Error("EPP cluster without the TLS the EPPTLS entry asks for")
+		}
+	}
+	// Inference disabled: a pool backend is a translation error, carried in Err.
+	bad := krt.NewCollection(gws, GatewayBuilder(tls, core.Options{}), krt.WithStop(stop))
+	if !bad.WaitUntilSynced(stop) {
+		t.Fatal("not synced")
+	}
+	if g := bad.GetKey(seedGatewayKey); g == nil || g.Err == "" || len(g.Clusters) != 0 {
+		t.Errorf("want a translation error, got %+v", g)
+	}
+}
+
+// TestOnlyChangedGatewaysRebuilt: a TLS entry is fetched by the Gateways
+// that call its EPP only; endpoints never rebuild a Gateway.
+func TestOnlyChangedGatewaysRebuilt(t *testing.T) {
+	stop := make(chan struct{})
+	defer close(stop)
+	tls := krt.NewStaticCollection[model.EPPTLS](nil, nil, krt.WithStop(stop))
+	gws := krt.NewStaticCollection(nil, []model.Gateway{seedGateway(), otherGateway()}, krt.WithStop(stop))
+	res := krt.NewCollection(gws, GatewayBuilder(tls, core.Options{InferenceEnabled: true}), krt.WithStop(stop))
+	if !res.WaitUntilSynced(stop) {
+		t.Fatal("not synced")
+	}
+	runs := func() uint64 { return krt.Stats(res).Transformations }
+	base := runs()
+	tls.UpdateObject(model.EPPTLS{Host: seedEPPHost, InsecureSkipVerify: true})
+	waitFor(t, "seed rebuilt", func() bool { return res.GetKey(seedGatewayKey).Clusters[1].GetTransportSocket() != nil })
+	if got := runs() - base; got != 1 {
+		t.Errorf("a TLS change for one EPP ran %d transformations, want 1", got)
+	}
+	base = runs()
+	tls.UpdateObject(model.EPPTLS{Host: "unrelated-epp.ns.svc.cluster.local"})
+	gws.UpdateObject(otherGateway()) // a marker: once it is processed, the TLS event was too
+	waitFor(t, "other rebuilt", func() bool { return runs() > base })
+	time.Sleep(50 * time.Millisecond) // room for a wrong extra run to show
+	if got := runs() - base; got != 1 {
+		t.Errorf("an unrelated TLS entry and one Gateway update ran %d transformations, want 1", got)
+	}
+}

@@ -1,0 +1,233 @@
+// Copyright infermesh authors
+// SPDX-License-Identifier: Apache-2.0
+
+package xds
+
+import (
+	"context"
+	"log/slog"
+	"sort"
+	"sync"
+	"time"
+
+	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
+	discoveryv3 "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
+	serverv3 "github.com/envoyproxy/go-control-plane/pkg/server/v3"
+	"k8s.io/utils/clock"
+)
+
+// ProxyStatus is one connected stream as /debug/syncz shows it.
+type ProxyStatus struct {
+	// Stream is go-control-plane's stream ID (per protocol variant).
+	Stream int64 `json:"stream"`
+	// Delta is true for DeltaAggregatedResources streams.
+	Delta bool `json:"delta"`
+	// Node is node.id; Gateway the "namespace/name" from node metadata, or
+	// GatewayError when the metadata is missing.
+	Node         string `json:"node"`
+	Gateway      string `json:"gateway,omitempty"`
+	GatewayError string `json:"gatewayError,omitempty"`
+	// Types are per xDS type (cds, eds, lds, rds).
+	Types map[string]*TypeStatus `json:"types"`
+}
+
+// TypeStatus is one type of one stream.
+type TypeStatus struct {
+	// Sent is the version (SotW version_info, delta system_version_info) of
+	// the last response, with its nonce and time.
+	Sent      string    `json:"sent,omitempty"`
+	SentNonce string    `json:"sentNonce,omitempty"`
+	SentAt    time.Time `json:"sentAt,omitzero"`
+	// Acked is the last version the proxy accepted.
+	Acked string `json:"acked,omitempty"`
+	// Nacked is the last version the proxy rejected, with its error_detail
+	// message; cleared when a later version is acked.
+	Nacked      string `json:"nacked,omitempty"`
+	NackMessage string `json:"nackMessage,omitempty"`
+}
+
+// tracker implements go-control-plane's server callbacks: it records what
+// each stream was sent and what the proxy acked or nacked, logs and counts
+// NACKs, and feeds /debug/syncz.
+type tracker struct {
+	log     *slog.Logger
+	metrics *metrics
+	clock   clock.PassiveClock
+
+	mu      sync.Mutex
+	streams map[streamKey]*streamState
+}
+
+type streamKey struct {
+	id    int64
+	delta bool
+}
+
+type streamState struct {
+	status ProxyStatus
+	// nonces are, per type, the version sent with the latest nonce.
+	nonces map[string]nonceVersion
+}
+
+type nonceVersion struct{ nonce, version string }
+
+var _ serverv3.Callbacks = (*tracker)(nil)
+
+func newTracker(log *slog.Logger, m *metrics, c clock.PassiveClock) *tracker {
+	return &tracker{log: log, metrics: m, clock: c, streams: map[streamKey]*streamState{}}
+}
+
+func (t *tracker) open(k streamKey) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.streams[k] = &streamState{
+		status: ProxyStatus{Stream: k.id, Delta: k.delta, Types: map[string]*TypeStatus{}},
+		nonces: map[string]nonceVersion{},
+	}
+	t.metrics.streams.Inc()
+}
+
+func (t *tracker) closed(k streamKey) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if _, ok := t.streams[k]; ok {
+		delete(t.streams, k)
+		t.metrics.streams.Dec()
+	}
+}
+
+// request records a request: the node on the first one, then an ACK or a
+// NACK when it answers the latest response of its type. ackVersion is the
+// version the proxy reports (SotW); for delta it is "" and the version sent
+// with the nonce counts.
+func (t *tracker) request(k streamKey, node *corev3.Node, typeURL, nonce, ackVersion string, errDetail string, nack bool) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	s := t.streams[k]
+	if s == nil {
+		return
+	}
+	if s.status.Node == "" && node != nil {
+		s.status.Node = node.GetId()
+		if gw, err := gatewayOf(node); err != nil {
+			s.status.GatewayError = err.Error()
+		} else {
+			s.status.Gateway = gw
+		}
+	}
+	kd, ok := kindOf(typeURL)
+	if !ok || nonce == "" {
+		return
+	}
+	sent, ok := s.nonces[typeURL]
+	if !ok || sent.nonce != nonce {
+		return // stale nonce: not about the latest response
+	}
+	ts := s.typeStatus(kd)
+	if nack {
+		ts.Nacked, ts.NackMessage = sent.version, errDetail
+		t.metrics.nacks.WithLabelValues(kd.String()).Inc()
+		t.log.Warn("xds: proxy rejected configuration (NACK)", "node", s.status.Node, "gateway", s.status.Gateway,
+			"type", kd.String(), "version", sent.version, "nonce", nonce, "delta", k.delta, "error", errDetail)
+		return
+	}
+	if ackVersion == "" {
+		ackVersion = sent.version
+	}
+	ts.Acked = ackVersion
+	if ts.Nacked != "" && ackVersion == sent.version {
+		ts.Nacked, ts.NackMessage = "", ""
+	}
+}
+
+func (t *tracker) response(k streamKey, typeURL, nonce, version string) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	s := t.streams[k]
+	kd, ok := kindOf(typeURL)
+	if s == nil || !ok {
+		return
+	}
+	s.nonces[typeURL] = nonceVersion{nonce: nonce, version: version}
+	ts := s.typeStatus(kd)
+	ts.Sent, ts.SentNonce, ts.SentAt = version, nonce, t.clock.Now()
+	t.metrics.responses.WithLabelValues(kd.String()).Inc()
+}
+
+func (s *streamState) typeStatus(k kind) *TypeStatus {
+	ts := s.status.Types[k.String()]
+	if ts == nil {
+		ts = &TypeStatus{}
+		s.status.Types[k.String()] = ts
+	}
+	return ts
+}
+
+// Status returns a copy of every open stream's status, sorted by Gateway,
+// node and stream.
+func (t *tracker) Status() []ProxyStatus {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	out := make([]ProxyStatus, 0, len(t.streams))
+	for _, s := range t.streams {
+		p := s.status
+		p.Types = make(map[string]*TypeStatus, len(s.status.Types))
+		for k, v := range s.status.Types {
+			c := *v
+			p.Types[k] = &c
+		}
+		out = append(out, p)
+	}
+	sort.Slice(out, func(i, j int) bool {
+		a, b := out[i], out[j]
+		if a.Gateway != b.Gateway {
+			return a.Gateway < b.Gateway
+		}
+		if a.Node != b.Node {
+			return a.Node < b.Node
+		}
+		if a.Delta != b.Delta {
+			return !a.Delta
+		}
+		return a.Stream < b.Stream
+	})
+	return out
+}
+
+// go-control-plane callbacks.
+
+func (t *tracker) OnStreamOpen(_ context.Context, id int64, _ string) error {
+	t.open(streamKey{id: id})
+	return nil
+}
+func (t *tracker) OnStreamClosed(id int64, _ *corev3.Node) { t.closed(streamKey{id: id}) }
+func (t *tracker) OnDeltaStreamOpen(_ context.Context, id int64, _ string) error {
+	t.open(streamKey{id: id, delta: true})
+	return nil
+}
+func (t *tracker) OnDeltaStreamClosed(id int64, _ *corev3.Node) {
+	t.closed(streamKey{id: id, delta: true})
+}
+
+func (t *tracker) OnStreamRequest(id int64, req *discoveryv3.DiscoveryRequest) error {
+	t.request(streamKey{id: id}, req.GetNode(), req.GetTypeUrl(), req.GetResponseNonce(), req.GetVersionInfo(),
+		req.GetErrorDetail().GetMessage(), req.GetErrorDetail() != nil)
+	return nil
+}
+
+func (t *tracker) OnStreamResponse(_ context.Context, id int64, req *discoveryv3.DiscoveryRequest, resp *discoveryv3.DiscoveryResponse) {
+	t.response(streamKey{id: id}, req.GetTypeUrl(), resp.GetNonce(), resp.GetVersionInfo())
+}
+
+func (t *tracker) OnStreamDeltaRequest(id int64, req *discoveryv3.DeltaDiscoveryRequest) error {
+	t.request(streamKey{id: id, delta: true}, req.GetNode(), req.GetTypeUrl(), req.GetResponseNonce(), "",
+		req.GetErrorDetail().GetMessage(), req.GetErrorDetail() != nil)
+	return nil
+}
+
+func (t *tracker) OnStreamDeltaResponse(id int64, req *discoveryv3.DeltaDiscoveryRequest, resp *discoveryv3.DeltaDiscoveryResponse) {
+	t.response(streamKey{id: id, delta: true}, req.GetTypeUrl(), resp.GetNonce(), resp.GetSystemVersionInfo())
+}
+
+func (t *tracker) OnFetchRequest(context.Context, *discoveryv3.DiscoveryRequest) error           { return nil }
+func (t *tracker) OnFetchResponse(*discoveryv3.DiscoveryRequest, *discoveryv3.DiscoveryResponse) {}
