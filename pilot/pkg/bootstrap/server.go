@@ -1,0 +1,187 @@
+// Copyright infermesh authors
+// SPDX-License-Identifier: Apache-2.0
+
+// Package bootstrap assembles pilot-discovery's four stages over a cluster:
+// the kube.Client's informer collections (1), the Gateway API and
+// InferencePool controller with its leader-gated writers (2), the service
+// registry and the per-Gateway xDS translation (3), and the ADS server with
+// its debug endpoints (4). architecture/README.md draws the flow.
+package bootstrap
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+
+	"github.com/infermesh/infermesh/pilot/pkg/config/kube/gateway"
+	"github.com/infermesh/infermesh/pilot/pkg/features"
+	"github.com/infermesh/infermesh/pilot/pkg/model"
+	"github.com/infermesh/infermesh/pilot/pkg/networking/core"
+	registry "github.com/infermesh/infermesh/pilot/pkg/serviceregistry/kube"
+	"github.com/infermesh/infermesh/pilot/pkg/xds"
+	"github.com/infermesh/infermesh/pkg/kube"
+	"github.com/infermesh/infermesh/pkg/kube/krt"
+	"github.com/infermesh/infermesh/pkg/kube/leaderelection"
+)
+
+// Args configure a Server.
+type Args struct {
+	// Client is the cluster connection; required.
+	Client *kube.Client
+	// Features are the feature flags (features.Load(os.LookupEnv)).
+	Features features.Features
+	// IsLeader gates the controller's writes. Nil means: run leader
+	// election on the Lease LeaseNamespace/LeaseName.
+	IsLeader func() bool
+	// LeaseNamespace and LeaseName name the leader-election Lease (default
+	// istio-system / infermesh-gateway-controller).
+	LeaseNamespace, LeaseName string
+	// Debounce and MaxDelay bound push coalescing (xds.Config).
+	Debounce, MaxDelay time.Duration
+	// Translate are the xDS translator's knobs; InferenceEnabled and
+	// ClusterDomain are taken from Features.
+	Translate core.Options
+}
+
+// Server is a running pilot-discovery over a cluster.
+type Server struct {
+	args       Args
+	krtDebug   *krt.DebugHandler
+	registry   *prometheus.Registry
+	controller *gateway.Controller
+	xds        *xds.Server
+	elector    *leaderelection.Elector
+	stop       chan struct{}
+}
+
+// NewServer builds every stage; nothing runs until Run.
+func NewServer(args Args) (*Server, error) {
+	if args.Client == nil {
+		return nil, errors.New("bootstrap: Args.Client is required")
+	}
+	s := &Server{args: args, krtDebug: krt.NewDebugHandler(), registry: prometheus.NewRegistry(), stop: make(chan struct{})}
+	s.registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	if err := krt.RegisterMetrics(s.registry); err != nil {
+		return nil, fmt.Errorf("bootstrap: krt metrics: %w", err)
+	}
+	opts := []krt.CollectionOption{krt.WithStop(s.stop), krt.WithDebugging(s.krtDebug)}
+	isLeader := args.IsLeader
+	if isLeader == nil {
+		ns, name := args.LeaseNamespace, args.LeaseName
+		if ns == "" {
+			ns = "istio-system"
+		}
+		if name == "" {
+			name = "infermesh-gateway-controller"
+		}
+		e, err := leaderelection.New(leaderelection.Config{Client: args.Client.Kube(), Namespace: ns, Name: name})
+		if err != nil {
+			return nil, err
+		}
+		s.elector, isLeader = e, e.IsLeader
+	}
+	c, err := gateway.NewController(gateway.ControllerConfig{
+		Client: args.Client, Features: args.Features, IsLeader: isLeader, Krt: opts,
+	})
+	if err != nil {
+		return nil, err
+	}
+	s.controller = c
+	kc := args.Client
+	reg := registry.Build(registry.Inputs{
+		Services: kc.Services(), EndpointSlices: kc.EndpointSlices(), DestinationRules: kc.DestinationRules(),
+		BackendTLSPolicies: kc.BackendTLSPolicies(), ConfigMaps: kc.ConfigMaps(),
+	}, registry.Options{ClusterDomain: args.Features.ClusterDomain, Krt: opts})
+	gateways := c.Translator
+	if gateways == nil { // Gateway API off: serve nothing, but serve.
+		gateways = krt.NewStaticCollection[model.Gateway](nil, nil, opts...)
+	}
+	translate := args.Translate
+	translate.InferenceEnabled = args.Features.EnableInferenceExtension
+	translate.ClusterDomain = args.Features.ClusterDomain
+	s.xds, err = xds.NewServer(xds.Config{
+		Gateways: gateways, Endpoints: reg.Endpoints, EPPTLS: reg.EPPTLS, Translate: translate,
+		Debounce: args.Debounce, MaxDelay: args.MaxDelay, Registry: s.registry, KrtDebug: s.krtDebug,
+	})
+	if err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
+// Controller returns the Gateway API and InferencePool controller.
+func (s *Server) Controller() *gateway.Controller { return s.controller }
+
+// XDS returns the ADS server.
+func (s *Server) XDS() *xds.Server { return s.xds }
+
+// Handler serves the debug and metrics endpoints: the ADS server's
+// (/debug/config_dump, /debug/syncz, /debug/krtz, /metrics, /ready) and
+// /debug/features (the feature flags in effect).
+func (s *Server) Handler() http.Handler {
+	mux := http.NewServeMux()
+	mux.Handle("/debug/features", features.Handler(s.args.Features))
+	mux.Handle("/", s.xds.Handler())
+	return mux
+}
+
+// Run starts the informers, the writers (under leader election unless
+// Args.IsLeader was given) and the ADS server on ads, and serves Handler on
+// httpLis when it is not nil. It returns when ctx ends and everything has
+// stopped, or with the first serving error.
+func (s *Server) Run(ctx context.Context, ads, httpLis net.Listener) error {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	var wg sync.WaitGroup
+	errs := make(chan error, 3)
+	s.args.Client.Start(s.stop)
+	runs := s.controller.RunFunctions()
+	if s.elector != nil {
+		for _, r := range runs {
+			s.elector.AddRunFunction(r)
+		}
+		wg.Go(func() { s.elector.Run(ctx) })
+	} else {
+		for _, r := range runs {
+			wg.Go(func() { r(ctx) })
+		}
+	}
+	wg.Go(func() {
+		if err := s.xds.Run(ctx, ads); err != nil {
+			errs <- fmt.Errorf("ADS server: %w", err)
+		}
+	})
+	if httpLis != nil {
+		hs := &http.Server{Handler: s.Handler(), ReadHeaderTimeout: 10 * time.Second}
+		wg.Go(func() {
+			if err := hs.Serve(httpLis); err != nil && !errors.Is(err, http.ErrServerClosed) {
+				errs <- fmt.Errorf("HTTP server: %w", err)
+			}
+		})
+		wg.Go(func() {
+			<-ctx.Done()
+			shutdown, done := context.WithTimeout(context.Background(), 5*time.Second)
+			defer done()
+			_ = hs.Shutdown(shutdown)
+		})
+	}
+	var err error
+	select {
+	case <-ctx.Done():
+	case err = <-errs:
+		slog.Error("bootstrap: stopping", "error", err)
+	}
+	cancel()
+	wg.Wait()
+	close(s.stop)
+	s.args.Client.Shutdown()
+	return err
+}
