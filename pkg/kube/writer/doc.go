@@ -24,9 +24,10 @@
 // rate-limited client-go workqueue of keys ("namespace/name"), registers on the
 // desired collection with its current state replayed (so a new leader enqueues
 // every key and converges from whatever it finds) and on the live collection,
-// and one worker pops keys until the term's context ends. For each key the
-// worker reads the CURRENT desired object from the collection (never the
-// event's copy), checks IsLeader, and writes. An error requeues the key with
+// and Workers goroutines (default DefaultWorkers) pop keys until the term's
+// context ends; the queue never gives one key to two of them at once. For
+// each key a worker reads the CURRENT desired object from the collection
+// (never the event's copy), checks IsLeader, and writes. An error requeues the key with
 // the rate limiter's backoff; success forgets it.
 //
 // Rules:

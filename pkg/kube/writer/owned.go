@@ -37,6 +37,8 @@ type OwnedConfig[O apply.Object, AC any] struct {
 	// RateLimiter returns a new rate limiter for each leadership term.
 	// Default: workqueue.DefaultTypedControllerRateLimiter.
 	RateLimiter func() workqueue.TypedRateLimiter[string]
+	// Workers is how many keys are synced at once; default DefaultWorkers.
+	Workers int
 	// OnNotOwned, if set, is called once each time a desired object is found
 	// to collide with an object that is not ours (apply.ErrNotOwned), for
 	// example to record an event on the object that wanted it.
@@ -65,6 +67,9 @@ func NewOwnedWriter[O apply.Object, AC any](cfg OwnedConfig[O, AC]) (*OwnedWrite
 	if cfg.RateLimiter == nil {
 		cfg.RateLimiter = workqueue.DefaultTypedControllerRateLimiter[string]
 	}
+	if cfg.Workers <= 0 {
+		cfg.Workers = DefaultWorkers
+	}
 	if err := errors.Join(errs...); err != nil {
 		return nil, err
 	}
@@ -81,6 +86,7 @@ func (w *OwnedWriter[O, AC]) Run(ctx context.Context) {
 		synced:   w.cfg.Desired,
 		register: w.register,
 		sync:     w.sync,
+		workers:  w.cfg.Workers,
 	}.run(ctx)
 }
 

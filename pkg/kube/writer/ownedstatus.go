@@ -40,6 +40,8 @@ type OwnedStatusConfig[O apply.Object, S any, AC any] struct {
 	// RateLimiter returns a new rate limiter for each leadership term.
 	// Default: workqueue.DefaultTypedControllerRateLimiter.
 	RateLimiter func() workqueue.TypedRateLimiter[string]
+	// Workers is how many keys are synced at once; default DefaultWorkers.
+	Workers int
 }
 
 // OwnedStatusWriter applies the desired status of objects whose status we
@@ -60,6 +62,9 @@ func NewOwnedStatusWriter[O apply.Object, S any, AC any](cfg OwnedStatusConfig[O
 	if cfg.RateLimiter == nil {
 		cfg.RateLimiter = workqueue.DefaultTypedControllerRateLimiter[string]
 	}
+	if cfg.Workers <= 0 {
+		cfg.Workers = DefaultWorkers
+	}
 	return &OwnedStatusWriter[O, S, AC]{cfg: cfg}, nil
 }
 
@@ -72,6 +77,7 @@ func (w *OwnedStatusWriter[O, S, AC]) Run(ctx context.Context) {
 		synced:   w.cfg.Desired,
 		register: w.register,
 		sync:     w.sync,
+		workers:  w.cfg.Workers,
 	}.run(ctx)
 }
 

@@ -6,6 +6,7 @@ package writer
 import (
 	"context"
 	"log/slog"
+	"sync"
 
 	"k8s.io/client-go/util/workqueue"
 
@@ -25,11 +26,20 @@ type term struct {
 	// sync brings one key to its desired state. An error requeues the key
 	// with backoff.
 	sync func(ctx context.Context, key string) error
+	// workers is how many keys are synced at once (at least 1). The queue
+	// never hands one key to two workers at the same time.
+	workers int
 }
 
+// DefaultWorkers is the number of keys a writer syncs at once when its
+// config leaves Workers zero. Each sync is one to three API requests, so
+// throughput is bounded by the client's QPS, not by this number, once it
+// covers the request latency.
+const DefaultWorkers = 4
+
 // run runs one term until ctx ends: a fresh rate-limited queue, the
-// registrations, and one worker. It returns once the worker has stopped and
-// the registrations are released.
+// registrations, and the workers. It returns once every worker has stopped
+// and the registrations are released.
 func (t term) run(ctx context.Context) {
 	q := workqueue.NewTypedRateLimitingQueueWithConfig(t.limiter,
 		workqueue.TypedRateLimitingQueueConfig[string]{Name: t.name})
@@ -51,6 +61,15 @@ func (t term) run(ctx context.Context) {
 	if !t.synced.WaitUntilSynced(ctx.Done()) {
 		return
 	}
+	var wg sync.WaitGroup
+	for range max(t.workers, 1) {
+		wg.Go(func() { t.work(ctx, q) })
+	}
+	wg.Wait()
+}
+
+// work syncs keys from q until it shuts down.
+func (t term) work(ctx context.Context, q workqueue.TypedRateLimitingInterface[string]) {
 	for {
 		key, quit := q.Get()
 		if quit {

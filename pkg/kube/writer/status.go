@@ -48,6 +48,8 @@ type StatusConfig[O metav1.Object, P any] struct {
 	// RateLimiter returns a new rate limiter for each leadership term.
 	// Default: workqueue.DefaultTypedControllerRateLimiter.
 	RateLimiter func() workqueue.TypedRateLimiter[string]
+	// Workers is how many keys are synced at once; default DefaultWorkers.
+	Workers int
 }
 
 // StatusWriter keeps our entries of shared status.parents lists equal to the
@@ -67,6 +69,9 @@ func NewStatusWriter[O metav1.Object, P any](cfg StatusConfig[O, P]) (*StatusWri
 	if cfg.RateLimiter == nil {
 		cfg.RateLimiter = workqueue.DefaultTypedControllerRateLimiter[string]
 	}
+	if cfg.Workers <= 0 {
+		cfg.Workers = DefaultWorkers
+	}
 	return &StatusWriter[O, P]{cfg: cfg}, nil
 }
 
@@ -79,6 +84,7 @@ func (w *StatusWriter[O, P]) Run(ctx context.Context) {
 		synced:   w.cfg.Desired,
 		register: w.register,
 		sync:     w.sync,
+		workers:  w.cfg.Workers,
 	}.run(ctx)
 }
 
