@@ -12,8 +12,9 @@ import (
 )
 
 // UpdateShared performs one read-modify-write of status on a shared object:
-// get reads the live object (from the API server, not a cache, so the
-// resourceVersion is current); mutate returns the object to write, or false
+// get reads the live object (a cached copy is fine for the first attempt:
+// a stale one fails the update with a conflict, and get must then read the
+// API server so the resourceVersion is current); mutate returns the object to write, or false
 // when the live status already equals what we want; update writes it with
 // UpdateStatus, which fails with 409 Conflict if someone wrote in between, in
 // which case the whole cycle is retried with client-go's default backoff

@@ -26,14 +26,16 @@ type StatusConfig[O metav1.Object, P any] struct {
 	// Desired is our entries per object.
 	Desired krt.Collection[DesiredStatus[P]]
 	// Live, if set, is a collection of the live objects; a change of one
-	// whose key is desired enqueues it (someone may have dropped our entries).
+	// whose key is desired enqueues it (someone may have dropped our
+	// entries), and each sync reads it first, going to Get only when the
+	// object is absent or the cached copy was stale (409 Conflict).
 	Live krt.Collection[O]
 	// Controller is our controllerName; entries with it are ours.
 	Controller string
 	// Access reads entries for status.MergeParents.
 	Access status.ParentAccess[P]
-	// Get reads the live object from the API server (not a cache: the
-	// resourceVersion must be current).
+	// Get reads the live object from the API server (not a cache: after a
+	// conflict the resourceVersion must be current).
 	Get func(ctx context.Context, namespace, name string) (O, error)
 	// Parents returns the live object's status.parents.
 	Parents func(obj O) []P
@@ -104,8 +106,21 @@ func (w *StatusWriter[O, P]) sync(ctx context.Context, key string) error {
 	if d := w.cfg.Desired.GetKey(key); d != nil {
 		desired = stampTransitionTimes(d.Parents, w.cfg.Access, metav1.Now())
 	}
+	// The first read comes from the Live collection when it holds the
+	// object (a sync that finds nothing to change then costs no request);
+	// a stale copy makes UpdateStatus fail with 409 Conflict, and the retry
+	// reads the API server.
+	first := true
 	wrote, err := status.UpdateShared(ctx, key,
-		func(ctx context.Context) (O, error) { return w.cfg.Get(ctx, ns, name) },
+		func(ctx context.Context) (O, error) {
+			if first && w.cfg.Live != nil {
+				first = false
+				if o := w.cfg.Live.GetKey(key); o != nil {
+					return *o, nil
+				}
+			}
+			return w.cfg.Get(ctx, ns, name)
+		},
 		func(live O) (O, bool) {
 			current := w.cfg.Parents(live)
 			merged := status.MergeParents(current, desired, w.cfg.Controller, w.cfg.Access)
