@@ -9,8 +9,6 @@ import (
 	"log/slog"
 	"sync"
 
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/util/workqueue"
 
 	"github.com/infermesh/infermesh/pkg/kube/apply"
@@ -28,7 +26,6 @@ type OwnedConfig[O apply.Object, AC any] struct {
 	// Live, if set, is a collection of the live objects of the kind (an
 	// informer, such as kube.Client.Services()). A change of a live object
 	// whose key is desired enqueues the key, so drift is repaired promptly.
-	// Syncs read it before the API server (see cached).
 	Live krt.Collection[O]
 	// Owned does the writing: ownership check, SSA, drift events, recreation.
 	Owned *apply.Owned[O, AC]
@@ -111,12 +108,10 @@ func (w *OwnedWriter[O, AC]) sync(ctx context.Context, key string) error {
 		w.setNotOwned(key, false)
 		return nil
 	}
-	client := w.cfg.Client(d.Namespace)
-	res, err := w.cfg.Owned.Apply(ctx, w.cached(client, d.Namespace), d.Namespace, d.Name, d.Apply)
-	if apierrors.IsConflict(err) || apierrors.IsAlreadyExists(err) {
-		// The cached read was stale: read the API server and try again.
-		res, err = w.cfg.Owned.Apply(ctx, client, d.Namespace, d.Name, d.Apply)
-	}
+	// The live object is read from the API server, not from Live: informer
+	// copies carry no managedFields (pkg/kube strips them), and the
+	// comparison with what we applied needs them.
+	res, err := w.cfg.Owned.Apply(ctx, w.cfg.Client(d.Namespace), d.Namespace, d.Name, d.Apply)
 	if errors.Is(err, apply.ErrNotOwned) {
 		if w.setNotOwned(key, true) {
 			slog.Warn("writer: an object with our name is not ours; leaving it alone",
@@ -151,34 +146,4 @@ func (w *OwnedWriter[O, AC]) setNotOwned(key string, v bool) bool {
 		delete(w.notOwned, key)
 	}
 	return true
-}
-
-// cached returns c with Get answered from the Live collection when it holds
-// the object, so that a sync that finds nothing to do costs no request (most
-// syncs: every live event of our own write enqueues the key again). A stale
-// cached object is harmless: writes carry its resourceVersion and fail with
-// 409 Conflict (or AlreadyExists for a create), and sync retries once with
-// the API server's copy.
-func (w *OwnedWriter[O, AC]) cached(c apply.Client[O, AC], namespace string) apply.Client[O, AC] {
-	if w.cfg.Live == nil {
-		return c
-	}
-	return cachedClient[O, AC]{Client: c, live: w.cfg.Live, namespace: namespace}
-}
-
-type cachedClient[O apply.Object, AC any] struct {
-	apply.Client[O, AC]
-	live      krt.Collection[O]
-	namespace string
-}
-
-func (c cachedClient[O, AC]) Get(ctx context.Context, name string, opts metav1.GetOptions) (O, error) {
-	key := name
-	if c.namespace != "" {
-		key = c.namespace + "/" + name
-	}
-	if o := c.live.GetKey(key); o != nil {
-		return *o, nil
-	}
-	return c.Client.Get(ctx, name, opts)
 }
