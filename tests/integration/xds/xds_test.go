@@ -24,7 +24,9 @@ import (
 	discoveryv3 "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
 	sotw "github.com/envoyproxy/go-control-plane/pkg/client/sotw/v3"
 	"github.com/envoyproxy/go-control-plane/pkg/resource/v3"
+	rpcstatus "google.golang.org/genproto/googleapis/rpc/status"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/protobuf/types/known/structpb"
 	corev1 "k8s.io/api/core/v1"
@@ -225,6 +227,38 @@ func TestSeedOverSotWAndDelta(t *testing.T) {
 		}
 	}
 	otherProxy.quiet(2*time.Second, "the other Gateway's proxy after the seed pool scaled")
+
+	// A NACK is not answered by a resend of the same version; the next
+	// change is sent.
+	if _, err := kubeenv.CreateReadyPods(ctx, kc, seed.Namespace, "vllm-nack", map[string]string{"app": seed.PoolName}, 8000,
+		"10.244.0.19"); err != nil {
+		t.Fatal(err)
+	}
+	for {
+		r := seedProxy.recv(wait)
+		cla := &endpointv3.ClusterLoadAssignment{}
+		if err := r.GetResources()[0].GetResource().UnmarshalTo(cla); err != nil {
+			t.Fatal(err)
+		}
+		if slices.Contains(addresses(cla), "10.244.0.19:8000") {
+			seedProxy.nack(r, "test: rejected on purpose")
+			break
+		}
+		seedProxy.ack(r)
+	}
+	seedProxy.quiet(2*time.Second, "after a NACK")
+	if _, err := kubeenv.CreateReadyPods(ctx, kc, seed.Namespace, "vllm-after-nack", map[string]string{"app": seed.PoolName}, 8000,
+		"10.244.0.20"); err != nil {
+		t.Fatal(err)
+	}
+	r := seedProxy.recv(wait)
+	cla := &endpointv3.ClusterLoadAssignment{}
+	if err := r.GetResources()[0].GetResource().UnmarshalTo(cla); err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Contains(addresses(cla), "10.244.0.20:8000") {
+		t.Errorf("the change after the NACK: endpoints %v lack 10.244.0.20:8000", addresses(cla))
+	}
 }
 
 // deltaClient is the minimal incremental xDS client of this test: one
@@ -270,6 +304,14 @@ func (c *deltaClient) subscribe(typeURL string, names ...string) {
 func (c *deltaClient) ack(r *discoveryv3.DeltaDiscoveryResponse) {
 	c.t.Helper()
 	if err := c.stream.Send(&discoveryv3.DeltaDiscoveryRequest{Node: c.node, TypeUrl: r.GetTypeUrl(), ResponseNonce: r.GetNonce()}); err != nil {
+		c.t.Fatal(err)
+	}
+}
+
+func (c *deltaClient) nack(r *discoveryv3.DeltaDiscoveryResponse, msg string) {
+	c.t.Helper()
+	if err := c.stream.Send(&discoveryv3.DeltaDiscoveryRequest{Node: c.node, TypeUrl: r.GetTypeUrl(), ResponseNonce: r.GetNonce(),
+		ErrorDetail: &rpcstatus.Status{Code: int32(codes.InvalidArgument), Message: msg}}); err != nil {
 		c.t.Fatal(err)
 	}
 }
