@@ -5,8 +5,9 @@ package xds
 
 import (
 	"fmt"
-	"sort"
+	"slices"
 	"strconv"
+	"strings"
 
 	"github.com/cespare/xxhash/v2"
 	discoveryv3 "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
@@ -89,14 +90,23 @@ func setVersion(es []*entry) string {
 	if len(es) == 0 {
 		return "empty"
 	}
-	sorted := append([]*entry(nil), es...)
-	sort.Slice(sorted, func(i, j int) bool { return sorted[i].name < sorted[j].name })
-	d := xxhash.New()
-	for _, e := range sorted {
-		_, _ = d.WriteString(e.name)
-		_, _ = d.WriteString("\x00")
-		_, _ = d.WriteString(e.version)
-		_, _ = d.WriteString("\x00")
+	byName := func(a, b *entry) int { return strings.Compare(a.name, b.name) }
+	if !slices.IsSortedFunc(es, byName) {
+		es = slices.Clone(es)
+		slices.SortFunc(es, byName)
 	}
-	return hashHex(d.Sum64())
+	// One hash over the concatenation (the same value as writing the parts
+	// to a streaming digest, at a fraction of the per-call cost).
+	n := 0
+	for _, e := range es {
+		n += len(e.name) + len(e.version) + 2
+	}
+	buf := make([]byte, 0, n)
+	for _, e := range es {
+		buf = append(buf, e.name...)
+		buf = append(buf, 0)
+		buf = append(buf, e.version...)
+		buf = append(buf, 0)
+	}
+	return hashHex(xxhash.Sum64(buf))
 }

@@ -5,6 +5,7 @@ package xds
 
 import (
 	"context"
+	"maps"
 	"sort"
 
 	discoveryv3 "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
@@ -53,14 +54,7 @@ func sotwResponseFor(w *watch, desired []*entry) cachev3.Response {
 		if len(changed) == 0 {
 			return nil
 		}
-		next := make(map[string]string, len(returned)+len(changed))
-		for n, v := range returned {
-			next[n] = v
-		}
-		for _, e := range changed {
-			next[e.name] = e.version
-		}
-		return newSotwResponse(w.sotw, setVersion(desired), changed, next)
+		return newSotwResponse(w.sotw, setVersion(desired), changed, nextVersions(returned, changed, nil))
 	}
 }
 
@@ -73,17 +67,26 @@ func sotwResponseFor(w *watch, desired []*entry) cachev3.Response {
 func deltaResponseFor(w *watch, desired []*entry) cachev3.DeltaResponse {
 	returned := w.sub.ReturnedResources()
 	var changed []*entry
-	want := make(map[string]string, len(desired))
+	held := 0 // desired names the stream holds
 	for _, e := range desired {
-		want[e.name] = e.version
-		if v, ok := returned[e.name]; !ok || v != e.version {
+		v, ok := returned[e.name]
+		if ok {
+			held++
+		}
+		if !ok || v != e.version {
 			changed = append(changed, e)
 		}
 	}
 	var removed []string
-	for n := range returned {
-		if _, ok := want[n]; !ok {
-			removed = append(removed, n)
+	if held < len(returned) {
+		want := make(map[string]bool, len(desired))
+		for _, e := range desired {
+			want[e.name] = true
+		}
+		for n := range returned {
+			if !want[n] {
+				removed = append(removed, n)
+			}
 		}
 	}
 	if len(changed) == 0 && len(removed) == 0 && w.nonce() != "" {
@@ -94,7 +97,24 @@ func deltaResponseFor(w *watch, desired []*entry) cachev3.DeltaResponse {
 	for i, e := range changed {
 		rs[i] = e.resource
 	}
-	return &deltaResponse{req: w.delta, version: setVersion(desired), resources: rs, removed: removed, next: want}
+	return &deltaResponse{req: w.delta, version: setVersion(desired), resources: rs, removed: removed, next: nextVersions(returned, changed, removed)}
+}
+
+// nextVersions is what the stream holds after a response: returned, with
+// changed set and removed deleted. Cloning the map is much cheaper than
+// building it entry by entry for a large subscription.
+func nextVersions(returned map[string]string, changed []*entry, removed []string) map[string]string {
+	next := maps.Clone(returned)
+	if next == nil {
+		next = make(map[string]string, len(changed))
+	}
+	for _, e := range changed {
+		next[e.name] = e.version
+	}
+	for _, n := range removed {
+		delete(next, n)
+	}
+	return next
 }
 
 func sameSet(desired []*entry, returned map[string]string) bool {

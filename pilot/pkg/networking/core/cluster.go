@@ -120,9 +120,13 @@ func BuildClusters(gw *model.Gateway, in Inputs, opts Options) ([]*clusterv3.Clu
 		names = append(names, n)
 	}
 	sort.Strings(names)
+	packed, err := newPackedClusterConfig()
+	if err != nil {
+		return nil, err
+	}
 	out := make([]*clusterv3.Cluster, 0, len(names))
 	for _, n := range names {
-		c, err := buildCluster(specs[n], in, opts)
+		c, err := buildCluster(specs[n], in, opts, packed)
 		if err != nil {
 			return nil, err
 		}
@@ -131,7 +135,44 @@ func BuildClusters(gw *model.Gateway, in Inputs, opts Options) ([]*clusterv3.Clu
 	return out, nil
 }
 
-func buildCluster(s *clusterSpec, in Inputs, opts Options) (*clusterv3.Cluster, error) {
+// packedClusterConfig holds the Anys that are the same in every cluster
+// that has them, marshalled once per BuildClusters call rather than once
+// per cluster; each cluster gets its own Any sharing the bytes.
+type packedClusterConfig struct {
+	overrideHost *clusterv3.LoadBalancingPolicy
+	http2        *anypb.Any
+}
+
+func newPackedClusterConfig() (packedClusterConfig, error) {
+	oh, err := overrideHostPolicy()
+	if err != nil {
+		return packedClusterConfig{}, err
+	}
+	h2, err := toAny(&httpv3.HttpProtocolOptions{UpstreamProtocolOptions: &httpv3.HttpProtocolOptions_ExplicitHttpConfig_{
+		ExplicitHttpConfig: &httpv3.HttpProtocolOptions_ExplicitHttpConfig{
+			ProtocolConfig: &httpv3.HttpProtocolOptions_ExplicitHttpConfig_Http2ProtocolOptions{Http2ProtocolOptions: &corev3.Http2ProtocolOptions{}},
+		},
+	}})
+	if err != nil {
+		return packedClusterConfig{}, err
+	}
+	return packedClusterConfig{overrideHost: oh, http2: h2}, nil
+}
+
+// lbPolicy returns a new copy of the override_host load balancing policy.
+func (p packedClusterConfig) lbPolicy() *clusterv3.LoadBalancingPolicy {
+	tec := p.overrideHost.GetPolicies()[0].GetTypedExtensionConfig()
+	return &clusterv3.LoadBalancingPolicy{Policies: []*clusterv3.LoadBalancingPolicy_Policy{{
+		TypedExtensionConfig: &corev3.TypedExtensionConfig{Name: tec.GetName(), TypedConfig: shareAny(tec.GetTypedConfig())},
+	}}}
+}
+
+// shareAny is a new Any with a's type and (shared, read-only) bytes.
+func shareAny(a *anypb.Any) *anypb.Any {
+	return &anypb.Any{TypeUrl: a.GetTypeUrl(), Value: a.GetValue()}
+}
+
+func buildCluster(s *clusterSpec, in Inputs, opts Options, packed packedClusterConfig) (*clusterv3.Cluster, error) {
 	c := &clusterv3.Cluster{
 		Name:                 s.name,
 		ClusterDiscoveryType: &clusterv3.Cluster_Type{Type: clusterv3.Cluster_EDS},
@@ -139,11 +180,7 @@ func buildCluster(s *clusterSpec, in Inputs, opts Options) (*clusterv3.Cluster, 
 		ConnectTimeout:       durationpb.New(opts.ConnectTimeout),
 	}
 	if s.overrideHost {
-		p, err := overrideHostPolicy()
-		if err != nil {
-			return nil, err
-		}
-		c.LoadBalancingPolicy = p
+		c.LoadBalancingPolicy = packed.lbPolicy()
 	}
 	if s.raiseLimits {
 		cb := opts.CircuitBreakers
@@ -155,15 +192,7 @@ func buildCluster(s *clusterSpec, in Inputs, opts Options) (*clusterv3.Cluster, 
 		}}}
 	}
 	if s.http2 {
-		a, err := toAny(&httpv3.HttpProtocolOptions{UpstreamProtocolOptions: &httpv3.HttpProtocolOptions_ExplicitHttpConfig_{
-			ExplicitHttpConfig: &httpv3.HttpProtocolOptions_ExplicitHttpConfig{
-				ProtocolConfig: &httpv3.HttpProtocolOptions_ExplicitHttpConfig_Http2ProtocolOptions{Http2ProtocolOptions: &corev3.Http2ProtocolOptions{}},
-			},
-		}})
-		if err != nil {
-			return nil, err
-		}
-		c.TypedExtensionProtocolOptions = map[string]*anypb.Any{HTTPProtocolOptionsKey: a}
+		c.TypedExtensionProtocolOptions = map[string]*anypb.Any{HTTPProtocolOptionsKey: shareAny(packed.http2)}
 	}
 	if s.eppHost != "" {
 		if t := in.EPPTLS[s.eppHost]; t != nil {

@@ -36,37 +36,63 @@ func BuildEndpoints(clusters []*clusterv3.Cluster, in Inputs) []*endpointv3.Clus
 // BuildClusterLoadAssignment is the assignment of one EDS cluster; see
 // BuildEndpoints. It does not modify eps.
 func BuildClusterLoadAssignment(cluster string, eps []Endpoint) *endpointv3.ClusterLoadAssignment {
-	sorted := append([]Endpoint(nil), eps...)
-	sort.Slice(sorted, func(i, j int) bool { return endpointLess(sorted[i], sorted[j]) })
 	cla := &endpointv3.ClusterLoadAssignment{ClusterName: cluster}
-	if len(sorted) == 0 {
+	if len(eps) == 0 {
 		return cla
 	}
-	loc := &endpointv3.LocalityLbEndpoints{}
+	// Parse every address once, not in every comparison.
+	sorted := make([]sortableEndpoint, len(eps))
+	for i, e := range eps {
+		ip, err := netip.ParseAddr(e.Address)
+		sorted[i] = sortableEndpoint{Endpoint: e, ip: ip, isIP: err == nil}
+	}
+	sort.Slice(sorted, func(i, j int) bool { return sorted[i].less(sorted[j]) })
+	n := 1
+	for i := 1; i < len(sorted); i++ {
+		if sorted[i].Endpoint != sorted[i-1].Endpoint {
+			n++
+		}
+	}
+	// One allocation per message type for the whole assignment.
+	lbs := make([]endpointv3.LbEndpoint, n)
+	hosts := make([]endpointv3.LbEndpoint_Endpoint, n)
+	endpoints := make([]endpointv3.Endpoint, n)
+	addrs := make([]corev3.Address, n)
+	sockets := make([]corev3.Address_SocketAddress, n)
+	socketAddrs := make([]corev3.SocketAddress, n)
+	ports := make([]corev3.SocketAddress_PortValue, n)
+	loc := &endpointv3.LocalityLbEndpoints{LbEndpoints: make([]*endpointv3.LbEndpoint, 0, n)}
 	for i, e := range sorted {
-		if i > 0 && e == sorted[i-1] {
+		if i > 0 && e.Endpoint == sorted[i-1].Endpoint {
 			continue
 		}
-		loc.LbEndpoints = append(loc.LbEndpoints, &endpointv3.LbEndpoint{
-			HostIdentifier: &endpointv3.LbEndpoint_Endpoint{Endpoint: &endpointv3.Endpoint{
-				Address: &corev3.Address{Address: &corev3.Address_SocketAddress{SocketAddress: &corev3.SocketAddress{
-					Address:       e.Address,
-					PortSpecifier: &corev3.SocketAddress_PortValue{PortValue: e.Port},
-				}}},
-			}},
-			HealthStatus: corev3.HealthStatus_HEALTHY,
-		})
+		k := len(loc.LbEndpoints)
+		ports[k].PortValue = e.Port
+		socketAddrs[k].Address, socketAddrs[k].PortSpecifier = e.Address, &ports[k]
+		sockets[k].SocketAddress = &socketAddrs[k]
+		addrs[k].Address = &sockets[k]
+		endpoints[k].Address = &addrs[k]
+		hosts[k].Endpoint = &endpoints[k]
+		lbs[k].HostIdentifier, lbs[k].HealthStatus = &hosts[k], corev3.HealthStatus_HEALTHY
+		loc.LbEndpoints = append(loc.LbEndpoints, &lbs[k])
 	}
 	cla.Endpoints = []*endpointv3.LocalityLbEndpoints{loc}
 	return cla
 }
 
-func endpointLess(a, b Endpoint) bool {
+// sortableEndpoint is an Endpoint with its address parsed, for sorting.
+type sortableEndpoint struct {
+	Endpoint
+	ip   netip.Addr
+	isIP bool
+}
+
+// less orders by address (numerically when both are IPs, IPv4 first; else
+// as strings) then port.
+func (a sortableEndpoint) less(b sortableEndpoint) bool {
 	if a.Address != b.Address {
-		ia, ea := netip.ParseAddr(a.Address)
-		ib, eb := netip.ParseAddr(b.Address)
-		if ea == nil && eb == nil {
-			return ia.Less(ib)
+		if a.isIP && b.isIP {
+			return a.ip.Less(b.ip)
 		}
 		return a.Address < b.Address
 	}

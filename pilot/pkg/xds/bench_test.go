@@ -1,0 +1,266 @@
+// Copyright infermesh authors
+// SPDX-License-Identifier: Apache-2.0
+
+package xds
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"testing"
+	"time"
+
+	endpointv3 "github.com/envoyproxy/go-control-plane/envoy/config/endpoint/v3"
+	discoveryv3 "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
+	cachev3 "github.com/envoyproxy/go-control-plane/pkg/cache/v3"
+	resourcev3 "github.com/envoyproxy/go-control-plane/pkg/resource/v3"
+	"github.com/prometheus/client_golang/prometheus"
+	inferencev1 "sigs.k8s.io/gateway-api-inference-extension/api/v1"
+	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
+
+	"github.com/infermesh/infermesh/pilot/pkg/model"
+	"github.com/infermesh/infermesh/pilot/pkg/networking/core"
+	"github.com/infermesh/infermesh/pkg/kube/krt"
+	"github.com/infermesh/infermesh/pkg/test/seed"
+)
+
+// Sizes of the large-Gateway scenario.
+const (
+	benchPools       = 1000
+	benchPodsPerPool = 10
+)
+
+// benchGateway is bench-gw/gateway with one HTTP listener and benchPools
+// HTTPRoutes, route i (host pool-i.example.com) sending to InferencePool
+// bench/pool-i; and the endpoints of every shadow cluster (benchPodsPerPool
+// pods on 8000) and EPP cluster (one pod on 9002).
+func benchGateway() (model.Gateway, []model.ClusterEndpoints) {
+	r := seed.HTTPRoute()
+	rule := r.Spec.Rules[0]
+	routes := make([]*model.Route, 0, benchPools)
+	var eps []model.ClusterEndpoints
+	for i := range benchPools {
+		name := fmt.Sprintf("pool-%04d", i)
+		p := poolBackend("bench", name, name+"-ip-00000000", inferencev1.EndpointPickerFailOpen)
+		routes = append(routes, &model.Route{
+			Kind: "HTTPRoute", Namespace: "bench", Name: name,
+			CreationTimestamp: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC),
+			Hostnames:         []string{name + ".example.com"},
+			Rules:             []model.Rule{{Index: 0, HTTP: &rule, Backends: []model.Backend{{Weight: 1, Pool: p}}}},
+		})
+		eps = append(eps, benchPoolEndpoints(i, ""), model.ClusterEndpoints{
+			Cluster:   core.ClusterName(uint32(p.EPP.Port), p.EPP.Host),
+			Endpoints: []model.Endpoint{{Address: fmt.Sprintf("10.200.%d.%d", i/250, i%250), Port: 9002}},
+		})
+	}
+	gw := model.Gateway{Namespace: "bench-gw", Name: "gateway", Listeners: []model.Listener{{
+		Name: "http", Port: 80, Protocol: gwv1.HTTPProtocolType, Routes: routes,
+	}}}
+	return gw, eps
+}
+
+// benchPoolEndpoints are pool i's shadow cluster endpoints: its
+// benchPodsPerPool pods, plus extra when not "".
+func benchPoolEndpoints(i int, extra string) model.ClusterEndpoints {
+	ce := model.ClusterEndpoints{Cluster: benchShadowCluster(i)}
+	for j := range benchPodsPerPool {
+		ce.Endpoints = append(ce.Endpoints, model.Endpoint{Address: fmt.Sprintf("10.%d.%d.%d", i/250, i%250, j+1), Port: 8000})
+	}
+	if extra != "" {
+		ce.Endpoints = append(ce.Endpoints, model.Endpoint{Address: extra, Port: 8000})
+	}
+	return ce
+}
+
+func benchShadowCluster(i int) string {
+	return core.ClusterName(54321, fmt.Sprintf("pool-%04d-ip-00000000.bench.svc.cluster.local", i))
+}
+
+// benchSub is the subscription of a delta EDS stream that holds returned
+// (name -> version), wildcard.
+type benchSub struct{ returned map[string]string }
+
+func (s benchSub) ReturnedResources() map[string]string     { return s.returned }
+func (s benchSub) IsWildcard() bool                         { return true }
+func (s benchSub) SubscribedResources() map[string]struct{} { return nil }
+
+// BenchmarkEndpointChangeOnePool: the 1,000-pool Gateway of benchGateway is
+// published by a running Server over static input collections (the real krt
+// collections, push path and Cache; Debounce 1ns, so a change on an idle
+// server is pushed at once and no debounce wait is in the figure). One op
+// is: replace one pool's endpoints (a static collection update adding an
+// 11th pod) and wait until the Cache answers a parked delta EDS watch with
+// the new ClusterLoadAssignment, which must be the only resource sent and
+// hold the new pod. Opening the watch and checking the response are outside
+// the timer. Target: under 1 ms per op.
+//
+// Extra metrics: cla-builds/op and gateway-builds/op are transformation
+// runs of the EndpointResources and GatewayResources collections (krt
+// debug counters; must be 1 and 0, else the benchmark fails); push-ns/op is
+// the push path's share (validate, serialize, publish and answer watches,
+// from infermesh_xds_push_duration_seconds); the rest of ns/op is krt event
+// delivery and the CLA transformation.
+func BenchmarkEndpointChangeOnePool(b *testing.B) {
+	gw, eps := benchGateway()
+	stop := make(chan struct{})
+	gateways := krt.NewStaticCollection(nil, []model.Gateway{gw}, krt.WithStop(stop))
+	endpoints := krt.NewStaticCollection(nil, eps, krt.WithStop(stop))
+	epptls := krt.NewStaticCollection[model.EPPTLS](nil, nil, krt.WithStop(stop))
+	reg := prometheus.NewRegistry()
+	debug := krt.NewDebugHandler()
+	srv, err := NewServer(Config{
+		Gateways: gateways, Endpoints: endpoints, EPPTLS: epptls,
+		Translate: core.Options{InferenceEnabled: true},
+		Debounce:  time.Nanosecond, MaxDelay: time.Nanosecond,
+		Registry: reg, KrtDebug: debug,
+		Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
+	})
+	if err != nil {
+		b.Fatal(err)
+	}
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		b.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- srv.Run(ctx, lis) }()
+	defer func() {
+		cancel()
+		if err := <-done; err != nil {
+			b.Errorf("Run: %v", err)
+		}
+		close(stop)
+	}()
+
+	n := node("bench", gw.Namespace, gw.Name)
+	// watch opens a delta EDS watch of a stream holding returned and
+	// waits for its response.
+	watch := func(returned map[string]string, nonce string) (chan cachev3.DeltaResponse, func()) {
+		ch := make(chan cachev3.DeltaResponse, 1)
+		req := &discoveryv3.DeltaDiscoveryRequest{Node: n, TypeUrl: resourcev3.EndpointType, ResponseNonce: nonce}
+		cancelWatch, err := srv.Cache().CreateDeltaWatch(req, benchSub{returned: returned}, ch)
+		if err != nil {
+			b.Fatal(err)
+		}
+		return ch, cancelWatch
+	}
+	recv := func(ch chan cachev3.DeltaResponse) *discoveryv3.DeltaDiscoveryResponse {
+		select {
+		case r := <-ch:
+			dr, err := r.GetDeltaDiscoveryResponse()
+			if err != nil {
+				b.Fatal(err)
+			}
+			return dr
+		case <-time.After(time.Minute):
+			b.Fatal("no delta EDS response")
+		}
+		return nil
+	}
+	// The first request is answered after the first publish, with every
+	// assignment.
+	ch, _ := watch(map[string]string{}, "")
+	first := recv(ch)
+	if len(first.GetResources()) != 2*benchPools {
+		b.Fatalf("initial EDS response has %d assignments, want %d", len(first.GetResources()), 2*benchPools)
+	}
+	returned := map[string]string{}
+	for _, r := range first.GetResources() {
+		returned[r.GetName()] = r.GetVersion()
+	}
+	cla0, gw0 := benchTransformations(b, debug)
+	push0, pushes0 := benchPushTime(b, reg)
+
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		b.StopTimer()
+		pool := i % benchPools
+		extra := fmt.Sprintf("10.250.%d.%d", (i/250)%250, i%250+1)
+		ch, cancelWatch := watch(returned, "bench")
+		b.StartTimer()
+
+		endpoints.UpdateObject(benchPoolEndpoints(pool, extra))
+		r := recv(ch)
+
+		b.StopTimer()
+		cancelWatch()
+		benchCheckCLA(b, r, benchShadowCluster(pool), extra)
+		returned[r.GetResources()[0].GetName()] = r.GetResources()[0].GetVersion()
+		b.StartTimer()
+	}
+	b.StopTimer()
+
+	cla1, gw1 := benchTransformations(b, debug)
+	push1, pushes1 := benchPushTime(b, reg)
+	if cla1-cla0 != uint64(b.N) || gw1 != gw0 {
+		b.Fatalf("over %d ops: %d CLA and %d Gateway transformation runs, want %d and 0", b.N, cla1-cla0, gw1-gw0, b.N)
+	}
+	if pushes1-pushes0 != uint64(b.N) {
+		b.Fatalf("over %d ops: %d pushes", b.N, pushes1-pushes0)
+	}
+	b.ReportMetric(float64(cla1-cla0)/float64(b.N), "cla-builds/op")
+	b.ReportMetric(float64(gw1-gw0)/float64(b.N), "gateway-builds/op")
+	b.ReportMetric((push1-push0)*1e9/float64(b.N), "push-ns/op")
+}
+
+// benchCheckCLA fails unless r carries exactly the assignment of cluster,
+// with benchPodsPerPool+1 endpoints including extra.
+func benchCheckCLA(b *testing.B, r *discoveryv3.DeltaDiscoveryResponse, cluster, extra string) {
+	b.Helper()
+	if len(r.GetResources()) != 1 || len(r.GetRemovedResources()) != 0 || r.GetResources()[0].GetName() != cluster {
+		b.Fatalf("want only %s, got %d resources, removed %v", cluster, len(r.GetResources()), r.GetRemovedResources())
+	}
+	cla := &endpointv3.ClusterLoadAssignment{}
+	if err := r.GetResources()[0].GetResource().UnmarshalTo(cla); err != nil {
+		b.Fatal(err)
+	}
+	addrs := claAddrs(cla)
+	found := false
+	for _, a := range addrs {
+		found = found || a == extra+":8000"
+	}
+	if cla.GetClusterName() != cluster || len(addrs) != benchPodsPerPool+1 || !found {
+		b.Fatalf("assignment %s has %v, want %d endpoints including %s:8000", cla.GetClusterName(), addrs, benchPodsPerPool+1, extra)
+	}
+}
+
+// benchTransformations are the transformation runs so far of the Server's
+// EndpointResources and GatewayResources collections.
+func benchTransformations(b *testing.B, h *krt.DebugHandler) (cla, gw uint64) {
+	b.Helper()
+	var foundCLA, foundGW bool
+	for _, d := range h.Dump() {
+		switch d.Name {
+		case "xds/EndpointResources":
+			cla, foundCLA = d.Transformations, true
+		case "xds/GatewayResources":
+			gw, foundGW = d.Transformations, true
+		}
+	}
+	if !foundCLA || !foundGW {
+		b.Fatal("the Server's collections are not in the krt debug handler")
+	}
+	return cla, gw
+}
+
+// benchPushTime is the sum (seconds) and count of
+// infermesh_xds_push_duration_seconds.
+func benchPushTime(b *testing.B, reg *prometheus.Registry) (float64, uint64) {
+	b.Helper()
+	mfs, err := reg.Gather()
+	if err != nil {
+		b.Fatal(err)
+	}
+	for _, mf := range mfs {
+		if mf.GetName() == "infermesh_xds_push_duration_seconds" {
+			h := mf.GetMetric()[0].GetHistogram()
+			return h.GetSampleSum(), h.GetSampleCount()
+		}
+	}
+	b.Fatal("no infermesh_xds_push_duration_seconds")
+	return 0, 0
+}

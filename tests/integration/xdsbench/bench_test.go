@@ -1,0 +1,542 @@
+// Copyright infermesh authors
+// SPDX-License-Identifier: Apache-2.0
+
+//go:build integ
+
+// Package xdsbench benchmarks change-to-push latency of pilot-discovery
+// against a real cluster (issue 5, acceptance 5): from an API server write
+// that changes a pool's EndpointSlice to a proxy's delta ADS stream
+// receiving the new ClusterLoadAssignment. It is not part of make test; run
+// it with
+//
+//	KUBE_TEST_BINARIES=$(hack/k8s-test-binaries.sh)/bin \
+//	  go test -tags=integ -run '^$' -bench . -benchtime 100x -timeout 30m ./tests/integration/xdsbench/
+package xdsbench
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"net"
+	"os"
+	"slices"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
+	endpointv3 "github.com/envoyproxy/go-control-plane/envoy/config/endpoint/v3"
+	discoveryv3 "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
+	"github.com/envoyproxy/go-control-plane/pkg/resource/v3"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/protobuf/types/known/anypb"
+	"google.golang.org/protobuf/types/known/structpb"
+	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	inferencev1 "sigs.k8s.io/gateway-api-inference-extension/api/v1"
+	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
+
+	"github.com/infermesh/infermesh/pilot/pkg/bootstrap"
+	"github.com/infermesh/infermesh/pilot/pkg/config/kube/gateway"
+	"github.com/infermesh/infermesh/pilot/pkg/features"
+	"github.com/infermesh/infermesh/pilot/pkg/networking/core"
+	"github.com/infermesh/infermesh/pilot/pkg/xds"
+	"github.com/infermesh/infermesh/pkg/kube"
+	"github.com/infermesh/infermesh/pkg/test/kubeenv"
+	"github.com/infermesh/infermesh/pkg/test/seed"
+)
+
+const (
+	pools    = 1000
+	gateways = 10
+	// podsPerPool ready model-server pods per pool at the start; each pool
+	// also has one extra pod, bound to the node but not ready, that the
+	// benchmark marks ready (and, on a second visit, not ready).
+	podsPerPool  = 2
+	ns           = "bench"
+	clientQPS    = 2000
+	clientBurst  = 4000
+	workersAdmin = 16
+	// settle bounds the wait for the initial configuration; opWait one op.
+	settle = 10 * time.Minute
+	opWait = 30 * time.Second
+)
+
+// BenchmarkChangeToPush measures change-to-push latency through the real
+// cluster: 1,000 InferencePools (2 ready pods each, plus one not-ready
+// extra pod) with one HTTPRoute each, spread over 10 Gateways;
+// pilot-discovery in process (bootstrap.NewServer, always leading, Debounce
+// 1 ms, MaxDelay 10 ms); one delta ADS client per Gateway subscribed to all
+// of its EDS resources (wildcard), acking every response at once.
+//
+// One op: flip one pool's extra pod to ready (kubeenv.SetPodReady: a GET of
+// the pod, then the status write) and wait until the delta client of that
+// pool's Gateway receives the pool's shadow cluster assignment with the pod
+// in it (or out of it, when the flip is to not ready). Latency runs from the
+// SetPodReady call to the moment the response is read off the stream; the
+// path is API server -> EndpointSlice controller (kube-controller-manager)
+// -> EndpointSlice watch -> service registry -> xDS translation and push ->
+// gRPC. Ops visit pools round robin.
+//
+// Before timing, the setup waits until no stream has had a response for
+// 3 s (the controller's status writes and the EndpointSlice controller's
+// catch-up are over).
+//
+// Metrics: p50-ms, p99-ms and max-ms of that latency (targets: p50 under
+// 20 ms, p99 under 50 ms; the API server's own watch latency here is about
+// 1.5 ms p50 and 5 ms p99). A watch on the EndpointSlices splits it:
+// slice-p50-ms and slice-p99-ms run from the SetPodReady call to the
+// EndpointSlice change (API server and kube-controller-manager), and
+// pilot-p50-ms and pilot-p99-ms from that change to the ADS response
+// (pilot-discovery and gRPC), both as seen by this process.
+func BenchmarkChangeToPush(b *testing.B) {
+	// pilot-discovery logs through slog's default logger; its per-object
+	// INFO lines during setup would drown the output.
+	prev := slog.Default()
+	slog.SetDefault(slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})))
+	b.Cleanup(func() { slog.SetDefault(prev) })
+	env := kubeenv.Start(b, kubeenv.WithStandardCRDs())
+	admin, err := kube.NewFromRESTConfig(env.RESTConfig(), kube.WithQPS(clientQPS), kube.WithBurst(clientBurst))
+	if err != nil {
+		b.Fatal(err)
+	}
+	ctx := b.Context()
+	kc := admin.Kube()
+	began := time.Now()
+	extras := setUp(b, admin)
+	b.Logf("objects created in %v", time.Since(began).Round(time.Millisecond))
+
+	conn := startPilot(b, env)
+	clients := make([]*deltaClient, gateways)
+	for g := range clients {
+		clients[g] = newDeltaClient(b, conn, proxyNode(fmt.Sprintf("proxy-%d", g), seed.GatewayNamespace, gatewayName(g)))
+	}
+	// Initial configuration: every Gateway's proxy holds every one of its
+	// pools' shadow assignments with podsPerPool endpoints.
+	for g, c := range clients {
+		want := map[string]bool{}
+		for i := g; i < pools; i += gateways {
+			want[shadowCluster(i)] = true
+		}
+		deadline := time.Now().Add(settle)
+		for len(want) > 0 {
+			r := c.recv(b, time.Until(deadline))
+			for _, res := range r.resp.GetResources() {
+				if want[res.GetName()] && len(addresses(b, res.GetResource())) == podsPerPool {
+					delete(want, res.GetName())
+				}
+			}
+		}
+	}
+	b.Logf("initial configuration on all %d proxies after %v", gateways, time.Since(began).Round(time.Millisecond))
+	// Let the controller's status writes and the EndpointSlice
+	// controller's catch-up finish: no response on any stream for 3s.
+	settleStart := time.Now()
+	for time.Since(lastResponse(clients)) < 3*time.Second {
+		if time.Since(settleStart) > settle {
+			b.Fatal("xDS responses never stopped after the initial configuration")
+		}
+		time.Sleep(100 * time.Millisecond)
+		for _, c := range clients {
+			c.drain()
+		}
+	}
+	b.Logf("quiet after %v", time.Since(began).Round(time.Millisecond))
+	sliceWatcher := watchSlices(b, kc)
+
+	ready := make([]bool, pools)
+	var lat, sliceLat, pilotLat []time.Duration
+	i := 0
+	for b.Loop() {
+		pool := i % pools
+		i++
+		c := clients[pool%gateways]
+		ready[pool] = !ready[pool]
+		ip := extraIP(pool)
+		start := time.Now()
+		if _, err := kubeenv.SetPodReady(ctx, kc, extras[pool], ip, ready[pool]); err != nil {
+			b.Fatal(err)
+		}
+		want := podsPerPool
+		if ready[pool] {
+			want++
+		}
+		for {
+			r := c.recv(b, opWait)
+			res := findResource(r.resp, shadowCluster(pool))
+			if res == nil {
+				continue
+			}
+			got := addresses(b, res.GetResource())
+			if len(got) == want && slices.Contains(got, net.JoinHostPort(ip, "8000")) == ready[pool] {
+				lat = append(lat, r.at.Sub(start))
+				break
+			}
+		}
+		sliceAt := sliceWatcher.await(b, gateway.ShadowServiceName(poolName(pool)), ip, ready[pool])
+		sliceLat = append(sliceLat, sliceAt.Sub(start))
+		pilotLat = append(pilotLat, lat[len(lat)-1]-sliceAt.Sub(start))
+	}
+	b.StopTimer()
+	report := func(name string, d []time.Duration) {
+		slices.Sort(d)
+		b.ReportMetric(ms(percentile(d, 50)), name+"p50-ms")
+		b.ReportMetric(ms(percentile(d, 99)), name+"p99-ms")
+		b.Logf("%s%d samples: p50 %v, p99 %v, max %v", name, len(d), percentile(d, 50), percentile(d, 99), d[len(d)-1])
+	}
+	report("", lat)
+	b.ReportMetric(ms(lat[len(lat)-1]), "max-ms")
+	report("slice-", sliceLat)
+	report("pilot-", pilotLat)
+}
+
+// sliceWatch is a watch on the benchmark namespace's EndpointSlices; each
+// event is stamped with the time it was read.
+type sliceWatch struct {
+	events chan sliceEvent
+}
+
+type sliceEvent struct {
+	slice *discoveryv1.EndpointSlice
+	at    time.Time
+}
+
+// watchSlices starts watching EndpointSlices from now on (list, then watch
+// from the list's resourceVersion, so no initial events).
+func watchSlices(b *testing.B, kc kubernetes.Interface) *sliceWatch {
+	b.Helper()
+	api := kc.DiscoveryV1().EndpointSlices(ns)
+	list, err := api.List(b.Context(), metav1.ListOptions{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	w, err := api.Watch(b.Context(), metav1.ListOptions{ResourceVersion: list.ResourceVersion})
+	if err != nil {
+		b.Fatal(err)
+	}
+	sw := &sliceWatch{events: make(chan sliceEvent, 1<<14)}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for ev := range w.ResultChan() {
+			if s, ok := ev.Object.(*discoveryv1.EndpointSlice); ok {
+				sw.events <- sliceEvent{slice: s, at: time.Now()}
+			}
+		}
+	}()
+	b.Cleanup(func() { w.Stop(); <-done })
+	return sw
+}
+
+// await returns when the EndpointSlice event of Service service first
+// showed ip with the given readiness.
+func (sw *sliceWatch) await(b *testing.B, service, ip string, ready bool) time.Time {
+	b.Helper()
+	t := time.NewTimer(opWait)
+	defer t.Stop()
+	for {
+		select {
+		case ev := <-sw.events:
+			if ev.slice.Labels[discoveryv1.LabelServiceName] != service {
+				continue
+			}
+			for _, e := range ev.slice.Endpoints {
+				r := e.Conditions.Ready != nil && *e.Conditions.Ready
+				if slices.Contains(e.Addresses, ip) && r == ready {
+					return ev.at
+				}
+			}
+		case <-t.C:
+			b.Fatalf("no EndpointSlice event of %s with %s ready=%v within %v", service, ip, ready, opWait)
+		}
+	}
+}
+
+// lastResponse is when any client last read a response.
+func lastResponse(cs []*deltaClient) time.Time {
+	var last time.Time
+	for _, c := range cs {
+		if t := time.Unix(0, c.last.Load()); t.After(last) {
+			last = t
+		}
+	}
+	return last
+}
+
+// percentile is the nearest-rank p-th percentile of sorted.
+func percentile(sorted []time.Duration, p int) time.Duration {
+	k := (len(sorted)*p + 99) / 100
+	return sorted[max(k, 1)-1]
+}
+
+func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
+
+func poolName(i int) string    { return fmt.Sprintf("pool-%04d", i) }
+func gatewayName(g int) string { return fmt.Sprintf("gateway-%d", g) }
+
+// shadowCluster is pool i's shadow Service cluster.
+func shadowCluster(i int) string {
+	return core.ClusterName(54321, gateway.ShadowServiceName(poolName(i))+"."+ns+".svc.cluster.local")
+}
+
+// podIP is the address of ready pod j of pool i; extraIP that of its extra
+// pod.
+func podIP(i, j int) string { return fmt.Sprintf("10.%d.%d.%d", 100+i/250, i%250, j+1) }
+func extraIP(i int) string  { return fmt.Sprintf("10.%d.%d.200", 100+i/250, i%250) }
+
+// setUp creates the namespaces, 10 Gateways, the EPP Service and a ready
+// EPP pod, and per pool the pool, its HTTPRoute (on Gateway i%10),
+// podsPerPool ready pods and the extra pod, which it returns per pool.
+func setUp(b *testing.B, c *kube.Client) []*corev1.Pod {
+	b.Helper()
+	ctx := b.Context()
+	kc := c.Kube()
+	for _, n := range []string{ns, seed.GatewayNamespace} {
+		if _, err := kc.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: n}}, metav1.CreateOptions{}); err != nil {
+			b.Fatal(err)
+		}
+	}
+	for g := range gateways {
+		gw := seed.Gateway()
+		gw.Name = gatewayName(g)
+		if _, err := c.GatewayAPI().GatewayV1().Gateways(seed.GatewayNamespace).Create(ctx, gw, metav1.CreateOptions{}); err != nil {
+			b.Fatal(err)
+		}
+	}
+	epp := seed.EPPService()
+	epp.Namespace = ns
+	if _, err := kc.CoreV1().Services(ns).Create(ctx, epp, metav1.CreateOptions{}); err != nil {
+		b.Fatal(err)
+	}
+	if _, err := kubeenv.CreateReadyPods(ctx, kc, ns, "epp", map[string]string{"app": seed.EPPName}, seed.EPPPort, "10.99.0.1"); err != nil {
+		b.Fatal(err)
+	}
+	extras := make([]*corev1.Pod, pools)
+	parallel(b, pools, func(i int) error {
+		name := poolName(i)
+		pool := seed.InferencePool()
+		pool.Namespace, pool.Name = ns, name
+		pool.Spec.Selector.MatchLabels = map[inferencev1.LabelKey]inferencev1.LabelValue{"app": inferencev1.LabelValue(name)}
+		if _, err := c.Inference().InferenceV1().InferencePools(ns).Create(ctx, pool, metav1.CreateOptions{}); err != nil {
+			return err
+		}
+		route := seed.HTTPRoute()
+		route.Namespace, route.Name = ns, name
+		route.Spec.ParentRefs[0].Name = gwv1.ObjectName(gatewayName(i % gateways))
+		route.Spec.Hostnames = []gwv1.Hostname{gwv1.Hostname(name + ".example.com")}
+		route.Spec.Rules[0].BackendRefs[0].Name = gwv1.ObjectName(name)
+		if _, err := c.GatewayAPI().GatewayV1().HTTPRoutes(ns).Create(ctx, route, metav1.CreateOptions{}); err != nil {
+			return err
+		}
+		ips := make([]string, podsPerPool)
+		for j := range ips {
+			ips[j] = podIP(i, j)
+		}
+		labels := map[string]string{"app": name}
+		if _, err := kubeenv.CreateReadyPods(ctx, kc, ns, name, labels, 8000, ips...); err != nil {
+			return err
+		}
+		// Bound to the node at creation, so that SetPodReady only writes
+		// the status; without a pod IP it is in no EndpointSlice.
+		extra, err := kc.CoreV1().Pods(ns).Create(ctx, &corev1.Pod{
+			ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name + "-extra", Labels: labels},
+			Spec: corev1.PodSpec{NodeName: kubeenv.NodeName, Containers: []corev1.Container{{
+				Name: "vllm", Image: "example.invalid/vllm:never-pulled",
+				Ports: []corev1.ContainerPort{{Name: "http", ContainerPort: 8000}},
+			}}},
+		}, metav1.CreateOptions{})
+		extras[i] = extra
+		return err
+	})
+	return extras
+}
+
+// startPilot runs bootstrap.Server in process, always leading, with
+// Debounce 1 ms and MaxDelay 10 ms, and returns a connection to its ADS
+// port.
+func startPilot(b *testing.B, env *kubeenv.Env) *grpc.ClientConn {
+	b.Helper()
+	f := features.Defaults()
+	f.EnableInferenceExtension = true
+	client, err := kube.NewFromRESTConfig(env.RESTConfig(), kube.WithQPS(clientQPS), kube.WithBurst(clientBurst))
+	if err != nil {
+		b.Fatal(err)
+	}
+	s, err := bootstrap.NewServer(bootstrap.Args{Client: client, Features: f, IsLeader: func() bool { return true },
+		Debounce: time.Millisecond, MaxDelay: 10 * time.Millisecond})
+	if err != nil {
+		b.Fatal(err)
+	}
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		b.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- s.Run(ctx, lis, nil) }()
+	b.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			b.Errorf("pilot: %v", err)
+		}
+	})
+	conn, err := grpc.NewClient(lis.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { conn.Close() })
+	return conn
+}
+
+func proxyNode(id, ns, name string) *corev3.Node {
+	md, err := structpb.NewStruct(map[string]any{xds.MetadataGatewayNamespace: ns, xds.MetadataGatewayName: name})
+	if err != nil {
+		panic(err)
+	}
+	return &corev3.Node{Id: id, Metadata: md}
+}
+
+// deltaClient is one DeltaAggregatedResources stream with a wildcard EDS
+// subscription. Its reader goroutine stamps each response with the time it
+// was read and acks it at once, so the next change is never held back by
+// the client.
+type deltaClient struct {
+	node *corev3.Node
+	in   chan received
+	errs chan error
+	// last is when the last response was read (Unix nanoseconds).
+	last atomic.Int64
+}
+
+// drain discards the responses read so far.
+func (c *deltaClient) drain() {
+	for {
+		select {
+		case <-c.in:
+		default:
+			return
+		}
+	}
+}
+
+type received struct {
+	resp *discoveryv3.DeltaDiscoveryResponse
+	at   time.Time
+}
+
+func newDeltaClient(b *testing.B, conn *grpc.ClientConn, node *corev3.Node) *deltaClient {
+	b.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	s, err := discoveryv3.NewAggregatedDiscoveryServiceClient(conn).DeltaAggregatedResources(ctx)
+	if err != nil {
+		b.Fatal(err)
+	}
+	if err := s.Send(&discoveryv3.DeltaDiscoveryRequest{Node: node, TypeUrl: resource.EndpointType}); err != nil {
+		b.Fatal(err)
+	}
+	c := &deltaClient{node: node, in: make(chan received, 1024), errs: make(chan error, 1)}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for {
+			r, err := s.Recv()
+			if err != nil {
+				c.errs <- err
+				return
+			}
+			at := time.Now()
+			c.last.Store(at.UnixNano())
+			if err := s.Send(&discoveryv3.DeltaDiscoveryRequest{Node: node, TypeUrl: r.GetTypeUrl(), ResponseNonce: r.GetNonce()}); err != nil {
+				c.errs <- err
+				return
+			}
+			c.in <- received{resp: r, at: at}
+		}
+	}()
+	b.Cleanup(func() { cancel(); <-done })
+	return c
+}
+
+// recv returns the next response; it fails the benchmark when none comes
+// within d or the stream ends.
+func (c *deltaClient) recv(b *testing.B, d time.Duration) received {
+	b.Helper()
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case r := <-c.in:
+		return r
+	case err := <-c.errs:
+		b.Fatalf("%s: delta stream ended: %v", c.node.GetId(), err)
+	case <-t.C:
+		b.Fatalf("%s: no delta response within %v", c.node.GetId(), d)
+	}
+	return received{}
+}
+
+func findResource(r *discoveryv3.DeltaDiscoveryResponse, name string) *discoveryv3.Resource {
+	for _, res := range r.GetResources() {
+		if res.GetName() == name {
+			return res
+		}
+	}
+	return nil
+}
+
+// addresses unpacks a ClusterLoadAssignment, checks it with ValidateAll, and
+// lists its endpoints as address:port, sorted.
+func addresses(b *testing.B, a *anypb.Any) []string {
+	b.Helper()
+	cla := &endpointv3.ClusterLoadAssignment{}
+	if err := a.UnmarshalTo(cla); err != nil {
+		b.Fatal(err)
+	}
+	if err := cla.ValidateAll(); err != nil {
+		b.Fatalf("%s: %v", cla.GetClusterName(), err)
+	}
+	var out []string
+	for _, l := range cla.GetEndpoints() {
+		for _, e := range l.GetLbEndpoints() {
+			sa := e.GetEndpoint().GetAddress().GetSocketAddress()
+			out = append(out, net.JoinHostPort(sa.GetAddress(), strconv.Itoa(int(sa.GetPortValue()))))
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
+// parallel runs f(0..n-1) on workersAdmin goroutines and fails on the first
+// error.
+func parallel(b *testing.B, n int, f func(i int) error) {
+	b.Helper()
+	var (
+		wg   sync.WaitGroup
+		mu   sync.Mutex
+		errs []error
+		next = make(chan int)
+	)
+	for range workersAdmin {
+		wg.Go(func() {
+			for i := range next {
+				if err := f(i); err != nil {
+					mu.Lock()
+					errs = append(errs, fmt.Errorf("%d: %w", i, err))
+					mu.Unlock()
+				}
+			}
+		})
+	}
+	for i := range n {
+		next <- i
+	}
+	close(next)
+	wg.Wait()
+	if len(errs) > 0 {
+		b.Fatal(errs[0], fmt.Sprintf(" (and %d more)", len(errs)-1))
+	}
+}
