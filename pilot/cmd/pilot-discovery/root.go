@@ -12,7 +12,10 @@ import (
 	"github.com/infermesh/infermesh/pkg/version"
 )
 
-func newRootCommand() *cobra.Command {
+func newRootCommand() *cobra.Command { return newRootCommandWith(defaultDeps()) }
+
+// newRootCommandWith is the command tree over d (tests pass fakes).
+func newRootCommandWith(d deps) *cobra.Command {
 	root := &cobra.Command{
 		Use:   "pilot-discovery",
 		Short: "infermesh control plane for Gateway API Inference Extension traffic",
@@ -20,6 +23,8 @@ func newRootCommand() *cobra.Command {
 			"each request on a pool's route goes through the pool's Endpoint Picker (ext_proc) and then\n" +
 			"to the pod:port it picked (OverrideHost load balancing).\n\n" + features.Usage(),
 		SilenceUsage: true,
+		// main prints the error once.
+		SilenceErrors: true,
 	}
 	root.AddCommand(&cobra.Command{
 		Use:   "version",
@@ -29,5 +34,6 @@ func newRootCommand() *cobra.Command {
 			fmt.Fprintln(cmd.OutOrStdout(), "pilot-discovery", version.Version)
 		},
 	})
+	root.AddCommand(newDiscoveryCommand(d), newProxyConfigCommand(), newProxyStatusCommand())
 	return root
 }

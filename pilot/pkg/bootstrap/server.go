@@ -20,6 +20,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
+	"google.golang.org/grpc"
 
 	"github.com/infermesh/infermesh/pilot/pkg/config/kube/gateway"
 	"github.com/infermesh/infermesh/pilot/pkg/features"
@@ -49,6 +50,10 @@ type Args struct {
 	// Translate are the xDS translator's knobs; InferenceEnabled and
 	// ClusterDomain are taken from Features.
 	Translate core.Options
+	// GRPCOptions are passed to the ADS server's grpc.NewServer: transport
+	// credentials (ADS over TLS) and stream interceptors (proxy
+	// authentication). Nil serves plaintext with no authentication.
+	GRPCOptions []grpc.ServerOption
 }
 
 // Server is a running pilot-discovery over a cluster.
@@ -110,6 +115,7 @@ func NewServer(args Args) (*Server, error) {
 	s.xds, err = xds.NewServer(xds.Config{
 		Gateways: gateways, Endpoints: reg.Endpoints, EPPTLS: reg.EPPTLS, Translate: translate,
 		Debounce: args.Debounce, MaxDelay: args.MaxDelay, Registry: s.registry, KrtDebug: s.krtDebug,
+		GRPCOptions: args.GRPCOptions,
 	})
 	if err != nil {
 		return nil, err

@@ -1,0 +1,243 @@
+// Copyright infermesh authors
+// SPDX-License-Identifier: Apache-2.0
+
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
+
+	"github.com/spf13/cobra"
+	"google.golang.org/grpc"
+	"k8s.io/klog/v2"
+
+	"github.com/infermesh/infermesh/pilot/pkg/bootstrap"
+	"github.com/infermesh/infermesh/pilot/pkg/features"
+	"github.com/infermesh/infermesh/pilot/pkg/xds"
+	"github.com/infermesh/infermesh/pkg/kube"
+	"github.com/infermesh/infermesh/pkg/version"
+)
+
+// discoveryOptions are the discovery command's flags.
+type discoveryOptions struct {
+	kubeconfig      string
+	kubeQPS         float32
+	kubeBurst       int
+	adsAddress      string
+	httpAddress     string
+	clusterDomain   string
+	pushDebounce    time.Duration
+	pushMaxDelay    time.Duration
+	logLevel        string
+	leaseNamespace  string
+	tlsCertFile     string
+	tlsKeyFile      string
+	plaintext       bool
+	xdsAuth         string
+	shutdownTimeout time.Duration
+}
+
+// deps is what commands read from their surroundings; tests replace it.
+type deps struct {
+	// lookupEnv reads an environment variable (os.LookupEnv).
+	lookupEnv func(string) (string, bool)
+	// home is the user's home directory ("" when unknown).
+	home string
+	// newClient builds the cluster client (newClient in kubeconfig.go).
+	newClient func(clusterSource, ...kube.Option) (*kube.Client, error)
+	// stderr receives the JSON logs.
+	stderr io.Writer
+	// serving, when set, is called with the bound ADS and HTTP addresses
+	// once both listen and the signal handler is installed.
+	serving func(ads, http net.Addr)
+}
+
+func defaultDeps() deps {
+	home, _ := os.UserHomeDir()
+	return deps{lookupEnv: os.LookupEnv, home: home, newClient: newClient, stderr: os.Stderr}
+}
+
+func newDiscoveryCommand(d deps) *cobra.Command {
+	o := &discoveryOptions{}
+	cmd := &cobra.Command{
+		Use:   "discovery",
+		Short: "Run the control plane against a cluster and serve Envoy configuration over ADS",
+		Long: "discovery watches Gateways, HTTPRoutes, InferencePools and their Services in the cluster,\n" +
+			"writes their status while holding the leader Lease, and serves each Gateway's Envoy its\n" +
+			"listeners, routes, clusters and endpoints over ADS.\n\n" +
+			"Cluster: --kubeconfig when set; else the pod's ServiceAccount when KUBERNETES_SERVICE_HOST is\n" +
+			"set; else $KUBECONFIG; else ~/.kube/config.\n\n" +
+			"ADS is served over TLS (--tls-cert-file, --tls-key-file). Serving it in plaintext needs\n" +
+			"--plaintext: anyone who can reach the port can read every Gateway's configuration.\n\n" +
+			"SIGTERM or SIGINT stops it; shutdown is bounded by --shutdown-timeout.\n\n" + features.Usage(),
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			ctx, stop := signal.NotifyContext(cmd.Context(), syscall.SIGTERM, os.Interrupt)
+			defer stop()
+			return runDiscovery(ctx, stop, o, d)
+		},
+	}
+	leaseNS := "istio-system"
+	if ns, ok := d.lookupEnv("POD_NAMESPACE"); ok && ns != "" {
+		leaseNS = ns
+	}
+	f := cmd.Flags()
+	f.StringVar(&o.kubeconfig, "kubeconfig", "", "path of a kubeconfig file (default: in-cluster when KUBERNETES_SERVICE_HOST is set, else $KUBECONFIG, else ~/.kube/config)")
+	f.Float32Var(&o.kubeQPS, "kube-qps", kube.DefaultQPS, "sustained requests per second to the API server, all clients together")
+	f.IntVar(&o.kubeBurst, "kube-burst", kube.DefaultBurst, "requests to the API server allowed above --kube-qps at once")
+	f.StringVar(&o.adsAddress, "ads-address", ":15010", "address (host:port) of the ADS gRPC server")
+	f.StringVar(&o.httpAddress, "http-address", ":15014", "address (host:port) of the HTTP server: /debug/config_dump, /debug/syncz, /debug/krtz, /debug/features, /metrics, /ready; unauthenticated and it shows every Gateway's configuration, so keep it off untrusted networks")
+	f.StringVar(&o.clusterDomain, "cluster-domain", "", "DNS suffix of Service hostnames; overrides CLUSTER_DOMAIN (default: CLUSTER_DOMAIN, else cluster.local)")
+	f.DurationVar(&o.pushDebounce, "push-debounce", xds.DefaultDebounce, "quiet period that ends a burst of changes before a push")
+	f.DurationVar(&o.pushMaxDelay, "push-max-delay", xds.DefaultMaxDelay, "longest a change waits for its push (at least --push-debounce)")
+	f.StringVar(&o.logLevel, "log-level", "info", "log level: debug, info, warn or error (JSON lines on stderr)")
+	f.StringVar(&o.leaseNamespace, "lease-namespace", leaseNS, "namespace of the leader-election Lease ($POD_NAMESPACE when set)")
+	f.StringVar(&o.tlsCertFile, "tls-cert-file", "", "PEM certificate (chain) of the ADS server; reloaded when the file changes")
+	f.StringVar(&o.tlsKeyFile, "tls-key-file", "", "PEM private key of --tls-cert-file")
+	f.BoolVar(&o.plaintext, "plaintext", false, "serve ADS without TLS (anyone who can reach --ads-address reads every Gateway's configuration)")
+	f.StringVar(&o.xdsAuth, "xds-auth", "none", "proxy authentication: none, or serviceaccount (a ServiceAccount token in the \"authorization: Bearer\" gRPC metadata, checked by TokenReview; the ServiceAccount must be in the Gateway's namespace; needs TLS)")
+	f.DurationVar(&o.shutdownTimeout, "shutdown-timeout", 15*time.Second, "how long a signalled shutdown may take before the process gives up waiting")
+	return cmd
+}
+
+// validate checks the flags alone, before anything is built. Each error
+// names the flag and what it accepts.
+func (o *discoveryOptions) validate() error {
+	var errs []error
+	hasCert, hasKey := o.tlsCertFile != "", o.tlsKeyFile != ""
+	switch {
+	case hasCert != hasKey:
+		errs = append(errs, errors.New("--tls-cert-file and --tls-key-file must be given together"))
+	case hasCert && o.plaintext:
+		errs = append(errs, errors.New("--plaintext conflicts with --tls-cert-file and --tls-key-file"))
+	case !hasCert && !o.plaintext:
+		errs = append(errs, errors.New("ADS needs TLS: set --tls-cert-file and --tls-key-file, "+
+			"or pass --plaintext to serve every Gateway's configuration unencrypted to anyone who can reach --ads-address"))
+	}
+	switch o.xdsAuth {
+	case "", "none":
+	case xdsAuthServiceAccount:
+		if o.plaintext {
+			errs = append(errs, errors.New("--xds-auth=serviceaccount needs TLS: bearer tokens must not cross the network in plaintext"))
+		}
+	default:
+		errs = append(errs, fmt.Errorf("--xds-auth %q: want none or serviceaccount", o.xdsAuth))
+	}
+	if _, err := parseLogLevel(o.logLevel); err != nil {
+		errs = append(errs, err)
+	}
+	if o.pushDebounce <= 0 {
+		errs = append(errs, fmt.Errorf("--push-debounce %s: must be positive", o.pushDebounce))
+	}
+	if o.pushMaxDelay < o.pushDebounce {
+		errs = append(errs, fmt.Errorf("--push-max-delay %s: must not be less than --push-debounce %s", o.pushMaxDelay, o.pushDebounce))
+	}
+	if o.adsAddress == "" || o.httpAddress == "" {
+		errs = append(errs, errors.New("--ads-address and --http-address must not be empty"))
+	}
+	if o.leaseNamespace == "" {
+		errs = append(errs, errors.New("--lease-namespace must not be empty"))
+	}
+	if o.kubeQPS <= 0 || o.kubeBurst < 1 {
+		errs = append(errs, fmt.Errorf("--kube-qps %v and --kube-burst %d: must be positive", o.kubeQPS, o.kubeBurst))
+	}
+	if o.shutdownTimeout <= 0 {
+		errs = append(errs, fmt.Errorf("--shutdown-timeout %s: must be positive", o.shutdownTimeout))
+	}
+	return errors.Join(errs...)
+}
+
+// runDiscovery runs the control plane until ctx ends (a signal), then stops
+// it within o.shutdownTimeout. stopSignals restores default signal handling
+// once shutdown starts, so a second signal kills the process. It returns
+// nil after a clean shutdown; an error for invalid flags or feature flags,
+// a missing cluster configuration, unusable TLS files, an address that
+// cannot be bound, a serving failure, or a shutdown that overran.
+func runDiscovery(ctx context.Context, stopSignals func(), o *discoveryOptions, d deps) error {
+	if err := o.validate(); err != nil {
+		return err
+	}
+	feats, err := features.Load(d.lookupEnv)
+	if err != nil {
+		return fmt.Errorf("environment: %w", err)
+	}
+	if o.clusterDomain != "" {
+		feats.ClusterDomain = o.clusterDomain
+	}
+	level, _ := parseLogLevel(o.logLevel)
+	log := newLogger(d.stderr, level)
+	slog.SetDefault(log)
+	klog.SetSlogLogger(log) // client-go's logs (leader election, informers) as JSON too
+
+	src, err := resolveClusterSource(o.kubeconfig, d.lookupEnv, d.home)
+	if err != nil {
+		return err
+	}
+	client, err := d.newClient(src, kube.WithQPS(o.kubeQPS), kube.WithBurst(o.kubeBurst))
+	if err != nil {
+		return fmt.Errorf("cluster client from %s: %w", src.Tried, err)
+	}
+	var grpcOpts []grpc.ServerOption
+	if !o.plaintext {
+		creds, err := serverCredentials(o.tlsCertFile, o.tlsKeyFile)
+		if err != nil {
+			return err
+		}
+		grpcOpts = append(grpcOpts, grpc.Creds(creds))
+	}
+	if o.xdsAuth == xdsAuthServiceAccount {
+		a := &saAuthenticator{reviews: client.Kube().AuthenticationV1().TokenReviews(), timeout: 10 * time.Second}
+		grpcOpts = append(grpcOpts, grpc.ChainStreamInterceptor(a.streamInterceptor()))
+	}
+	srv, err := bootstrap.NewServer(bootstrap.Args{
+		Client: client, Features: feats, LeaseNamespace: o.leaseNamespace,
+		Debounce: o.pushDebounce, MaxDelay: o.pushMaxDelay, GRPCOptions: grpcOpts,
+	})
+	if err != nil {
+		return err
+	}
+	adsLis, err := net.Listen("tcp", o.adsAddress)
+	if err != nil {
+		return fmt.Errorf("--ads-address: %w", err)
+	}
+	httpLis, err := net.Listen("tcp", o.httpAddress)
+	if err != nil {
+		_ = adsLis.Close()
+		return fmt.Errorf("--http-address: %w", err)
+	}
+	log.Info("pilot-discovery starting", "version", version.Version, "cluster", src.Tried,
+		"ads", adsLis.Addr().String(), "tls", !o.plaintext, "xdsAuth", o.xdsAuth, "http", httpLis.Addr().String(),
+		"leaseNamespace", o.leaseNamespace, "clusterDomain", feats.ClusterDomain,
+		"inferenceExtension", feats.EnableInferenceExtension, "controllerName", feats.ControllerName)
+	if d.serving != nil {
+		d.serving(adsLis.Addr(), httpLis.Addr())
+	}
+	done := make(chan error, 1)
+	go func() { done <- srv.Run(ctx, adsLis, httpLis) }()
+	select {
+	case err := <-done:
+		return err
+	case <-ctx.Done():
+	}
+	stopSignals()
+	log.Info("pilot-discovery shutting down", "timeout", o.shutdownTimeout.String())
+	t := time.NewTimer(o.shutdownTimeout)
+	defer t.Stop()
+	select {
+	case err := <-done:
+		if err == nil {
+			log.Info("pilot-discovery stopped")
+		}
+		return err
+	case <-t.C:
+		return fmt.Errorf("shutdown did not finish within --shutdown-timeout %s", o.shutdownTimeout)
+	}
+}

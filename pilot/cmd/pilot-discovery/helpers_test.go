@@ -1,0 +1,153 @@
+// Copyright infermesh authors
+// SPDX-License-Identifier: Apache-2.0
+
+package main
+
+import (
+	"bytes"
+	"context"
+	"io"
+	"log/slog"
+	"net"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"go.uber.org/goleak"
+	"google.golang.org/grpc"
+	inferencev1 "sigs.k8s.io/gateway-api-inference-extension/api/v1"
+	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
+
+	"github.com/infermesh/infermesh/pilot/pkg/model"
+	"github.com/infermesh/infermesh/pilot/pkg/networking/core"
+	"github.com/infermesh/infermesh/pilot/pkg/xds"
+	"github.com/infermesh/infermesh/pkg/kube/krt"
+	"github.com/infermesh/infermesh/pkg/test/seed"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+// Seed names, written out.
+const (
+	seedGateway       = "gateway-namespace/gateway"
+	seedShadowCluster = "outbound|54321||vllm-llama3-8b-ip-22dc7de1.llm-namespace.svc.cluster.local"
+	seedEPPCluster    = "outbound|9002||vllm-llama3-8b-epp.llm-namespace.svc.cluster.local"
+)
+
+// seedModel is the seed's Gateway as the controller translates it:
+// listener http:80, HTTPRoute llm-namespace/llm-route (llm.ssup2.com,
+// PathPrefix /) to pool vllm-llama3-8b, EPP vllm-llama3-8b-epp:9002
+// FailOpen.
+func seedModel() model.Gateway {
+	r := seed.HTTPRoute()
+	rule := r.Spec.Rules[0]
+	shadow := "vllm-llama3-8b-ip-22dc7de1"
+	pool := &model.PoolBackend{
+		Namespace: seed.Namespace, Name: seed.PoolName, ShadowService: shadow,
+		Host: shadow + "." + seed.Namespace + ".svc.cluster.local", Port: 54321,
+		TargetPorts: []int32{8000}, AppProtocol: inferencev1.AppProtocolHTTP,
+		EPP: &model.EPPBackend{
+			Service: seed.EPPName, Host: seed.EPPName + "." + seed.Namespace + ".svc.cluster.local",
+			Port: seed.EPPPort, AppProtocol: "http2", FailureMode: inferencev1.EndpointPickerFailOpen,
+		},
+	}
+	return model.Gateway{Namespace: seed.GatewayNamespace, Name: seed.GatewayName, Listeners: []model.Listener{{
+		Name: "http", Port: 80, Protocol: gwv1.HTTPProtocolType,
+		Routes: []*model.Route{{
+			Kind: "HTTPRoute", Namespace: seed.Namespace, Name: seed.RouteName,
+			CreationTimestamp: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC),
+			Hostnames:         []string{seed.Hostname},
+			Rules:             []model.Rule{{Index: 0, HTTP: &rule, Backends: []model.Backend{{Weight: 1, Pool: pool}}}},
+		}},
+	}}}
+}
+
+// seedEndpoints are the model servers 10.244.0.13-15:8000 and the EPP pod.
+func seedEndpoints() []model.ClusterEndpoints {
+	return []model.ClusterEndpoints{
+		{Cluster: seedShadowCluster, Endpoints: []model.Endpoint{
+			{Address: "10.244.0.15", Port: 8000}, {Address: "10.244.0.13", Port: 8000}, {Address: "10.244.0.14", Port: 8000},
+		}},
+		{Cluster: seedEPPCluster, Endpoints: []model.Endpoint{{Address: "10.244.0.16", Port: 9002}}},
+	}
+}
+
+// seedTranslate are the translator options the in-process server uses.
+var seedTranslate = core.Options{InferenceEnabled: true}
+
+// xdsEnv is an in-process xds.Server over static collections, serving ADS
+// on 127.0.0.1 and its debug handler over httptest.
+type xdsEnv struct {
+	ads  string
+	http *httptest.Server
+}
+
+// startXDS runs an xds.Server with the seed Gateway and its endpoints;
+// grpcOpts go to grpc.NewServer. Everything stops at test cleanup.
+func startXDS(t *testing.T, grpcOpts ...grpc.ServerOption) *xdsEnv {
+	t.Helper()
+	stop := make(chan struct{})
+	gws := krt.NewStaticCollection(nil, []model.Gateway{seedModel()}, krt.WithStop(stop))
+	eps := krt.NewStaticCollection(nil, seedEndpoints(), krt.WithStop(stop))
+	tls := krt.NewStaticCollection[model.EPPTLS](nil, nil, krt.WithStop(stop))
+	srv, err := xds.NewServer(xds.Config{
+		Gateways: gws, Endpoints: eps, EPPTLS: tls, Translate: seedTranslate,
+		Debounce: 10 * time.Millisecond, MaxDelay: 50 * time.Millisecond,
+		Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), GRPCOptions: grpcOpts,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- srv.Run(ctx, lis) }()
+	e := &xdsEnv{ads: lis.Addr().String(), http: httptest.NewServer(srv.Handler())}
+	t.Cleanup(func() {
+		e.http.Close()
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("xds Run: %v", err)
+		}
+		close(stop)
+	})
+	return e
+}
+
+// run executes the command tree with args and returns stdout and the error.
+func run(t *testing.T, d deps, args ...string) (string, error) {
+	t.Helper()
+	var out, errOut bytes.Buffer
+	cmd := newRootCommandWith(d)
+	cmd.SetOut(&out)
+	cmd.SetErr(&errOut)
+	cmd.SetArgs(args)
+	err := cmd.Execute()
+	return out.String(), err
+}
+
+// wantErr fails unless err contains every fragment.
+func wantErr(t *testing.T, err error, fragments ...string) {
+	t.Helper()
+	if err == nil {
+		t.Fatalf("no error, want one containing %q", fragments)
+	}
+	for _, f := range fragments {
+		if !strings.Contains(err.Error(), f) {
+			t.Errorf("error %q lacks %q", err, f)
+		}
+	}
+}
+
+// envOf is a lookupEnv over kv pairs.
+func envOf(kv ...string) func(string) (string, bool) {
+	m := map[string]string{}
+	for i := 0; i+1 < len(kv); i += 2 {
+		m[kv[i]] = kv[i+1]
+	}
+	return func(k string) (string, bool) { v, ok := m[k]; return v, ok }
+}

@@ -1,0 +1,123 @@
+// Copyright infermesh authors
+// SPDX-License-Identifier: Apache-2.0
+
+package main
+
+import (
+	"context"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	discoveryv3 "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
+	resourcev3 "github.com/envoyproxy/go-control-plane/pkg/resource/v3"
+	"github.com/google/go-cmp/cmp"
+	rpcstatus "google.golang.org/genproto/googleapis/rpc/status"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+)
+
+const fixedSyncz = `[
+  {"stream": 1, "delta": false, "node": "router~10.244.0.20~gw-1.gateway-namespace", "gateway": "gateway-namespace/gateway",
+   "types": {
+     "cds": {"sent": "00000000000000aa", "acked": "00000000000000aa"},
+     "lds": {"sent": "00000000000000bb"},
+     "eds": {"sent": "00000000000000cc", "acked": "00000000000000c0", "nacked": "00000000000000cc", "nackMessage": "bad endpoint"}
+   }},
+  {"stream": 2, "delta": true, "node": "envoy-2", "gatewayError": "node \"envoy-2\": node.metadata must carry the Gateway", "types": {}}
+]`
+
+// Written by hand: one row per stream, a cell per type, the NACK's error
+// after the table.
+const fixedProxyStatus = `NAME                                          GATEWAY                             STREAM     CDS                           LDS                                        EDS                           RDS
+router~10.244.0.20~gw-1.gateway-namespace     gateway-namespace/gateway           sotw       SYNCED (00000000000000aa)     STALE (sent 00000000000000bb, acked -)     NACKED (00000000000000cc)     NOT SENT
+envoy-2                                       - (no Gateway in node metadata)     delta      NOT SENT                      NOT SENT                                   NOT SENT                      NOT SENT
+
+NACKs:
+  router~10.244.0.20~gw-1.gateway-namespace gateway-namespace/gateway EDS 00000000000000cc: bad endpoint
+`
+
+func TestProxyStatusTable(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path != "/debug/syncz" {
+			http.NotFound(w, r)
+			return
+		}
+		_, _ = w.Write([]byte(fixedSyncz))
+	}))
+	defer srv.Close()
+	out, err := run(t, defaultDeps(), "proxy-status", "--http-address", strings.TrimPrefix(srv.URL, "http://"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d := cmp.Diff(fixedProxyStatus, out); d != "" {
+		t.Errorf("(-want +got):\n%s", d)
+	}
+}
+
+func TestProxyStatusErrors(t *testing.T) {
+	srv := httptest.NewServer(http.NotFoundHandler())
+	defer srv.Close()
+	_, err := run(t, defaultDeps(), "proxy-status", "--http-address", srv.URL)
+	wantErr(t, err, "/debug/syncz", "404")
+	_, err = run(t, defaultDeps(), "proxy-status", "--http-address", srv.URL, "-o", "yaml")
+	wantErr(t, err, `-o "yaml": want short or json`)
+}
+
+// TestProxyStatusLive: a proxy that acked CDS and nacked LDS, as the
+// running server's /debug/syncz reports it.
+func TestProxyStatusLive(t *testing.T) {
+	e := startXDS(t)
+	conn, err := grpc.NewClient(e.ads, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = conn.Close() }()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	s, err := discoveryv3.NewAggregatedDiscoveryServiceClient(conn).StreamAggregatedResources(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	node := proxyNode(gatewayRef{"gateway-namespace", "gateway"})
+	node.Id = "router~10.244.0.20~gw-1.gateway-namespace"
+	for _, step := range []struct {
+		typeURL string
+		nack    bool
+	}{{resourcev3.ClusterType, false}, {resourcev3.ListenerType, true}} {
+		if err := s.Send(&discoveryv3.DiscoveryRequest{TypeUrl: step.typeURL, Node: node}); err != nil {
+			t.Fatal(err)
+		}
+		r, err := s.Recv()
+		if err != nil {
+			t.Fatal(err)
+		}
+		ack := &discoveryv3.DiscoveryRequest{TypeUrl: step.typeURL, ResponseNonce: r.GetNonce(), VersionInfo: r.GetVersionInfo()}
+		if step.nack {
+			ack.VersionInfo = ""
+			ack.ErrorDetail = &rpcstatus.Status{Message: "rejected by test"}
+		}
+		if err := s.Send(ack); err != nil {
+			t.Fatal(err)
+		}
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		out, err := run(t, defaultDeps(), "proxy-status", "--http-address", e.http.URL)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if strings.Contains(out, "SYNCED (") && strings.Contains(out, "NACKED (") && strings.Contains(out, "rejected by test") {
+			if !strings.Contains(out, "router~10.244.0.20~gw-1.gateway-namespace     gateway-namespace/gateway     sotw") {
+				t.Errorf("row lacks node, Gateway and stream:\n%s", out)
+			}
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("proxy-status never showed the ACK and the NACK:\n%s", out)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
