@@ -91,7 +91,7 @@ func (w *OwnedWriter[O, AC]) Run(ctx context.Context) {
 }
 
 func (w *OwnedWriter[O, AC]) register(enqueue func(string)) []krt.HandlerRegistration {
-	return registerSources(w.cfg.Desired, Desired[AC].ResourceName, w.cfg.Live, enqueue)
+	return registerSources(w.cfg.Desired, Desired[AC].ResourceName, w.cfg.Live, nil, enqueue)
 }
 
 // sync makes the object key match its current desired state.

@@ -82,7 +82,7 @@ func (w *OwnedStatusWriter[O, S, AC]) Run(ctx context.Context) {
 }
 
 func (w *OwnedStatusWriter[O, S, AC]) register(enqueue func(string)) []krt.HandlerRegistration {
-	return registerSources(w.cfg.Desired, krt.GetKey[S], w.cfg.Live, enqueue)
+	return registerSources(w.cfg.Desired, krt.GetKey[S], w.cfg.Live, nil, enqueue)
 }
 
 func (w *OwnedStatusWriter[O, S, AC]) sync(ctx context.Context, key string) error {

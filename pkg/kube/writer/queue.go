@@ -100,20 +100,31 @@ func enqueueBatch[T any](key func(T) string, enqueue func(string)) func([]krt.Ev
 // registerSources subscribes enqueue to the desired collection (its current
 // state replayed, so a new term enqueues every key) and, when live is set, to
 // changes of live objects whose key is desired (drift, or a status write that
-// dropped our entries).
+// dropped our entries). When ours is set, live objects for which it reports
+// something of ours are enqueued too, desired or not, and the live state is
+// replayed at the start of the term: that is how entries of ours that are no
+// longer desired get removed even when they became undesired while no
+// replica was leading.
 func registerSources[D any, O interface {
 	GetNamespace() string
 	GetName() string
-}](desired krt.Collection[D], desiredKey func(D) string, live krt.Collection[O], enqueue func(string)) []krt.HandlerRegistration {
+}](desired krt.Collection[D], desiredKey func(D) string, live krt.Collection[O], ours func(O) bool, enqueue func(string),
+) []krt.HandlerRegistration {
 	regs := []krt.HandlerRegistration{desired.RegisterBatch(enqueueBatch(desiredKey, enqueue), true)}
-	if live != nil {
-		regs = append(regs, live.RegisterBatch(enqueueBatch(func(o O) string {
-			return o.GetNamespace() + "/" + o.GetName()
-		}, func(key string) {
-			if desired.GetKey(key) != nil {
+	if live == nil {
+		return regs
+	}
+	handle := func(events []krt.Event[O]) {
+		for _, e := range events {
+			o := e.Latest()
+			key := o.GetNamespace() + "/" + o.GetName()
+			if o.GetNamespace() == "" {
+				key = o.GetName()
+			}
+			if desired.GetKey(key) != nil || (ours != nil && e.New != nil && ours(*e.New)) {
 				enqueue(key)
 			}
-		}), false))
+		}
 	}
-	return regs
+	return append(regs, live.RegisterBatch(handle, ours != nil))
 }

@@ -91,8 +91,23 @@ func (w *StatusWriter[O, P]) Run(ctx context.Context) {
 }
 
 func (w *StatusWriter[O, P]) register(enqueue func(string)) []krt.HandlerRegistration {
-	// Deletes of desired statuses are enqueued too: our entries are then removed.
-	return registerSources(w.cfg.Desired, DesiredStatus[P].ResourceName, w.cfg.Live, enqueue)
+	// Deletes of desired statuses are enqueued too: our entries are then
+	// removed. Live objects that still carry an entry of ours are enqueued
+	// whether desired or not, also at the start of a term, so entries that
+	// stopped being desired while no replica led are removed too.
+	return registerSources(w.cfg.Desired, DesiredStatus[P].ResourceName, w.cfg.Live, w.hasOurEntry, enqueue)
+}
+
+// hasOurEntry reports whether obj's status.parents has an entry with our
+// controllerName.
+func (w *StatusWriter[O, P]) hasOurEntry(obj O) bool {
+	ps := w.cfg.Parents(obj)
+	for i := range ps {
+		if w.cfg.Access.Controller(&ps[i]) == w.cfg.Controller {
+			return true
+		}
+	}
+	return false
 }
 
 // sync writes our entries of key's status.parents: the desired ones, or none

@@ -224,3 +224,43 @@ func TestStatusStampsZeroTransitionTimes(t *testing.T) {
 		t.Errorf("lastTransitionTime moved from %v to %v", got, again)
 	}
 }
+
+// An entry of ours on an object that is no longer desired (it stopped being
+// desired while no replica led) is removed at the start of the next term:
+// the live state is replayed and objects carrying our entries are enqueued.
+func TestStatusNewTermRemovesStaleEntries(t *testing.T) {
+	stop := make(chan struct{})
+	defer close(stop)
+	r := route(parent("example.com/other", "gw", "Theirs"), parent(ourController, "gw2", "Accepted"))
+	client := gatewayfake.NewSimpleClientset(r)
+	desired := krt.NewStaticCollection[routeStatus](nil, nil, krt.WithStop(stop))
+	live := krt.NewStaticCollection[*gatewayv1.HTTPRoute](nil, []*gatewayv1.HTTPRoute{r}, krt.WithStop(stop))
+	w, err := NewStatusWriter(StatusConfig[*gatewayv1.HTTPRoute, gatewayv1.RouteParentStatus]{
+		Name: "test", Desired: desired, Live: live, Controller: ourController, Access: routeParents,
+		Get: func(ctx context.Context, ns, name string) (*gatewayv1.HTTPRoute, error) {
+			return client.GatewayV1().HTTPRoutes(ns).Get(ctx, name, metav1.GetOptions{})
+		},
+		Parents: func(r *gatewayv1.HTTPRoute) []gatewayv1.RouteParentStatus { return r.Status.Parents },
+		WithParents: func(r *gatewayv1.HTTPRoute, p []gatewayv1.RouteParentStatus) *gatewayv1.HTTPRoute {
+			r = r.DeepCopy()
+			r.Status.Parents = p
+			return r
+		},
+		UpdateStatus: func(ctx context.Context, r *gatewayv1.HTTPRoute) error {
+			_, err := client.GatewayV1().HTTPRoutes(r.Namespace).UpdateStatus(ctx, r, metav1.UpdateOptions{})
+			return err
+		},
+		IsLeader: func() bool { return true }, RateLimiter: fastLimiter,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); w.Run(ctx) }()
+	defer func() { cancel(); <-done }()
+	waitFor(t, "our stale entry removed, theirs kept", func() bool {
+		got, err := client.GatewayV1().HTTPRoutes("ns").Get(context.Background(), "r", metav1.GetOptions{})
+		return err == nil && len(got.Status.Parents) == 1 && got.Status.Parents[0].ControllerName == "example.com/other"
+	})
+}
