@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	tlsv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/transport_sockets/tls/v3"
+	"k8s.io/utils/ptr"
 	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
 
 	"github.com/infermesh/infermesh/pilot/pkg/model"
@@ -56,10 +57,45 @@ func TestListenerWithoutInferenceHasNoExtProc(t *testing.T) {
 	if got := strings.Join(filterNames(t, res, "0.0.0.0_80"), ","); got != FilterCORS+","+FilterRouter {
 		t.Errorf("HTTP filters %s, want cors,router", got)
 	}
-	// A pool backend without the inference flag is refused, not silently
-	// routed around its EPP.
-	if _, err := BuildGateway(seedGateway(), seedInputs(), Options{}); err == nil {
-		t.Error("pool backend with inference disabled: no error")
+	// A pool backend without the inference flag is answered 500, not
+	// silently routed around its EPP, and the rest of the Gateway builds.
+	res = build(t, seedGateway(), seedInputs(), Options{})
+	rs := routesOf(t, res, "http.80", "llm.ssup2.com:80")
+	if len(rs) != 1 || rs[0].GetDirectResponse().GetStatus() != 500 {
+		t.Errorf("pool backend with inference disabled: routes %v, want one direct 500", rs)
+	}
+}
+
+// One rule that cannot be translated (a regular expression RE2 rejects, a
+// mirror to a kind that is not a Service) costs only that rule: the other
+// routes of the Gateway are built.
+func TestBadRuleDoesNotFailTheGateway(t *testing.T) {
+	regex := gwv1.PathMatchRegularExpression
+	bad := httpRoute("web", "bad", nil,
+		model.Rule{HTTP: &gwv1.HTTPRouteRule{Matches: []gwv1.HTTPRouteMatch{{Path: &gwv1.HTTPPathMatch{Type: &regex, Value: ptr.To("/(a")}}}},
+			Backends: []model.Backend{{Weight: 1, Service: svc("web", "site", 80)}}},
+		model.Rule{HTTP: &gwv1.HTTPRouteRule{Filters: []gwv1.HTTPRouteFilter{{Type: gwv1.HTTPRouteFilterRequestMirror,
+			RequestMirror: &gwv1.HTTPRequestMirrorFilter{BackendRef: gwv1.BackendObjectReference{
+				Group: ptr.To(gwv1.Group("inference.networking.k8s.io")), Kind: ptr.To(gwv1.Kind("InferencePool")), Name: "p"}}}}},
+			Backends: []model.Backend{{Weight: 1, Service: svc("web", "site", 80)}}})
+	good := httpRoute("web", "good", nil, model.Rule{Backends: []model.Backend{{Weight: 1, Service: svc("web", "site", 80)}}})
+	gw := gateway(bad, good)
+	res := build(t, gw, Inputs{}, Options{})
+	var direct500, routed int
+	for _, rc := range res.Routes {
+		for _, vh := range rc.VirtualHosts {
+			for _, r := range vh.Routes {
+				switch {
+				case r.GetDirectResponse().GetStatus() == 500:
+					direct500++
+				case r.GetRoute().GetCluster() != "":
+					routed++
+				}
+			}
+		}
+	}
+	if direct500 != 1 || routed != 1 {
+		t.Errorf("%d direct 500 and %d routed, want 1 and 1 (the bad regex match left out, the bad mirror rule 500, the good route routed)", direct500, routed)
 	}
 }
 

@@ -5,6 +5,7 @@ package core
 
 import (
 	"fmt"
+	"log/slog"
 	"sort"
 	"strconv"
 	"time"
@@ -127,7 +128,8 @@ func buildRoutes(r *model.Route, g portGroup, opts Options) ([]routeEntry, error
 			for i := range ms {
 				m, err := httpMatch(&ms[i])
 				if err != nil {
-					return nil, fmt.Errorf("rule %d match %d: %w", rule.Index, i, err)
+					skipMatch(r, rule.Index, i, err)
+					continue
 				}
 				matches = append(matches, m)
 			}
@@ -139,7 +141,8 @@ func buildRoutes(r *model.Route, g portGroup, opts Options) ([]routeEntry, error
 			for i := range ms {
 				m, err := grpcMatch(&ms[i])
 				if err != nil {
-					return nil, fmt.Errorf("rule %d match %d: %w", rule.Index, i, err)
+					skipMatch(r, rule.Index, i, err)
+					continue
 				}
 				matches = append(matches, m)
 			}
@@ -149,7 +152,11 @@ func buildRoutes(r *model.Route, g portGroup, opts Options) ([]routeEntry, error
 		for mi, m := range matches {
 			rt, err := buildAction(r, rule, m, g, opts)
 			if err != nil {
-				return nil, fmt.Errorf("rule %d: %w", rule.Index, err)
+				// One rule that cannot be translated must not take the
+				// Gateway's other routes down with it: its requests get 500.
+				slog.Warn("xds: route rule cannot be translated; its requests get HTTP 500",
+					"route", r.Kind+"/"+r.Namespace+"/"+r.Name, "rule", rule.Index, "error", err)
+				rt = &routev3.Route{Action: &routev3.Route_DirectResponse{DirectResponse: &routev3.DirectResponseAction{Status: 500}}}
 			}
 			rt.Name = fmt.Sprintf("%s.%s.%d", r.Namespace, r.Name, rule.Index)
 			rt.Match = m.match
@@ -389,4 +396,13 @@ func backendAction(backends []model.Backend, opts Options) (*routev3.RouteAction
 		ra.ClusterNotFoundResponseCode = routev3.RouteAction_INTERNAL_SERVER_ERROR
 	}
 	return ra, nil, nil
+}
+
+// skipMatch logs a match of a route rule that cannot be translated (for
+// example a RegularExpression path Envoy's RE2 rejects); the match is left
+// out, so its requests fall to other routes, and the rest of the Gateway is
+// unaffected.
+func skipMatch(r *model.Route, rule, match int, err error) {
+	slog.Warn("xds: route match cannot be translated; it is left out",
+		"route", r.Kind+"/"+r.Namespace+"/"+r.Name, "rule", rule, "match", match, "error", err)
 }
