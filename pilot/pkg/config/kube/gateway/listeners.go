@@ -41,8 +41,9 @@ type ListenerView struct {
 	// Hostname is spec.listeners[].hostname, "" for any.
 	Hostname string
 	// Accepted, with Reason and Message of Accepted=False: the protocol is
-	// HTTP or HTTPS, an HTTPS listener terminates TLS with certificateRefs,
-	// and allowedRoutes.namespaces is usable.
+	// HTTP (HTTPS is validated, then refused as UnsupportedProtocol until
+	// certificates are served to proxies), and allowedRoutes.namespaces is
+	// usable.
 	Accepted bool
 	Reason   gwv1.ListenerConditionReason
 	Message  string
@@ -125,6 +126,11 @@ func newListenerView(ns string, l gwv1.Listener) ListenerView {
 		case len(l.TLS.CertificateRefs) == 0:
 			reject(gwv1.ListenerReasonUnsupportedValue, "an HTTPS listener needs tls.certificateRefs")
 			v.ResolvedRefs, v.RefsReason, v.RefsMessage = false, gwv1.ListenerReasonInvalidCertificateRef, "tls.certificateRefs is empty"
+		default:
+			// Said plainly rather than accepted and never served: the ADS
+			// server does not deliver certificates (SDS) yet.
+			reject(gwv1.ListenerReasonUnsupportedProtocol, "HTTPS listeners are not served yet: this version does not deliver "+
+				"certificates to the proxies; use an HTTP listener, or terminate TLS in front of the Gateway")
 		}
 	default:
 		reject(gwv1.ListenerReasonUnsupportedProtocol, "protocol %q is not supported: only HTTP and HTTPS", l.Protocol)

@@ -53,8 +53,9 @@ func TestListenerAcceptance(t *testing.T) {
 		kinds                  []string
 	}{
 		{name: "HTTP", listener: gwv1.Listener{Protocol: gwv1.HTTPProtocolType}, accepted: true, resolvedRefs: true, kinds: []string{"HTTPRoute", "GRPCRoute"}},
+		// Valid, but not served until certificates reach the proxies (SDS).
 		{name: "HTTPS with certificateRefs", listener: gwv1.Listener{Protocol: gwv1.HTTPSProtocolType, TLS: tls(gwv1.TLSModeTerminate, 1)},
-			accepted: true, resolvedRefs: true, kinds: []string{"HTTPRoute", "GRPCRoute"}},
+			reason: gwv1.ListenerReasonUnsupportedProtocol, resolvedRefs: true, kinds: []string{"HTTPRoute", "GRPCRoute"}},
 		{name: "HTTPS without certificateRefs", listener: gwv1.Listener{Protocol: gwv1.HTTPSProtocolType, TLS: tls(gwv1.TLSModeTerminate, 0)},
 			reason: gwv1.ListenerReasonUnsupportedValue, refsReason: gwv1.ListenerReasonInvalidCertificateRef, kinds: []string{"HTTPRoute", "GRPCRoute"}},
 		{name: "HTTPS without tls", listener: gwv1.Listener{Protocol: gwv1.HTTPSProtocolType},
