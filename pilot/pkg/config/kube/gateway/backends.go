@@ -180,7 +180,10 @@ func poolBackend(pool *inferencev1.InferencePool, lk BackendLookups, domain stri
 		pb.TargetPorts = append(pb.TargetPorts, int32(p.Number))
 	}
 	r := pool.Spec.EndpointPickerRef
-	if r == nil {
+	if r == nil || ptr.Deref(r.Group, "") != "" || (r.Kind != "" && r.Kind != serviceKind) || r.Name == "" {
+		// No usable EPP (the pool's status says InvalidExtensionRef or
+		// EndpointPickerRefMissing): the translator answers 500 rather
+		// than calling something that is not the pool's EPP Service.
 		return pb
 	}
 	pb.EPP = &EPPBackend{Service: string(r.Name), Host: serviceFQDN(string(r.Name), pool.Namespace, domain), FailureMode: FailureMode(pool)}

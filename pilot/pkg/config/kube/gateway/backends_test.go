@@ -13,6 +13,8 @@ import (
 	"k8s.io/utils/ptr"
 	inferencev1 "sigs.k8s.io/gateway-api-inference-extension/api/v1"
 	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
+
+	"github.com/infermesh/infermesh/pkg/test/seed"
 )
 
 // testLookups serves the seed's pool and EPP Service in llm-namespace, a
@@ -237,5 +239,25 @@ func TestRouteResolvedRefs(t *testing.T) {
 	}
 	if ok, reason, _ := RouteResolvedRefs(nil); !ok || reason != gwv1.RouteReasonResolvedRefs {
 		t.Errorf("no backends: %v %s", ok, reason)
+	}
+}
+
+// An endpointPickerRef of the wrong group or kind gives no EPP to call, even
+// if a Service of that name exists.
+func TestPoolBackendIgnoresInvalidEPPRef(t *testing.T) {
+	for _, mutate := range []func(r *inferencev1.EndpointPickerRef){
+		func(r *inferencev1.EndpointPickerRef) { r.Group = ptr.To(inferencev1.Group("example.com")) },
+		func(r *inferencev1.EndpointPickerRef) { r.Kind = "ConfigMap" },
+	} {
+		pool := seed.InferencePool()
+		mutate(pool.Spec.EndpointPickerRef)
+		lk := BackendLookups{
+			Pool:    func(types.NamespacedName) *inferencev1.InferencePool { return pool },
+			Service: func(types.NamespacedName) *corev1.Service { return seed.EPPService() },
+		}
+		got := ResolveBackendRef(HTTPRouteKind, seed.Namespace, poolRef("", seed.PoolName), lk, enabled)
+		if got.Pool == nil || got.Pool.EPP != nil {
+			t.Errorf("ref %+v: pool backend %+v, want one without EPP", pool.Spec.EndpointPickerRef, got.Pool)
+		}
 	}
 }
