@@ -92,7 +92,7 @@ func grpcMatch(m *gwv1.GRPCRouteMatch) (matchResult, error) {
 	var res matchResult
 	rm := &routev3.RouteMatch{PathSpecifier: &routev3.RouteMatch_Prefix{Prefix: "/"}}
 	res.match = rm
-	res.key.pathKind, res.key.pathLen = pathPrefix, 1
+	res.key.pathKind, res.key.pathLen = pathGRPC, 0
 	if m == nil {
 		return res, nil
 	}
@@ -106,11 +106,9 @@ func grpcMatch(m *gwv1.GRPCRouteMatch) (matchResult, error) {
 		case !regex && svc != "" && meth != "":
 			p := "/" + svc + "/" + meth
 			rm.PathSpecifier = &routev3.RouteMatch_Path{Path: p}
-			res.key.pathKind, res.key.pathLen = pathExact, len(p)
 		case !regex && svc != "":
 			p := "/" + svc + "/"
 			rm.PathSpecifier = &routev3.RouteMatch_Prefix{Prefix: p}
-			res.key.pathKind, res.key.pathLen = pathPrefix, len(p)
 		default:
 			part := func(v string) string {
 				switch {
@@ -127,8 +125,8 @@ func grpcMatch(m *gwv1.GRPCRouteMatch) (matchResult, error) {
 				return res, fmt.Errorf("gRPC method regular expression %q: %w", re, err)
 			}
 			rm.PathSpecifier = &routev3.RouteMatch_SafeRegex{SafeRegex: &matcherv3.RegexMatcher{Regex: re}}
-			res.key.pathKind, res.key.pathLen = pathRegex, len(svc)+len(meth)
 		}
+		res.key.pathLen = grpcPathLen(svc, meth)
 	}
 	hs := make([]headerMatch, len(m.Headers))
 	for i, h := range m.Headers {

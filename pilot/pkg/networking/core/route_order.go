@@ -8,12 +8,20 @@ import (
 	"time"
 )
 
-// Path match kinds, most specific first in route order.
+// Path match kinds, most specific first in route order. pathGRPC is every
+// GRPCRoute match: those are ordered among themselves by service, then
+// method length (grpcPathLen), not by match type.
 const (
-	pathPrefix = iota + 1
+	pathGRPC = iota
+	pathPrefix
 	pathRegex
 	pathExact
 )
+
+// grpcPathLen is the pathLen of a GRPCRoute match: the Gateway API orders
+// GRPCRoute rules by the characters of the matching service, then of the
+// method (each at most 1,024 by the CRD's validation).
+func grpcPathLen(service, method string) int { return len(service)*4096 + len(method) }
 
 // orderKey places one Envoy route (one match of one rule) among the others
 // of its virtual host. Envoy takes the first route that matches, so routes
@@ -29,9 +37,8 @@ const (
 //  6. namespace/name alphabetically;
 //  7. rule index, then match index, within the route.
 //
-// GRPCRoute matches map onto the same key: service and method both exact is
-// an Exact path, service alone a prefix "/<service>/", anything else a
-// regex.
+// GRPCRoute matches (GRPCRouteRule precedence) use pathGRPC and order by
+// the service's characters, then the method's, before headers.
 type orderKey struct {
 	pathKind  int
 	pathLen   int

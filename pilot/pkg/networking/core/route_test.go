@@ -318,3 +318,28 @@ func TestRedirectPortAndPrefix(t *testing.T) {
 		}
 	}
 }
+
+// GRPCRoute rules are ordered by the characters of the matching service,
+// then of the method (Gateway API GRPCRouteRule precedence), whatever the
+// match type: a service-only match wins over a method-only one.
+func TestGRPCRoutePrecedence(t *testing.T) {
+	svcOnly := &gwv1.GRPCMethodMatch{Service: ptr.To("helloworld.Greeter")}
+	methodOnly := &gwv1.GRPCMethodMatch{Method: ptr.To("SayHello")}
+	both := &gwv1.GRPCMethodMatch{Service: ptr.To("helloworld.Greeter"), Method: ptr.To("SayHello")}
+	rule := func(m *gwv1.GRPCMethodMatch, backend string) model.Rule {
+		return model.Rule{GRPC: &gwv1.GRPCRouteRule{Matches: []gwv1.GRPCRouteMatch{{Method: m}}}, Backends: backendTo(backend)}
+	}
+	r := httpRoute("ns", "grpc", nil, rule(methodOnly, "method"), rule(svcOnly, "service"), rule(both, "both"), rule(nil, "any"))
+	r.Kind = "GRPCRoute"
+	res := build(t, gateway(r), Inputs{}, Options{})
+	var got []string
+	for _, rt := range routesOf(t, res, "http.80", "*:80") {
+		got = append(got, describe(rt))
+	}
+	want := []string{"both", "service", "method", "any"}
+	for i, w := range want {
+		if i >= len(got) || !strings.HasSuffix(got[i], " "+w) {
+			t.Fatalf("route order:\n%s\nwant backends in order %v", strings.Join(got, "\n"), want)
+		}
+	}
+}
