@@ -134,9 +134,14 @@ type RouteResult struct {
 
 // RuleResult is one route rule with its backendRefs resolved.
 type RuleResult struct {
+	// HTTP or GRPC is the rule as the translator gets it: as written, less
+	// RequestMirror filters whose backendRef did not resolve.
 	HTTP     *gwv1.HTTPRouteRule
 	GRPC     *gwv1.GRPCRouteRule
 	Backends []ResolvedBackend
+	// MirrorErrors are the RequestMirror backendRefs that did not resolve;
+	// they count in the route's ResolvedRefs condition.
+	MirrorErrors []ResolvedBackend
 	// Filters are the backendRefs' own filters, per backend.
 	HTTPFilters [][]gwv1.HTTPRouteFilter
 	GRPCFilters [][]gwv1.GRPCRouteFilter
@@ -252,10 +257,14 @@ func Build(in Inputs, opts Options) Outputs {
 		}
 		res := &RouteResult{Route: route, Generation: meta.Generation, Created: meta.CreationTimestamp.Time,
 			Parents: parents, Rules: rules}
+		resolveRef := func(kind, ns string, ref gwv1.BackendRef) ResolvedBackend {
+			return ResolveBackendRef(kind, ns, ref, lk, backendOpts)
+		}
 		for i := range res.Rules {
 			for _, ref := range refs(i) {
-				res.Rules[i].Backends = append(res.Rules[i].Backends, ResolveBackendRef(route.Kind, route.Namespace, ref, lk, backendOpts))
+				res.Rules[i].Backends = append(res.Rules[i].Backends, resolveRef(route.Kind, route.Namespace, ref))
 			}
+			dropUnresolvedMirrors(&res.Rules[i], route, resolveRef)
 		}
 		res.Pools = referencedPools(res.Rules)
 		return res
@@ -443,6 +452,7 @@ func RouteParentStatuses(r RouteResult, controller string) []gwv1.RouteParentSta
 	var all []ResolvedBackend
 	for _, rule := range r.Rules {
 		all = append(all, rule.Backends...)
+		all = append(all, rule.MirrorErrors...)
 	}
 	refsOK, refsReason, refsMsg := RouteResolvedRefs(all)
 	cond := func(typ string, ok bool, reason, msg string) metav1.Condition {
@@ -525,4 +535,45 @@ func modelRoute(r *RouteResult) *model.Route {
 		mr.Rules = append(mr.Rules, rr)
 	}
 	return mr
+}
+
+// dropUnresolvedMirrors removes from rule the RequestMirror filters (of the
+// rule and of its backendRefs) whose backendRef does not resolve, recording
+// why in rule.MirrorErrors. The rule is copied before it is changed: it
+// points into the informer's object.
+func dropUnresolvedMirrors(rule *RuleResult, route Route, resolve func(kind, ns string, ref gwv1.BackendRef) ResolvedBackend) {
+	switch {
+	case rule.HTTP != nil:
+		fs, failed := permittedHTTPFilters(route.Kind, route.Namespace, rule.HTTP.Filters, resolve)
+		if failed != nil {
+			cp := *rule.HTTP
+			cp.Filters = fs
+			rule.HTTP = &cp
+			rule.MirrorErrors = append(rule.MirrorErrors, failed...)
+		}
+		for j, bfs := range rule.HTTPFilters {
+			fs, failed := permittedHTTPFilters(route.Kind, route.Namespace, bfs, resolve)
+			if failed != nil {
+				rule.HTTPFilters = slices.Clone(rule.HTTPFilters)
+				rule.HTTPFilters[j] = fs
+				rule.MirrorErrors = append(rule.MirrorErrors, failed...)
+			}
+		}
+	case rule.GRPC != nil:
+		fs, failed := permittedGRPCFilters(route.Kind, route.Namespace, rule.GRPC.Filters, resolve)
+		if failed != nil {
+			cp := *rule.GRPC
+			cp.Filters = fs
+			rule.GRPC = &cp
+			rule.MirrorErrors = append(rule.MirrorErrors, failed...)
+		}
+		for j, bfs := range rule.GRPCFilters {
+			fs, failed := permittedGRPCFilters(route.Kind, route.Namespace, bfs, resolve)
+			if failed != nil {
+				rule.GRPCFilters = slices.Clone(rule.GRPCFilters)
+				rule.GRPCFilters[j] = fs
+				rule.MirrorErrors = append(rule.MirrorErrors, failed...)
+			}
+		}
+	}
 }

@@ -394,3 +394,43 @@ func TestShadowServiceOwnerReference(t *testing.T) {
 		t.Errorf("owner references = %+v", got)
 	}
 }
+
+// A RequestMirror to a Service in another namespace needs a ReferenceGrant:
+// without one the route says RefNotPermitted and the translator never sees
+// the mirror; the rest of the rule is kept.
+func TestMirrorNeedsReferenceGrant(t *testing.T) {
+	route := seed.HTTPRoute()
+	route.Spec.Rules[0].Filters = []gwv1.HTTPRouteFilter{{Type: gwv1.HTTPRouteFilterRequestMirror,
+		RequestMirror: &gwv1.HTTPRequestMirrorFilter{BackendRef: gwv1.BackendObjectReference{
+			Name: "shadow-traffic", Namespace: ptr.To(gwv1.Namespace("audit")), Port: ptr.To(gwv1.PortNumber(80))}}}}
+	target := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: "audit", Name: "shadow-traffic"}}
+	p := newPipeline(t, true, seed.GatewayClassObject(), seed.Gateway(), route, seed.InferencePool(), seed.EPPService(), target)
+	p.eventually("RefNotPermitted for the mirror", func() bool {
+		rs := p.routeStatus(seed.Namespace, seed.RouteName)
+		return len(rs) == 1 && rs[0].Conditions[1].Reason == "RefNotPermitted"
+	}, func() string { return fmt.Sprint(p.routeStatus(seed.Namespace, seed.RouteName)) })
+	mirrors := func() int {
+		gw := p.out.Translator.GetKey(seed.GatewayNamespace + "/" + seed.GatewayName)
+		if gw == nil || len(gw.Listeners[0].Routes) != 1 {
+			return -1
+		}
+		return len(gw.Listeners[0].Routes[0].Rules[0].HTTP.Filters)
+	}
+	if n := mirrors(); n != 0 {
+		t.Fatalf("translator rule has %d filters, want the refused mirror dropped", n)
+	}
+	p.add(&gwv1.ReferenceGrant{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "audit", Name: "allow-mirror"},
+		Spec: gwv1.ReferenceGrantSpec{
+			From: []gwv1.ReferenceGrantFrom{{Group: "gateway.networking.k8s.io", Kind: "HTTPRoute", Namespace: seed.Namespace}},
+			To:   []gwv1.ReferenceGrantTo{{Group: "", Kind: "Service"}},
+		},
+	})
+	p.eventually("the mirror allowed", func() bool {
+		rs := p.routeStatus(seed.Namespace, seed.RouteName)
+		return len(rs) == 1 && rs[0].Conditions[1].Reason == "ResolvedRefs" && mirrors() == 1
+	}, nil)
+	if route.Spec.Rules[0].Filters == nil || len(route.Spec.Rules[0].Filters) != 1 {
+		t.Error("the informer's route object was modified")
+	}
+}
