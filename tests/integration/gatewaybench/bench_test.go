@@ -14,10 +14,10 @@ package gatewaybench
 import (
 	"context"
 	"fmt"
-	"sync"
 	"testing"
 	"time"
 
+	"golang.org/x/sync/errgroup"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
@@ -186,33 +186,21 @@ func updatePools(b *testing.B, ctx context.Context, c *kube.Client, port int32) 
 	})
 }
 
-// parallel runs f(0..n-1) on workersAdmin goroutines and fails on the first
+// parallel runs f(0..n-1), workersAdmin at a time, and fails on the first
 // error.
 func parallel(b *testing.B, n int, f func(i int) error) {
 	b.Helper()
-	var (
-		wg   sync.WaitGroup
-		mu   sync.Mutex
-		errs []error
-		next = make(chan int)
-	)
-	for range workersAdmin {
-		wg.Go(func() {
-			for i := range next {
-				if err := f(i); err != nil {
-					mu.Lock()
-					errs = append(errs, fmt.Errorf("%d: %w", i, err))
-					mu.Unlock()
-				}
+	var g errgroup.Group
+	g.SetLimit(workersAdmin)
+	for i := range n {
+		g.Go(func() error {
+			if err := f(i); err != nil {
+				return fmt.Errorf("%d: %w", i, err)
 			}
+			return nil
 		})
 	}
-	for i := range n {
-		next <- i
-	}
-	close(next)
-	wg.Wait()
-	if len(errs) > 0 {
-		b.Fatal(errs[0], fmt.Sprintf(" (and %d more)", len(errs)-1))
+	if err := g.Wait(); err != nil {
+		b.Fatal(err)
 	}
 }

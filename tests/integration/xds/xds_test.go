@@ -27,18 +27,13 @@ import (
 	rpcstatus "google.golang.org/genproto/googleapis/rpc/status"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/credentials/insecure"
-	"google.golang.org/protobuf/types/known/structpb"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 	inferenceclient "sigs.k8s.io/gateway-api-inference-extension/client-go/clientset/versioned"
 	gatewayclient "sigs.k8s.io/gateway-api/pkg/client/clientset/versioned"
 
-	"github.com/infermesh/infermesh/pilot/pkg/bootstrap"
-	"github.com/infermesh/infermesh/pilot/pkg/features"
-	"github.com/infermesh/infermesh/pilot/pkg/xds"
-	"github.com/infermesh/infermesh/pkg/kube"
+	"github.com/infermesh/infermesh/pkg/test/controller"
 	"github.com/infermesh/infermesh/pkg/test/kubeenv"
 	"github.com/infermesh/infermesh/pkg/test/seed"
 )
@@ -48,50 +43,6 @@ const (
 	eppCluster    = "outbound|9002||vllm-llama3-8b-epp.llm-namespace.svc.cluster.local"
 	wait          = 30 * time.Second
 )
-
-// startPilot runs bootstrap.Server in process, always leading, and returns a
-// gRPC connection to its ADS port.
-func startPilot(t *testing.T, env *kubeenv.Env) *grpc.ClientConn {
-	t.Helper()
-	f := features.Defaults()
-	f.EnableInferenceExtension = true
-	client, err := kube.NewFromRESTConfig(env.RESTConfig())
-	if err != nil {
-		t.Fatal(err)
-	}
-	s, err := bootstrap.NewServer(bootstrap.Args{Client: client, Features: f, IsLeader: func() bool { return true },
-		Debounce: 10 * time.Millisecond, MaxDelay: 100 * time.Millisecond})
-	if err != nil {
-		t.Fatal(err)
-	}
-	lis, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- s.Run(ctx, lis, nil) }()
-	t.Cleanup(func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("pilot: %v", err)
-		}
-	})
-	conn, err := grpc.NewClient(lis.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { conn.Close() })
-	return conn
-}
-
-func proxyNode(id, ns, name string) *corev3.Node {
-	md, err := structpb.NewStruct(map[string]any{xds.MetadataGatewayNamespace: ns, xds.MetadataGatewayName: name})
-	if err != nil {
-		panic(err)
-	}
-	return &corev3.Node{Id: id, Metadata: md}
-}
 
 // applySeed creates the seed's objects, its three model-server pods and its
 // EPP pod (ready, at the seed's addresses), and a second Gateway "other"
@@ -140,11 +91,11 @@ func addresses(cla *endpointv3.ClusterLoadAssignment) []string {
 func TestSeedOverSotWAndDelta(t *testing.T) {
 	env := kubeenv.Start(t, kubeenv.WithStandardCRDs())
 	kc := applySeed(t, env)
-	conn := startPilot(t, env)
+	conn := controller.StartPilot(t, env.RESTConfig(), 10*time.Millisecond, 100*time.Millisecond)
 	ctx := t.Context()
 
 	// go-control-plane's state-of-the-world client: CDS, wildcard.
-	cds := sotw.NewADSClient(ctx, proxyNode("sotw-proxy", seed.GatewayNamespace, seed.GatewayName), resource.ClusterType)
+	cds := sotw.NewADSClient(ctx, controller.ProxyNode("sotw-proxy", seed.GatewayNamespace, seed.GatewayName), resource.ClusterType)
 	if err := cds.InitConnect(conn); err != nil {
 		t.Fatal(err)
 	}
@@ -179,8 +130,8 @@ func TestSeedOverSotWAndDelta(t *testing.T) {
 
 	// The delta client: EDS for the shadow cluster and the EPP cluster, on
 	// the seed Gateway's proxy and on the other Gateway's.
-	seedProxy := newDeltaClient(t, conn, proxyNode("delta-seed", seed.GatewayNamespace, seed.GatewayName))
-	otherProxy := newDeltaClient(t, conn, proxyNode("delta-other", seed.GatewayNamespace, "other"))
+	seedProxy := newDeltaClient(t, conn, controller.ProxyNode("delta-seed", seed.GatewayNamespace, seed.GatewayName))
+	otherProxy := newDeltaClient(t, conn, controller.ProxyNode("delta-other", seed.GatewayNamespace, "other"))
 	seedProxy.subscribe(resource.EndpointType, shadowCluster, eppCluster)
 	got := map[string][]string{}
 	for len(got[shadowCluster]) != 3 || len(got[eppCluster]) != 1 {

@@ -21,7 +21,6 @@ import (
 	"os"
 	"slices"
 	"strconv"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -30,10 +29,9 @@ import (
 	endpointv3 "github.com/envoyproxy/go-control-plane/envoy/config/endpoint/v3"
 	discoveryv3 "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
 	"github.com/envoyproxy/go-control-plane/pkg/resource/v3"
+	"golang.org/x/sync/errgroup"
 	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/protobuf/types/known/anypb"
-	"google.golang.org/protobuf/types/known/structpb"
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -41,12 +39,10 @@ import (
 	inferencev1 "sigs.k8s.io/gateway-api-inference-extension/api/v1"
 	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
 
-	"github.com/infermesh/infermesh/pilot/pkg/bootstrap"
 	"github.com/infermesh/infermesh/pilot/pkg/config/kube/gateway"
-	"github.com/infermesh/infermesh/pilot/pkg/features"
 	"github.com/infermesh/infermesh/pilot/pkg/networking/core"
-	"github.com/infermesh/infermesh/pilot/pkg/xds"
 	"github.com/infermesh/infermesh/pkg/kube"
+	"github.com/infermesh/infermesh/pkg/test/controller"
 	"github.com/infermesh/infermesh/pkg/test/kubeenv"
 	"github.com/infermesh/infermesh/pkg/test/seed"
 )
@@ -111,10 +107,10 @@ func BenchmarkChangeToPush(b *testing.B) {
 	extras := setUp(b, admin)
 	b.Logf("objects created in %v", time.Since(began).Round(time.Millisecond))
 
-	conn := startPilot(b, env)
+	conn := controller.StartPilot(b, env.RESTConfig(), time.Millisecond, 10*time.Millisecond, kube.WithQPS(clientQPS), kube.WithBurst(clientBurst))
 	clients := make([]*deltaClient, gateways)
 	for g := range clients {
-		clients[g] = newDeltaClient(b, conn, proxyNode(fmt.Sprintf("proxy-%d", g), seed.GatewayNamespace, gatewayName(g)))
+		clients[g] = newDeltaClient(b, conn, controller.ProxyNode(fmt.Sprintf("proxy-%d", g), seed.GatewayNamespace, gatewayName(g)))
 	}
 	// Initial configuration: every Gateway's proxy holds every one of its
 	// pools' shadow assignments with podsPerPool endpoints.
@@ -356,51 +352,6 @@ func setUp(b *testing.B, c *kube.Client) []*corev1.Pod {
 	return extras
 }
 
-// startPilot runs bootstrap.Server in process, always leading, with
-// Debounce 1 ms and MaxDelay 10 ms, and returns a connection to its ADS
-// port.
-func startPilot(b *testing.B, env *kubeenv.Env) *grpc.ClientConn {
-	b.Helper()
-	f := features.Defaults()
-	f.EnableInferenceExtension = true
-	client, err := kube.NewFromRESTConfig(env.RESTConfig(), kube.WithQPS(clientQPS), kube.WithBurst(clientBurst))
-	if err != nil {
-		b.Fatal(err)
-	}
-	s, err := bootstrap.NewServer(bootstrap.Args{Client: client, Features: f, IsLeader: func() bool { return true },
-		Debounce: time.Millisecond, MaxDelay: 10 * time.Millisecond})
-	if err != nil {
-		b.Fatal(err)
-	}
-	lis, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		b.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- s.Run(ctx, lis, nil) }()
-	b.Cleanup(func() {
-		cancel()
-		if err := <-done; err != nil {
-			b.Errorf("pilot: %v", err)
-		}
-	})
-	conn, err := grpc.NewClient(lis.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
-	if err != nil {
-		b.Fatal(err)
-	}
-	b.Cleanup(func() { conn.Close() })
-	return conn
-}
-
-func proxyNode(id, ns, name string) *corev3.Node {
-	md, err := structpb.NewStruct(map[string]any{xds.MetadataGatewayNamespace: ns, xds.MetadataGatewayName: name})
-	if err != nil {
-		panic(err)
-	}
-	return &corev3.Node{Id: id, Metadata: md}
-}
-
 // deltaClient is one DeltaAggregatedResources stream with a wildcard EDS
 // subscription. Its reader goroutine stamps each response with the time it
 // was read and acks it at once, so the next change is never held back by
@@ -510,33 +461,21 @@ func addresses(b *testing.B, a *anypb.Any) []string {
 	return out
 }
 
-// parallel runs f(0..n-1) on workersAdmin goroutines and fails on the first
+// parallel runs f(0..n-1), workersAdmin at a time, and fails on the first
 // error.
 func parallel(b *testing.B, n int, f func(i int) error) {
 	b.Helper()
-	var (
-		wg   sync.WaitGroup
-		mu   sync.Mutex
-		errs []error
-		next = make(chan int)
-	)
-	for range workersAdmin {
-		wg.Go(func() {
-			for i := range next {
-				if err := f(i); err != nil {
-					mu.Lock()
-					errs = append(errs, fmt.Errorf("%d: %w", i, err))
-					mu.Unlock()
-				}
+	var g errgroup.Group
+	g.SetLimit(workersAdmin)
+	for i := range n {
+		g.Go(func() error {
+			if err := f(i); err != nil {
+				return fmt.Errorf("%d: %w", i, err)
 			}
+			return nil
 		})
 	}
-	for i := range n {
-		next <- i
-	}
-	close(next)
-	wg.Wait()
-	if len(errs) > 0 {
-		b.Fatal(errs[0], fmt.Sprintf(" (and %d more)", len(errs)-1))
+	if err := g.Wait(); err != nil {
+		b.Fatal(err)
 	}
 }

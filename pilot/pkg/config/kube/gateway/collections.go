@@ -544,7 +544,7 @@ func modelRoute(r *RouteResult) *model.Route {
 func dropUnresolvedMirrors(rule *RuleResult, route Route, resolve func(kind, ns string, ref gwv1.BackendRef) ResolvedBackend) {
 	switch {
 	case rule.HTTP != nil:
-		fs, failed := permittedHTTPFilters(route.Kind, route.Namespace, rule.HTTP.Filters, resolve)
+		fs, failed := permittedFilters(route.Kind, route.Namespace, rule.HTTP.Filters, httpMirror, resolve)
 		if failed != nil {
 			cp := *rule.HTTP
 			cp.Filters = fs
@@ -552,7 +552,7 @@ func dropUnresolvedMirrors(rule *RuleResult, route Route, resolve func(kind, ns 
 			rule.MirrorErrors = append(rule.MirrorErrors, failed...)
 		}
 		for j, bfs := range rule.HTTPFilters {
-			fs, failed := permittedHTTPFilters(route.Kind, route.Namespace, bfs, resolve)
+			fs, failed := permittedFilters(route.Kind, route.Namespace, bfs, httpMirror, resolve)
 			if failed != nil {
 				rule.HTTPFilters = slices.Clone(rule.HTTPFilters)
 				rule.HTTPFilters[j] = fs
@@ -560,7 +560,7 @@ func dropUnresolvedMirrors(rule *RuleResult, route Route, resolve func(kind, ns 
 			}
 		}
 	case rule.GRPC != nil:
-		fs, failed := permittedGRPCFilters(route.Kind, route.Namespace, rule.GRPC.Filters, resolve)
+		fs, failed := permittedFilters(route.Kind, route.Namespace, rule.GRPC.Filters, grpcMirror, resolve)
 		if failed != nil {
 			cp := *rule.GRPC
 			cp.Filters = fs
@@ -568,7 +568,7 @@ func dropUnresolvedMirrors(rule *RuleResult, route Route, resolve func(kind, ns 
 			rule.MirrorErrors = append(rule.MirrorErrors, failed...)
 		}
 		for j, bfs := range rule.GRPCFilters {
-			fs, failed := permittedGRPCFilters(route.Kind, route.Namespace, bfs, resolve)
+			fs, failed := permittedFilters(route.Kind, route.Namespace, bfs, grpcMirror, resolve)
 			if failed != nil {
 				rule.GRPCFilters = slices.Clone(rule.GRPCFilters)
 				rule.GRPCFilters[j] = fs

@@ -20,27 +20,28 @@ func resolveMirror(routeKind, ns string, m *gwv1.HTTPRequestMirrorFilter, resolv
 	return rb
 }
 
-// permittedHTTPFilters returns fs without the RequestMirror filters whose
+// permittedFilters returns fs without the RequestMirror filters whose
 // backendRef does not resolve (Gateway API: such a mirror is reported as
-// ResolvedRefs=False and not configured), and the failed resolutions. fs is
+// ResolvedRefs=False and not configured), and the failed resolutions. mirror
+// returns a filter's RequestMirror config, nil for other filter types. fs is
 // returned unchanged (not copied) when every mirror resolves.
-func permittedHTTPFilters(routeKind, ns string, fs []gwv1.HTTPRouteFilter,
+func permittedFilters[F any](routeKind, ns string, fs []F, mirror func(*F) *gwv1.HTTPRequestMirrorFilter,
 	resolve func(routeKind, ns string, ref gwv1.BackendRef) ResolvedBackend,
-) ([]gwv1.HTTPRouteFilter, []ResolvedBackend) {
+) ([]F, []ResolvedBackend) {
 	var failed []ResolvedBackend
-	var out []gwv1.HTTPRouteFilter
-	for i, f := range fs {
-		if f.Type == gwv1.HTTPRouteFilterRequestMirror && f.RequestMirror != nil {
-			if rb := resolveMirror(routeKind, ns, f.RequestMirror, resolve); !rb.ResolvedRefs {
+	var out []F
+	for i := range fs {
+		if m := mirror(&fs[i]); m != nil {
+			if rb := resolveMirror(routeKind, ns, m, resolve); !rb.ResolvedRefs {
 				if out == nil {
-					out = append(make([]gwv1.HTTPRouteFilter, 0, len(fs)), fs[:i]...)
+					out = append(make([]F, 0, len(fs)), fs[:i]...)
 				}
 				failed = append(failed, rb)
 				continue
 			}
 		}
 		if out != nil {
-			out = append(out, f)
+			out = append(out, fs[i])
 		}
 	}
 	if out == nil {
@@ -49,28 +50,16 @@ func permittedHTTPFilters(routeKind, ns string, fs []gwv1.HTTPRouteFilter,
 	return out, failed
 }
 
-// permittedGRPCFilters is permittedHTTPFilters for GRPCRoute filters.
-func permittedGRPCFilters(routeKind, ns string, fs []gwv1.GRPCRouteFilter,
-	resolve func(routeKind, ns string, ref gwv1.BackendRef) ResolvedBackend,
-) ([]gwv1.GRPCRouteFilter, []ResolvedBackend) {
-	var failed []ResolvedBackend
-	var out []gwv1.GRPCRouteFilter
-	for i, f := range fs {
-		if f.Type == gwv1.GRPCRouteFilterRequestMirror && f.RequestMirror != nil {
-			if rb := resolveMirror(routeKind, ns, f.RequestMirror, resolve); !rb.ResolvedRefs {
-				if out == nil {
-					out = append(make([]gwv1.GRPCRouteFilter, 0, len(fs)), fs[:i]...)
-				}
-				failed = append(failed, rb)
-				continue
-			}
-		}
-		if out != nil {
-			out = append(out, f)
-		}
+func httpMirror(f *gwv1.HTTPRouteFilter) *gwv1.HTTPRequestMirrorFilter {
+	if f.Type == gwv1.HTTPRouteFilterRequestMirror {
+		return f.RequestMirror
 	}
-	if out == nil {
-		return fs, nil
+	return nil
+}
+
+func grpcMirror(f *gwv1.GRPCRouteFilter) *gwv1.HTTPRequestMirrorFilter {
+	if f.Type == gwv1.GRPCRouteFilterRequestMirror {
+		return f.RequestMirror
 	}
-	return out, failed
+	return nil
 }
