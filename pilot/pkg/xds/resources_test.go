@@ -4,6 +4,7 @@
 package xds
 
 import (
+	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
 	"testing"
 	"time"
 
@@ -37,8 +38,12 @@ func TestGatewayBuilderDirect(t *testing.T) {
 			t.Error("EPP cluster without the TLS the EPPTLS entry asks for")
 		}
 	}
-	// Inference disabled: a pool backend is a translation error, carried in Err.
-	bad := krt.NewCollection(gws, GatewayBuilder(tls, core.Options{}), krt.WithStop(stop))
+	// A Gateway the builders refuse (an HTTPS listener without TLS, which
+	// the controller never hands over): the error is carried in Err.
+	broken := seedGateway()
+	broken.Listeners[0].Protocol = gwv1.HTTPSProtocolType
+	bad := krt.NewCollection(krt.NewStaticCollection(nil, []model.Gateway{broken}, krt.WithStop(stop)),
+		GatewayBuilder(tls, core.Options{InferenceEnabled: true}), krt.WithStop(stop))
 	if !bad.WaitUntilSynced(stop) {
 		t.Fatal("not synced")
 	}
