@@ -4,11 +4,11 @@
 package xds
 
 import (
-	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
 	"testing"
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
 
 	"github.com/infermesh/infermesh/pilot/pkg/model"
 	"github.com/infermesh/infermesh/pilot/pkg/networking/core"
