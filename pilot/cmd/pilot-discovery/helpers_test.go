@@ -16,14 +16,12 @@ import (
 
 	"go.uber.org/goleak"
 	"google.golang.org/grpc"
-	inferencev1 "sigs.k8s.io/gateway-api-inference-extension/api/v1"
-	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
 
 	"github.com/infermesh/infermesh/pilot/pkg/model"
 	"github.com/infermesh/infermesh/pilot/pkg/networking/core"
 	"github.com/infermesh/infermesh/pilot/pkg/xds"
+	"github.com/infermesh/infermesh/pilot/test/seedmodel"
 	"github.com/infermesh/infermesh/pkg/kube/krt"
-	"github.com/infermesh/infermesh/pkg/test/seed"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -39,29 +37,7 @@ const (
 // listener http:80, HTTPRoute llm-namespace/llm-route (llm.ssup2.com,
 // PathPrefix /) to pool vllm-llama3-8b, EPP vllm-llama3-8b-epp:9002
 // FailOpen.
-func seedModel() model.Gateway {
-	r := seed.HTTPRoute()
-	rule := r.Spec.Rules[0]
-	shadow := "vllm-llama3-8b-ip-22dc7de1"
-	pool := &model.PoolBackend{
-		Namespace: seed.Namespace, Name: seed.PoolName, ShadowService: shadow,
-		Host: shadow + "." + seed.Namespace + ".svc.cluster.local", Port: 54321,
-		TargetPorts: []int32{8000}, AppProtocol: inferencev1.AppProtocolHTTP,
-		EPP: &model.EPPBackend{
-			Service: seed.EPPName, Host: seed.EPPName + "." + seed.Namespace + ".svc.cluster.local",
-			Port: seed.EPPPort, AppProtocol: "http2", FailureMode: inferencev1.EndpointPickerFailOpen,
-		},
-	}
-	return model.Gateway{Namespace: seed.GatewayNamespace, Name: seed.GatewayName, Listeners: []model.Listener{{
-		Name: "http", Port: 80, Protocol: gwv1.HTTPProtocolType,
-		Routes: []*model.Route{{
-			Kind: "HTTPRoute", Namespace: seed.Namespace, Name: seed.RouteName,
-			CreationTimestamp: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC),
-			Hostnames:         []string{seed.Hostname},
-			Rules:             []model.Rule{{Index: 0, HTTP: &rule, Backends: []model.Backend{{Weight: 1, Pool: pool}}}},
-		}},
-	}}}
-}
+func seedModel() model.Gateway { return seedmodel.Gateway() }
 
 // seedEndpoints are the model servers 10.244.0.13-15:8000 and the EPP pod.
 func seedEndpoints() []model.ClusterEndpoints {

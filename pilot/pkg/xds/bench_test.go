@@ -22,6 +22,7 @@ import (
 
 	"github.com/infermesh/infermesh/pilot/pkg/model"
 	"github.com/infermesh/infermesh/pilot/pkg/networking/core"
+	"github.com/infermesh/infermesh/pilot/test/seedmodel"
 	"github.com/infermesh/infermesh/pkg/kube/krt"
 	"github.com/infermesh/infermesh/pkg/test/seed"
 )
@@ -43,7 +44,7 @@ func benchGateway() (model.Gateway, []model.ClusterEndpoints) {
 	var eps []model.ClusterEndpoints
 	for i := range benchPools {
 		name := fmt.Sprintf("pool-%04d", i)
-		p := poolBackend("bench", name, name+"-ip-00000000", inferencev1.EndpointPickerFailOpen)
+		p := seedmodel.PoolBackend("bench", name, name+"-ip-00000000", inferencev1.EndpointPickerFailOpen)
 		routes = append(routes, &model.Route{
 			Kind: "HTTPRoute", Namespace: "bench", Name: name,
 			CreationTimestamp: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC),

@@ -13,6 +13,7 @@ import (
 	rpcstatus "google.golang.org/genproto/googleapis/rpc/status"
 
 	"github.com/infermesh/infermesh/pilot/pkg/model"
+	"github.com/infermesh/infermesh/pilot/test/seedmodel"
 )
 
 // TestDeltaNACKNotResent: on a delta stream a NACK is not answered with the
@@ -43,7 +44,7 @@ func TestDeltaRemoved(t *testing.T) {
 	r := d.recv()
 	d.send(&discoveryv3.DeltaDiscoveryRequest{TypeUrl: resourcev3.ClusterType, ResponseNonce: r.GetNonce()})
 	// The seed's route now goes to the other Gateway's pool.
-	gw := gatewayWith("gateway-namespace", "gateway", "llm-namespace", "llm-route", "llm.ssup2.com", otherGateway().Listeners[0].Routes[0].Rules[0].Backends[0].Pool)
+	gw := seedmodel.GatewayWith("gateway-namespace", "gateway", "llm-namespace", "llm-route", "llm.ssup2.com", otherGateway().Listeners[0].Routes[0].Rules[0].Backends[0].Pool)
 	e.gateways.UpdateObject(gw)
 	r2 := d.recv()
 	var names []string

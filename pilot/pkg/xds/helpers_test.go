@@ -24,12 +24,11 @@ import (
 	"google.golang.org/protobuf/types/known/anypb"
 	"google.golang.org/protobuf/types/known/structpb"
 	inferencev1 "sigs.k8s.io/gateway-api-inference-extension/api/v1"
-	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
 
 	"github.com/infermesh/infermesh/pilot/pkg/model"
 	"github.com/infermesh/infermesh/pilot/pkg/networking/core"
+	"github.com/infermesh/infermesh/pilot/test/seedmodel"
 	"github.com/infermesh/infermesh/pkg/kube/krt"
-	"github.com/infermesh/infermesh/pkg/test/seed"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -43,48 +42,13 @@ const (
 	seedEPPCluster    = "outbound|9002||vllm-llama3-8b-epp.llm-namespace.svc.cluster.local"
 )
 
-// poolBackend is an InferencePool backend: shadow Service <name>-ip-<hash>
-// port 54321 to target port 8000, EPP <name>-epp:9002 (http2).
-func poolBackend(ns, name, shadow string, mode inferencev1.EndpointPickerFailureMode) *model.PoolBackend {
-	return &model.PoolBackend{
-		Namespace: ns, Name: name, ShadowService: shadow,
-		Host: shadow + "." + ns + ".svc.cluster.local", Port: 54321,
-		TargetPorts: []int32{8000}, AppProtocol: inferencev1.AppProtocolHTTP,
-		EPP: &model.EPPBackend{
-			Service: name + "-epp", Host: name + "-epp." + ns + ".svc.cluster.local",
-			Port: 9002, AppProtocol: "http2", FailureMode: mode,
-		},
-	}
-}
-
-// gatewayWith is Gateway ns/name with listener http:80 and one HTTPRoute
-// (routeNS/routeName, host, PathPrefix /) to pool.
-func gatewayWith(ns, name, routeNS, routeName, host string, pool *model.PoolBackend) model.Gateway {
-	r := seed.HTTPRoute()
-	rule := r.Spec.Rules[0]
-	return model.Gateway{Namespace: ns, Name: name, Listeners: []model.Listener{{
-		Name: "http", Port: 80, Protocol: gwv1.HTTPProtocolType,
-		Routes: []*model.Route{{
-			Kind: "HTTPRoute", Namespace: routeNS, Name: routeName,
-			CreationTimestamp: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC),
-			Hostnames:         []string{host},
-			Rules:             []model.Rule{{Index: 0, HTTP: &rule, Backends: []model.Backend{{Weight: 1, Pool: pool}}}},
-		}},
-	}}}
-}
-
-// seedGateway: gateway-namespace/gateway, listener http:80, HTTPRoute
-// llm-namespace/llm-route (llm.ssup2.com, PathPrefix /) to pool
-// vllm-llama3-8b with EPP vllm-llama3-8b-epp:9002 FailOpen.
-func seedGateway() model.Gateway {
-	return gatewayWith(seed.GatewayNamespace, seed.GatewayName, seed.Namespace, seed.RouteName, seed.Hostname,
-		poolBackend(seed.Namespace, seed.PoolName, "vllm-llama3-8b-ip-22dc7de1", inferencev1.EndpointPickerFailOpen))
-}
+// seedGateway is the seed scenario (seedmodel.Gateway).
+func seedGateway() model.Gateway { return seedmodel.Gateway() }
 
 // otherGateway is a second Gateway with its own pool "other-pool".
 func otherGateway() model.Gateway {
-	return gatewayWith("other-ns", "other-gw", "other-ns", "other-route", "other.example.com",
-		poolBackend("other-ns", "other-pool", "other-pool-ip-00000000", inferencev1.EndpointPickerFailClose))
+	return seedmodel.GatewayWith("other-ns", "other-gw", "other-ns", "other-route", "other.example.com",
+		seedmodel.PoolBackend("other-ns", "other-pool", "other-pool-ip-00000000", inferencev1.EndpointPickerFailClose))
 }
 
 const (

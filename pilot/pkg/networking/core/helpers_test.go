@@ -18,6 +18,7 @@ import (
 	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
 
 	"github.com/infermesh/infermesh/pilot/pkg/model"
+	"github.com/infermesh/infermesh/pilot/test/seedmodel"
 	"github.com/infermesh/infermesh/pkg/test/seed"
 )
 
@@ -37,29 +38,11 @@ var inferenceOn = Options{InferenceEnabled: true}
 // pool is an InferencePool backend in namespace ns with its EPP
 // "<name>-epp" on port 9002 and the given failure mode.
 func pool(ns, name string, mode inferencev1.EndpointPickerFailureMode) *model.PoolBackend {
-	shadow := name + "-ip-00000000"
-	return &model.PoolBackend{
-		Namespace: ns, Name: name, ShadowService: shadow,
-		Host: shadow + "." + ns + ".svc.cluster.local", Port: 54321,
-		TargetPorts: []int32{8000}, AppProtocol: inferencev1.AppProtocolHTTP,
-		EPP: &model.EPPBackend{
-			Service: name + "-epp", Host: name + "-epp." + ns + ".svc.cluster.local",
-			Port: 9002, AppProtocol: "http2", FailureMode: mode,
-		},
-	}
+	return seedmodel.PoolBackend(ns, name, name+"-ip-00000000", mode)
 }
 
-// seedPool is the seed's pool, as the controller resolves it.
-func seedPool() *model.PoolBackend {
-	return &model.PoolBackend{
-		Namespace: seed.Namespace, Name: seed.PoolName, ShadowService: "vllm-llama3-8b-ip-22dc7de1",
-		Host: seedShadowHost, Port: 54321, TargetPorts: []int32{8000}, AppProtocol: inferencev1.AppProtocolHTTP,
-		EPP: &model.EPPBackend{
-			Service: seed.EPPName, Host: seedEPPHost, Port: seed.EPPPort, AppProtocol: "http2",
-			FailureMode: inferencev1.EndpointPickerFailOpen,
-		},
-	}
-}
+// seedPool is the seed's pool vllm-llama3-8b (EPP FailOpen).
+func seedPool() *model.PoolBackend { return seedmodel.Pool() }
 
 func svc(ns, name string, port int32) *model.ServiceBackend {
 	return &model.ServiceBackend{Host: name + "." + ns + ".svc.cluster.local", Port: port}
