@@ -77,3 +77,18 @@ func KeepTransitionTimes(desired, live []metav1.Condition) []metav1.Condition {
 	}
 	return out
 }
+
+// StampTransitionTimes returns conds with every zero lastTransitionTime set
+// to now. Desired conditions are computed with the time left zero, so that a
+// recomputation gives an equal value; stamping them at write time, then
+// KeepTransitionTimes against the live conditions, gives each condition the
+// time its status last changed.
+func StampTransitionTimes(conds []metav1.Condition, now metav1.Time) []metav1.Condition {
+	out := slices.Clone(conds)
+	for i := range out {
+		if out[i].LastTransitionTime.IsZero() {
+			out[i].LastTransitionTime = now
+		}
+	}
+	return out
+}

@@ -91,3 +91,15 @@ func TestMergeParentsIsAFixedPoint(t *testing.T) {
 		}
 	}
 }
+
+func TestStampTransitionTimes(t *testing.T) {
+	now, set := metav1.Unix(100, 0), metav1.Unix(5, 0)
+	in := []metav1.Condition{{Type: "A"}, {Type: "B", LastTransitionTime: set}}
+	out := StampTransitionTimes(in, now)
+	if !out[0].LastTransitionTime.Equal(&now) || !out[1].LastTransitionTime.Equal(&set) {
+		t.Errorf("got %v, %v; want the zero time stamped and the set one kept", out[0].LastTransitionTime, out[1].LastTransitionTime)
+	}
+	if !in[0].LastTransitionTime.IsZero() {
+		t.Error("the input was modified")
+	}
+}

@@ -172,13 +172,7 @@ func stampTransitionTimes[P any](desired []P, a status.ParentAccess[P], now meta
 	out := slices.Clone(desired)
 	for i := range out {
 		conds := a.Conditions(&out[i])
-		cs := slices.Clone(*conds)
-		for j := range cs {
-			if cs[j].LastTransitionTime.IsZero() {
-				cs[j].LastTransitionTime = now
-			}
-		}
-		*conds = cs
+		*conds = status.StampTransitionTimes(*conds, now)
 	}
 	return out
 }

@@ -12,7 +12,6 @@ import (
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	corev1ac "k8s.io/client-go/applyconfigurations/core/v1"
 	"k8s.io/client-go/tools/record"
@@ -348,18 +347,11 @@ func gatewayStatusWriter(cfg ControllerConfig, desired krt.Collection[GatewaySta
 	return w.Run, nil
 }
 
-// stampConditions returns desired with each condition's lastTransitionTime
-// taken from the live condition of the same type when its status is
-// unchanged, and now otherwise.
+// stampConditions returns desired (whose lastTransitionTime is zero) with
+// each condition's time taken from the live condition of the same type when
+// its status is unchanged, and now otherwise.
 func stampConditions(desired, live []metav1.Condition) []metav1.Condition {
-	now := metav1.Now()
-	out := status.KeepTransitionTimes(desired, live)
-	for i := range out {
-		if old := meta.FindStatusCondition(live, out[i].Type); old == nil || old.Status != out[i].Status {
-			out[i].LastTransitionTime = now
-		}
-	}
-	return out
+	return status.KeepTransitionTimes(status.StampTransitionTimes(desired, metav1.Now()), live)
 }
 
 // convertJSON fills the apply configuration out from the typed value in:
