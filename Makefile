@@ -20,10 +20,10 @@ all: build
 build:
 	$(GO) build -ldflags "$(LDFLAGS)" -o $(BIN)/pilot-discovery ./pilot/cmd/pilot-discovery
 
-# The main job. For now: build, print the version and the usage.
+# The main job: pilot-discovery in file mode on the seed's manifests, asked
+# over ADS for what the seed Gateway's Envoy receives (hack/demo.sh).
 demo: build
-	$(BIN)/pilot-discovery version
-	$(BIN)/pilot-discovery --help
+	hack/demo.sh $(BIN)/pilot-discovery examples/seed
 
 # Everything CI checks, in order: static checks, unit tests, integration tests.
 test: lint unit integ

@@ -28,6 +28,7 @@ import (
 
 // discoveryOptions are the discovery command's flags.
 type discoveryOptions struct {
+	files           string
 	kubeconfig      string
 	kubeQPS         float32
 	kubeBurst       int
@@ -69,12 +70,16 @@ func newDiscoveryCommand(d deps) *cobra.Command {
 	o := &discoveryOptions{}
 	cmd := &cobra.Command{
 		Use:   "discovery",
-		Short: "Run the control plane against a cluster and serve Envoy configuration over ADS",
+		Short: "Run the control plane against a cluster (or a folder of manifests) and serve Envoy configuration over ADS",
 		Long: "discovery watches Gateways, HTTPRoutes, InferencePools and their Services in the cluster,\n" +
 			"writes their status while holding the leader Lease, and serves each Gateway's Envoy its\n" +
 			"listeners, routes, clusters and endpoints over ADS.\n\n" +
 			"Cluster: --kubeconfig when set; else the pod's ServiceAccount when KUBERNETES_SERVICE_HOST is\n" +
 			"set; else $KUBECONFIG; else ~/.kube/config.\n\n" +
+			"File mode (-f DIR) needs no cluster: the manifests in DIR (Pods with their status stand in for\n" +
+			"running pods) get the CRDs' defaults and validation; objects the API server would reject are\n" +
+			"logged and left out; the folder is watched; statuses and shadow Services are computed, not\n" +
+			"written (see the status command).\n\n" +
 			"ADS is served over TLS (--tls-cert-file, --tls-key-file). Serving it in plaintext needs\n" +
 			"--plaintext: anyone who can reach the port can read every Gateway's configuration.\n\n" +
 			"SIGTERM or SIGINT stops it; shutdown is bounded by --shutdown-timeout.\n\n" + features.Usage(),
@@ -90,6 +95,7 @@ func newDiscoveryCommand(d deps) *cobra.Command {
 		leaseNS = ns
 	}
 	f := cmd.Flags()
+	f.StringVarP(&o.files, "file", "f", "", "file mode: read Kubernetes manifests from this folder (and its subfolders) instead of a cluster, watch it for changes, and compute statuses and shadow Services without writing them")
 	f.StringVar(&o.kubeconfig, "kubeconfig", "", "path of a kubeconfig file (default: in-cluster when KUBERNETES_SERVICE_HOST is set, else $KUBECONFIG, else ~/.kube/config)")
 	f.Float32Var(&o.kubeQPS, "kube-qps", kube.DefaultQPS, "sustained requests per second to the API server, all clients together")
 	f.IntVar(&o.kubeBurst, "kube-burst", kube.DefaultBurst, "requests to the API server allowed above --kube-qps at once")
@@ -125,6 +131,9 @@ func (o *discoveryOptions) validate() error {
 	switch o.xdsAuth {
 	case "", "none":
 	case xdsAuthServiceAccount:
+		if o.files != "" {
+			errs = append(errs, errors.New("--xds-auth=serviceaccount needs a cluster to review tokens: it cannot be used with --file"))
+		}
 		if o.plaintext {
 			errs = append(errs, errors.New("--xds-auth=serviceaccount needs TLS: bearer tokens must not cross the network in plaintext"))
 		}
@@ -142,6 +151,9 @@ func (o *discoveryOptions) validate() error {
 	}
 	if o.adsAddress == "" || o.httpAddress == "" {
 		errs = append(errs, errors.New("--ads-address and --http-address must not be empty"))
+	}
+	if o.files != "" && o.kubeconfig != "" {
+		errs = append(errs, errors.New("--file and --kubeconfig are exclusive: file mode reads no cluster"))
 	}
 	if o.leaseNamespace == "" {
 		errs = append(errs, errors.New("--lease-namespace must not be empty"))
@@ -177,14 +189,6 @@ func runDiscovery(ctx context.Context, stopSignals func(), o *discoveryOptions, 
 	slog.SetDefault(log)
 	klog.SetSlogLogger(log) // client-go's logs (leader election, informers) as JSON too
 
-	src, err := resolveClusterSource(o.kubeconfig, d.lookupEnv, d.home)
-	if err != nil {
-		return err
-	}
-	client, err := d.newClient(src, kube.WithQPS(o.kubeQPS), kube.WithBurst(o.kubeBurst))
-	if err != nil {
-		return fmt.Errorf("cluster client from %s: %w", src.Tried, err)
-	}
 	var grpcOpts []grpc.ServerOption
 	if !o.plaintext {
 		creds, err := serverCredentials(o.tlsCertFile, o.tlsKeyFile)
@@ -193,14 +197,33 @@ func runDiscovery(ctx context.Context, stopSignals func(), o *discoveryOptions, 
 		}
 		grpcOpts = append(grpcOpts, grpc.Creds(creds))
 	}
-	if o.xdsAuth == xdsAuthServiceAccount {
-		a := &saAuthenticator{reviews: client.Kube().AuthenticationV1().TokenReviews(), timeout: 10 * time.Second}
-		grpcOpts = append(grpcOpts, grpc.ChainStreamInterceptor(a.streamInterceptor()))
-	}
-	srv, err := bootstrap.NewServer(bootstrap.Args{
-		Client: client, Features: feats, LeaseNamespace: o.leaseNamespace,
+	args := bootstrap.Args{
+		Features: feats, LeaseNamespace: o.leaseNamespace,
 		Debounce: o.pushDebounce, MaxDelay: o.pushMaxDelay, GRPCOptions: grpcOpts,
-	})
+	}
+	source := "file " + o.files
+	if o.files != "" {
+		files, err := openFiles(o.files)
+		if err != nil {
+			return err
+		}
+		args.Files = files
+	} else {
+		src, err := resolveClusterSource(o.kubeconfig, d.lookupEnv, d.home)
+		if err != nil {
+			return err
+		}
+		client, err := d.newClient(src, kube.WithQPS(o.kubeQPS), kube.WithBurst(o.kubeBurst))
+		if err != nil {
+			return fmt.Errorf("cluster client from %s: %w", src.Tried, err)
+		}
+		if o.xdsAuth == xdsAuthServiceAccount {
+			a := &saAuthenticator{reviews: client.Kube().AuthenticationV1().TokenReviews(), timeout: 10 * time.Second}
+			args.GRPCOptions = append(args.GRPCOptions, grpc.ChainStreamInterceptor(a.streamInterceptor()))
+		}
+		args.Client, source = client, "cluster "+src.Tried
+	}
+	srv, err := bootstrap.NewServer(args)
 	if err != nil {
 		return err
 	}
@@ -213,7 +236,7 @@ func runDiscovery(ctx context.Context, stopSignals func(), o *discoveryOptions, 
 		_ = adsLis.Close()
 		return fmt.Errorf("--http-address: %w", err)
 	}
-	log.Info("pilot-discovery starting", "version", version.Version, "cluster", src.Tried,
+	log.Info("pilot-discovery starting", "version", version.Version, "source", source,
 		"ads", adsLis.Addr().String(), "tls", !o.plaintext, "xdsAuth", o.xdsAuth, "http", httpLis.Addr().String(),
 		"leaseNamespace", o.leaseNamespace, "clusterDomain", feats.ClusterDomain,
 		"inferenceExtension", feats.EnableInferenceExtension, "controllerName", feats.ControllerName)

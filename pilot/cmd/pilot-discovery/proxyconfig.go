@@ -37,6 +37,7 @@ const (
 
 // proxyConfigOptions are the proxy-config command's flags.
 type proxyConfigOptions struct {
+	files      string
 	gateway    string
 	xdsAddress string
 	plaintext  bool
@@ -47,31 +48,38 @@ type proxyConfigOptions struct {
 	fqdn       string
 	output     string
 	timeout    time.Duration
-	// source, when set, replaces the ADS connection (tests; later -f DIR).
+	// source, when set, replaces the ADS connection (tests).
 	source configSource
 }
 
-func newProxyConfigCommand() *cobra.Command {
+func newProxyConfigCommand(d deps) *cobra.Command {
 	o := &proxyConfigOptions{}
 	cmd := &cobra.Command{
-		Use:   "proxy-config {listeners|routes|clusters|endpoints|all} --gateway NAMESPACE/NAME --xds-address HOST:PORT",
+		Use:   "proxy-config {listeners|routes|clusters|endpoints|all} --gateway NAMESPACE/NAME (-f DIR | --xds-address HOST:PORT)",
 		Short: "Print the Envoy configuration a Gateway's proxies receive",
 		Long: "proxy-config connects to a running pilot-discovery's ADS port as the Gateway's Envoy would\n" +
 			"(node metadata GATEWAY_NAMESPACE and GATEWAY_NAME) and prints what it is sent: tables shaped like\n" +
-			"`istioctl proxy-config` (-o short), or the resources as Envoy JSON (-o json) or YAML (-o yaml).\n\n" +
+			"`istioctl proxy-config` (-o short), or the resources as Envoy JSON (-o json) or YAML (-o yaml).\n" +
+			"With -f DIR it needs no server: it runs discovery -f DIR in process (no port is opened) and asks\n" +
+			"it the same way; the feature flags are read from the environment as discovery does.\n\n" +
 			"--name keeps the resources of that name (listener, route configuration, cluster, or the cluster\n" +
 			"of an endpoint list); --fqdn keeps clusters and endpoints of that service host.",
-		Example: "  pilot-discovery proxy-config clusters --gateway gateway-namespace/gateway --xds-address 127.0.0.1:15010 --plaintext\n" +
+		Example: "  ENABLE_GATEWAY_API_INFERENCE_EXTENSION=true pilot-discovery proxy-config all --gateway gateway-namespace/gateway -f examples/seed\n" +
+			"  pilot-discovery proxy-config clusters --gateway gateway-namespace/gateway --xds-address 127.0.0.1:15010 --plaintext\n" +
 			"  pilot-discovery proxy-config routes --gateway gateway-namespace/gateway --xds-address pilot:15010 --ca-file ca.pem --name http.80 -o json",
 		Args:      cobra.ExactArgs(1),
 		ValidArgs: []string{kindListeners, kindRoutes, kindClusters, kindEndpoints, kindAll},
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if o.files != "" && o.source == nil {
+				o.source = &fileSource{dir: o.files, lookupEnv: d.lookupEnv}
+			}
 			return runProxyConfig(cmd.Context(), cmd.OutOrStdout(), args[0], o)
 		},
 	}
 	f := cmd.Flags()
 	f.StringVar(&o.gateway, "gateway", "", "the Gateway, as NAMESPACE/NAME (required)")
-	f.StringVar(&o.xdsAddress, "xds-address", "", "pilot-discovery's ADS address, HOST:PORT (required)")
+	f.StringVarP(&o.files, "file", "f", "", "offline: compute the configuration from this folder of manifests (as discovery -f does) instead of asking a server")
+	f.StringVar(&o.xdsAddress, "xds-address", "", "pilot-discovery's ADS address, HOST:PORT (required unless -f)")
 	f.BoolVar(&o.plaintext, "plaintext", false, "connect without TLS (the server must run with --plaintext)")
 	f.StringVar(&o.caFile, "ca-file", "", "PEM CA certificates to verify the server with (default: the system roots)")
 	f.StringVar(&o.serverName, "tls-server-name", "", "name to verify in the server's certificate (default: the host of --xds-address)")
@@ -98,9 +106,12 @@ func (o *proxyConfigOptions) validate(kind string) error {
 	if _, err := parseGatewayRef(o.gateway); err != nil {
 		return err
 	}
+	if o.files != "" && o.xdsAddress != "" {
+		return fmt.Errorf("-f and --xds-address are exclusive: read a folder, or ask a server")
+	}
 	if o.source == nil {
 		if o.xdsAddress == "" {
-			return fmt.Errorf("--xds-address is required")
+			return fmt.Errorf("--xds-address or -f is required")
 		}
 		if o.plaintext && (o.caFile != "" || o.serverName != "") {
 			return fmt.Errorf("--plaintext conflicts with --ca-file and --tls-server-name")

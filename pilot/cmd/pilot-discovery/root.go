@@ -34,6 +34,6 @@ func newRootCommandWith(d deps) *cobra.Command {
 			fmt.Fprintln(cmd.OutOrStdout(), "pilot-discovery", version.Version)
 		},
 	})
-	root.AddCommand(newDiscoveryCommand(d), newProxyConfigCommand(), newProxyStatusCommand())
+	root.AddCommand(newDiscoveryCommand(d), newProxyConfigCommand(d), newProxyStatusCommand(), newStatusCommand(d))
 	return root
 }

@@ -7,6 +7,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"os"
 	"sort"
 	"strings"
@@ -68,6 +69,9 @@ type adsSource struct {
 	// tokenFile, when set, is read and sent as "authorization: Bearer"
 	// (for pilot-discovery --xds-auth=serviceaccount); needs TLS.
 	tokenFile string
+	// dial, when set, replaces the network dialer (file mode's in-memory
+	// listener).
+	dial func(ctx context.Context, addr string) (net.Conn, error)
 }
 
 var _ configSource = (*adsSource)(nil)
@@ -80,6 +84,9 @@ var errNoConfig = errors.New("no configuration received")
 // Fetch implements configSource.
 func (s *adsSource) Fetch(ctx context.Context, gw gatewayRef) (core.Resources, error) {
 	opts := []grpc.DialOption{grpc.WithTransportCredentials(s.creds)}
+	if s.dial != nil {
+		opts = append(opts, grpc.WithContextDialer(s.dial))
+	}
 	if s.tokenFile != "" {
 		tok, err := os.ReadFile(s.tokenFile)
 		if err != nil {

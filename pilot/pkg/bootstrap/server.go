@@ -1,11 +1,13 @@
 // Copyright infermesh authors
 // SPDX-License-Identifier: Apache-2.0
 
-// Package bootstrap assembles pilot-discovery's four stages over a cluster:
-// the kube.Client's informer collections (1), the Gateway API and
-// InferencePool controller with its leader-gated writers (2), the service
-// registry and the per-Gateway xDS translation (3), and the ADS server with
-// its debug endpoints (4). architecture/README.md draws the flow.
+// Package bootstrap assembles pilot-discovery's four stages: the input
+// collections (1: a kube.Client's informers in a cluster, or a file.Source's
+// static collections in file mode), the Gateway API and InferencePool
+// controller (2: with its leader-gated writers in a cluster; computed and
+// never written in file mode), the service registry and the per-Gateway
+// xDS translation (3), and the ADS server with its debug endpoints (4).
+// architecture/README.md draws the flow.
 package bootstrap
 
 import (
@@ -22,6 +24,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"google.golang.org/grpc"
 
+	"github.com/infermesh/infermesh/pilot/pkg/config/file"
 	"github.com/infermesh/infermesh/pilot/pkg/config/kube/gateway"
 	"github.com/infermesh/infermesh/pilot/pkg/features"
 	"github.com/infermesh/infermesh/pilot/pkg/model"
@@ -35,8 +38,15 @@ import (
 
 // Args configure a Server.
 type Args struct {
-	// Client is the cluster connection; required.
+	// Client is the cluster connection. Exactly one of Client and Files is
+	// set.
 	Client *kube.Client
+	// Files is file mode's source (pilot-discovery -f DIR): manifests read
+	// from a folder. There is no leader election and nothing is written;
+	// shadow Services are fed to the service registry in process, and
+	// Services without EndpointSlices get endpoints from the Pods they
+	// select (pkg/kube/endpointslice).
+	Files *file.Source
 	// Features are the feature flags (features.Load(os.LookupEnv)).
 	Features features.Features
 	// IsLeader gates the controller's writes. Nil means: run leader
@@ -69,8 +79,8 @@ type Server struct {
 
 // NewServer builds every stage; nothing runs until Run.
 func NewServer(args Args) (*Server, error) {
-	if args.Client == nil {
-		return nil, errors.New("bootstrap: Args.Client is required")
+	if (args.Client == nil) == (args.Files == nil) {
+		return nil, errors.New("bootstrap: set exactly one of Args.Client and Args.Files")
 	}
 	s := &Server{args: args, krtDebug: krt.NewDebugHandler(), registry: prometheus.NewRegistry(), stop: make(chan struct{})}
 	s.registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
@@ -78,6 +88,40 @@ func NewServer(args Args) (*Server, error) {
 		return nil, fmt.Errorf("bootstrap: krt metrics: %w", err)
 	}
 	opts := []krt.CollectionOption{krt.WithStop(s.stop), krt.WithDebugging(s.krtDebug)}
+	var reg registry.Outputs
+	if args.Files != nil {
+		s.controller, reg = fileMode(args.Files, args.Features, opts)
+	} else {
+		var err error
+		if s.controller, reg, err = s.clusterMode(opts); err != nil {
+			return nil, err
+		}
+	}
+	c := s.controller
+	gateways := c.Translator
+	if gateways == nil { // Gateway API off: serve nothing, but serve.
+		gateways = krt.NewStaticCollection[model.Gateway](nil, nil, opts...)
+	}
+	translate := args.Translate
+	translate.InferenceEnabled = args.Features.EnableInferenceExtension
+	translate.ClusterDomain = args.Features.ClusterDomain
+	var err error
+	s.xds, err = xds.NewServer(xds.Config{
+		Gateways: gateways, Endpoints: reg.Endpoints, EPPTLS: reg.EPPTLS, Translate: translate,
+		Debounce: args.Debounce, MaxDelay: args.MaxDelay, Registry: s.registry, KrtDebug: s.krtDebug,
+		GRPCOptions: args.GRPCOptions,
+	})
+	if err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
+// clusterMode builds stages 2 and 3 over the cluster: the controller with
+// its writers (leader-gated by Args.IsLeader, or by leader election on the
+// Lease) and the service registry over the informers.
+func (s *Server) clusterMode(opts []krt.CollectionOption) (*gateway.Controller, registry.Outputs, error) {
+	args := s.args
 	isLeader := args.IsLeader
 	if isLeader == nil {
 		ns, name := args.LeaseNamespace, args.LeaseName
@@ -89,7 +133,7 @@ func NewServer(args Args) (*Server, error) {
 		}
 		e, err := leaderelection.New(leaderelection.Config{Client: args.Client.Kube(), Namespace: ns, Name: name})
 		if err != nil {
-			return nil, err
+			return nil, registry.Outputs{}, err
 		}
 		s.elector, isLeader = e, e.IsLeader
 	}
@@ -97,30 +141,14 @@ func NewServer(args Args) (*Server, error) {
 		Client: args.Client, Features: args.Features, IsLeader: isLeader, Krt: opts,
 	})
 	if err != nil {
-		return nil, err
+		return nil, registry.Outputs{}, err
 	}
-	s.controller = c
 	kc := args.Client
 	reg := registry.Build(registry.Inputs{
 		Services: kc.Services(), EndpointSlices: kc.EndpointSlices(), DestinationRules: kc.DestinationRules(),
 		BackendTLSPolicies: kc.BackendTLSPolicies(), ConfigMaps: kc.ConfigMaps(),
 	}, registry.Options{ClusterDomain: args.Features.ClusterDomain, Krt: opts})
-	gateways := c.Translator
-	if gateways == nil { // Gateway API off: serve nothing, but serve.
-		gateways = krt.NewStaticCollection[model.Gateway](nil, nil, opts...)
-	}
-	translate := args.Translate
-	translate.InferenceEnabled = args.Features.EnableInferenceExtension
-	translate.ClusterDomain = args.Features.ClusterDomain
-	s.xds, err = xds.NewServer(xds.Config{
-		Gateways: gateways, Endpoints: reg.Endpoints, EPPTLS: reg.EPPTLS, Translate: translate,
-		Debounce: args.Debounce, MaxDelay: args.MaxDelay, Registry: s.registry, KrtDebug: s.krtDebug,
-		GRPCOptions: args.GRPCOptions,
-	})
-	if err != nil {
-		return nil, err
-	}
-	return s, nil
+	return c, reg, nil
 }
 
 // Controller returns the Gateway API and InferencePool controller.
@@ -147,8 +175,16 @@ func (s *Server) Run(ctx context.Context, ads, httpLis net.Listener) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	var wg sync.WaitGroup
-	errs := make(chan error, 3)
-	s.args.Client.Start(s.stop)
+	errs := make(chan error, 4)
+	if s.args.Files != nil {
+		wg.Go(func() {
+			if err := s.args.Files.Run(ctx); err != nil {
+				errs <- fmt.Errorf("watching manifests: %w", err)
+			}
+		})
+	} else {
+		s.args.Client.Start(s.stop)
+	}
 	runs := s.controller.RunFunctions()
 	if s.elector != nil {
 		for _, r := range runs {
@@ -188,6 +224,8 @@ func (s *Server) Run(ctx context.Context, ads, httpLis net.Listener) error {
 	cancel()
 	wg.Wait()
 	close(s.stop)
-	s.args.Client.Shutdown()
+	if s.args.Client != nil {
+		s.args.Client.Shutdown()
+	}
 	return err
 }

@@ -1,0 +1,272 @@
+// Copyright infermesh authors
+// SPDX-License-Identifier: Apache-2.0
+
+package main
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"net"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/yaml"
+
+	"github.com/infermesh/infermesh/pilot/pkg/config/kube/gateway"
+)
+
+// seedDir is the seed's manifests as a user writes them, with the pods
+// file mode needs.
+const seedDir = "../../../examples/seed"
+
+// inference turns the inference extension on, as the README's commands do.
+var inference = []string{"ENABLE_GATEWAY_API_INFERENCE_EXTENSION", "true"}
+
+// printedDoc is one document status -f prints.
+type printedDoc struct {
+	APIVersion string            `json:"apiVersion"`
+	Kind       string            `json:"kind"`
+	Metadata   metav1.ObjectMeta `json:"metadata"`
+	Status     struct {
+		Parents []struct {
+			ParentRef struct {
+				Group, Kind, Namespace, Name string
+			} `json:"parentRef"`
+			Conditions []metav1.Condition `json:"conditions"`
+		} `json:"parents"`
+		Conditions []metav1.Condition `json:"conditions"`
+	} `json:"status"`
+	Spec corev1.ServiceSpec `json:"spec"`
+}
+
+func statusOf(t *testing.T, dir string, env ...string) ([]printedDoc, string, error) {
+	t.Helper()
+	var out, errOut bytes.Buffer
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	err := runStatus(ctx, &out, &errOut, dir, envOf(env...), time.Date(2026, 11, 30, 0, 0, 0, 0, time.UTC))
+	var docs []printedDoc
+	for _, d := range strings.Split(out.String(), "---\n") {
+		if strings.TrimSpace(d) == "" {
+			continue
+		}
+		var p printedDoc
+		if err := yaml.Unmarshal([]byte(d), &p); err != nil {
+			t.Fatalf("status printed a document that is not YAML: %v\n%s", err, d)
+		}
+		docs = append(docs, p)
+	}
+	return docs, errOut.String(), err
+}
+
+func findDoc(docs []printedDoc, kind, ns, name string) *printedDoc {
+	for i := range docs {
+		if docs[i].Kind == kind && docs[i].Metadata.Namespace == ns && docs[i].Metadata.Name == name {
+			return &docs[i]
+		}
+	}
+	return nil
+}
+
+func condition(conds []metav1.Condition, typ string) string {
+	for _, c := range conds {
+		if c.Type == typ {
+			return string(c.Status) + "/" + c.Reason
+		}
+	}
+	return "missing"
+}
+
+// TestStatusSeed: status -f on the seed prints the pool status [Shell 3]
+// shows and the shadow Service [Shell 2] shows, and no problems.
+func TestStatusSeed(t *testing.T) {
+	docs, stderr, err := statusOf(t, seedDir, inference...)
+	if err != nil {
+		t.Fatalf("status: %v\nstderr: %s", err, stderr)
+	}
+	pool := findDoc(docs, "InferencePool", "llm-namespace", "vllm-llama3-8b")
+	if pool == nil {
+		t.Fatalf("no InferencePool status among %d documents", len(docs))
+	}
+	if len(pool.Status.Parents) != 1 {
+		t.Fatalf("pool parents = %+v, want the seed Gateway only", pool.Status.Parents)
+	}
+	p := pool.Status.Parents[0]
+	if p.ParentRef.Kind != "Gateway" || p.ParentRef.Namespace != "gateway-namespace" || p.ParentRef.Name != "gateway" {
+		t.Errorf("parentRef = %+v", p.ParentRef)
+	}
+	for typ, want := range map[string]string{"Accepted": "True/Accepted", "ResolvedRefs": "True/ResolvedRefs"} {
+		if got := condition(p.Conditions, typ); got != want {
+			t.Errorf("pool %s = %s, want %s", typ, got, want)
+		}
+	}
+	for _, c := range p.Conditions {
+		if c.LastTransitionTime.IsZero() {
+			t.Errorf("condition %s has no lastTransitionTime", c.Type)
+		}
+	}
+	svc := findDoc(docs, "Service", "llm-namespace", "vllm-llama3-8b-ip-22dc7de1")
+	if svc == nil {
+		t.Fatal("no shadow Service printed")
+	}
+	if svc.Spec.ClusterIP != "None" || len(svc.Spec.Ports) != 1 || svc.Spec.Ports[0].Port != 54321 || svc.Spec.Ports[0].TargetPort.IntValue() != 8000 {
+		t.Errorf("shadow Service spec = %+v, want headless 54321 -> 8000", svc.Spec)
+	}
+	route := findDoc(docs, "HTTPRoute", "llm-namespace", "llm-route")
+	if route == nil || len(route.Status.Parents) != 1 || condition(route.Status.Parents[0].Conditions, "Accepted") != "True/Accepted" {
+		t.Errorf("route status = %+v", route)
+	}
+	if gw := findDoc(docs, "Gateway", "gateway-namespace", "gateway"); gw == nil || condition(gw.Status.Conditions, "Accepted") != "True/Accepted" {
+		t.Errorf("gateway status = %+v", gw)
+	}
+}
+
+// TestStatusInferenceOff: without the flag the route names the reason and
+// no pool status or shadow Service is printed.
+func TestStatusInferenceOff(t *testing.T) {
+	docs, _, err := statusOf(t, seedDir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if findDoc(docs, "InferencePool", "llm-namespace", "vllm-llama3-8b") != nil || findDoc(docs, "Service", "llm-namespace", "vllm-llama3-8b-ip-22dc7de1") != nil {
+		t.Error("pool status or shadow Service printed with the inference extension off")
+	}
+	route := findDoc(docs, "HTTPRoute", "llm-namespace", "llm-route")
+	if route == nil || condition(route.Status.Parents[0].Conditions, "ResolvedRefs") != "False/InvalidKind" {
+		t.Errorf("route status = %+v, want ResolvedRefs False/InvalidKind", route)
+	}
+}
+
+// copySeed copies the seed folder into a temporary one.
+func copySeed(t *testing.T) string {
+	t.Helper()
+	dst := t.TempDir()
+	err := filepath.WalkDir(seedDir, func(p string, d os.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		rel, _ := filepath.Rel(seedDir, p)
+		if d.IsDir() {
+			return os.MkdirAll(filepath.Join(dst, rel), 0o755)
+		}
+		b, err := os.ReadFile(p)
+		if err != nil {
+			return err
+		}
+		return os.WriteFile(filepath.Join(dst, rel), b, 0o644)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return dst
+}
+
+// TestStatusBadManifest: a broken file is named on stderr with its
+// document, the command fails after printing, and the rest still loads.
+func TestStatusBadManifest(t *testing.T) {
+	dir := copySeed(t)
+	bad := "apiVersion: inference.networking.k8s.io/v1\nkind: InferencePool\nmetadata:\n  name: too-many-ports\n  namespace: llm-namespace\nspec:\n" +
+		"  selector:\n    matchLabels:\n      app: x\n  targetPorts: [{number: 1},{number: 2},{number: 3},{number: 4},{number: 5},{number: 6},{number: 7},{number: 8},{number: 9}]\n" +
+		"  endpointPickerRef:\n    name: epp\n    port:\n      number: 9002\n"
+	if err := os.WriteFile(filepath.Join(dir, "50-bad.yaml"), []byte(bad), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	docs, stderr, err := statusOf(t, dir, inference...)
+	if !errors.Is(err, errManifestProblems) {
+		t.Fatalf("err = %v, want errManifestProblems", err)
+	}
+	for _, want := range []string{"50-bad.yaml", "document 0", "spec.targetPorts"} {
+		if !strings.Contains(stderr, want) {
+			t.Errorf("stderr %q lacks %q", stderr, want)
+		}
+	}
+	if findDoc(docs, "InferencePool", "llm-namespace", "vllm-llama3-8b") == nil {
+		t.Error("the good pool's status is missing")
+	}
+	if findDoc(docs, "Service", "llm-namespace", gateway.ShadowServiceName("too-many-ports")) != nil {
+		t.Error("the rejected pool got a shadow Service")
+	}
+}
+
+// TestProxyConfigOfflineSeed: proxy-config -f on the seed prints the shadow
+// cluster with its three endpoints, the EPP cluster and the route with its
+// ext_proc override, with no server running.
+func TestProxyConfigOfflineSeed(t *testing.T) {
+	d := fakeDeps(t, inference...)
+	out, err := run(t, d, "proxy-config", "endpoints", "--gateway", seedGateway, "-f", seedDir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, ip := range []string{"10.244.0.13:8000", "10.244.0.14:8000", "10.244.0.15:8000"} {
+		if !strings.Contains(out, ip) || !strings.Contains(out, seedShadowCluster) {
+			t.Errorf("endpoints lack %s of %s:\n%s", ip, seedShadowCluster, out)
+		}
+	}
+	out, err = run(t, d, "proxy-config", "routes", "--gateway", seedGateway, "-f", seedDir, "-o", "json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"envoy.filters.http.ext_proc", seedEPPCluster, "FULL_DUPLEX_STREAMED", `"failureModeAllow": true`} {
+		if !strings.Contains(out, want) {
+			t.Errorf("routes JSON lacks %q", want)
+		}
+	}
+	_, err = run(t, d, "proxy-config", "clusters", "--gateway", "gateway-namespace/nope", "-f", seedDir)
+	wantErr(t, err, "gateway-namespace/nope", "not a Gateway of ours")
+}
+
+// TestProxyConfigOfflineMatchesServer (issue 6, acceptance 2): for the same
+// folder, proxy-config -f and proxy-config against a running discovery -f
+// print the same bytes, for every kind and output format.
+func TestProxyConfigOfflineMatchesServer(t *testing.T) {
+	d := fakeDeps(t, inference...)
+	addrs := make(chan [2]net.Addr, 1)
+	d.serving = func(ads, http net.Addr) { addrs <- [2]net.Addr{ads, http} }
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() {
+		cmd := newRootCommandWith(d)
+		cmd.SetArgs([]string{"discovery", "-f", seedDir, "--plaintext", "--ads-address", "127.0.0.1:0", "--http-address", "127.0.0.1:0"})
+		cmd.SetOut(&bytes.Buffer{})
+		done <- cmd.ExecuteContext(ctx)
+	}()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("discovery: %v", err)
+		}
+	})
+	var a [2]net.Addr
+	select {
+	case a = <-addrs:
+	case err := <-done:
+		t.Fatalf("discovery ended before serving: %v", err)
+	case <-time.After(30 * time.Second):
+		t.Fatal("discovery did not start serving")
+	}
+	waitReady(t, "http://"+a[1].String()+"/ready")
+	for _, kind := range []string{kindListeners, kindRoutes, kindClusters, kindEndpoints, kindAll} {
+		for _, o := range []string{outputShort, outputJSON} {
+			offline, err := run(t, d, "proxy-config", kind, "--gateway", seedGateway, "-f", seedDir, "-o", o)
+			if err != nil {
+				t.Fatalf("%s -o %s offline: %v", kind, o, err)
+			}
+			online, err := run(t, d, "proxy-config", kind, "--gateway", seedGateway, "--xds-address", a[0].String(), "--plaintext", "-o", o)
+			if err != nil {
+				t.Fatalf("%s -o %s online: %v", kind, o, err)
+			}
+			if offline != online {
+				t.Errorf("%s -o %s: offline and online differ:\noffline:\n%s\nonline:\n%s", kind, o, offline, online)
+			}
+			if len(offline) < 50 {
+				t.Errorf("%s -o %s printed almost nothing: %q", kind, o, offline)
+			}
+		}
+	}
+}

@@ -1,0 +1,76 @@
+// Copyright infermesh authors
+// SPDX-License-Identifier: Apache-2.0
+
+// Package file is the configuration source of `pilot-discovery discovery -f
+// DIR`: it reads Kubernetes manifests from a folder and serves them as krt
+// collections of the same element types as *kube.Client's (Pods, Services,
+// Gateways, InferencePools, DestinationRules, ...), so the control plane runs
+// the same pipeline with no cluster. The aim is that the collections hold
+// what an API server would have stored had the folder been applied with
+// `kubectl apply --validate=strict -f DIR -R`.
+//
+// # Inputs
+//
+// Every *.yaml, *.yml and *.json file in the folder and its subfolders,
+// skipping names that start with "." (a mounted ConfigMap's ..data and
+// ..<timestamp> folders; its top-level symlinks are read instead) and not
+// following symlinks to folders. Files hold one or more YAML documents
+// separated by "---"; a `kind: List` is expanded. YAML is read as kubectl
+// reads it (sigs.k8s.io/yaml: YAML 1.1 scalars, so an unquoted n or no is a
+// boolean; duplicate keys are errors).
+//
+// # What is checked, and how
+//
+//   - Gateway API (standard channel, every served version) and InferencePool
+//     (inference.networking.k8s.io/v1): against the CRDs of the module
+//     versions in go.mod, embedded in crds/ by hack/update-crds.sh, with the
+//     API server's own code (k8s.io/apiextensions-apiserver): unknown fields
+//     (pruning) are errors, then structural defaulting, ObjectMeta validation,
+//     OpenAPI schema validation, list-type invariants and the CEL rules
+//     (x-kubernetes-validations). Messages are the API server's field errors.
+//     Every served version is stored as the v1 Go type: these CRDs convert
+//     with strategy None.
+//   - Built-in kinds of the client-go scheme: strict decoding (unknown and
+//     duplicate fields are errors). Namespaces, Pods, Services,
+//     EndpointSlices, ConfigMaps and Secrets are stored; every other built-in
+//     kind (Deployments, ...) is accepted and ignored. k8s.io/kubernetes,
+//     which holds the built-in defaulting and validation, cannot be imported,
+//     so only this is reproduced, by hand: ObjectMeta validation (Service
+//     names are DNS-1035 labels, Namespace names DNS labels, others DNS
+//     subdomains); Service defaults (type ClusterIP, sessionAffinity None,
+//     port protocol TCP, targetPort = port, externalTrafficPolicy and
+//     internalTrafficPolicy Cluster where the API server sets them) and port
+//     checks (number in range, protocol TCP/UDP/SCTP, names required when
+//     several and unique); EndpointSlice defaults (port name "", protocol
+//     TCP) and addressType and port checks; Pod container port protocol TCP;
+//     Secret stringData merged into data and type Opaque; the Namespace label
+//     kubernetes.io/metadata.name. Anything else a real API server would
+//     reject in a built-in object loads here.
+//   - Istio DestinationRules (networking.istio.io v1, v1beta1, v1alpha3):
+//     Istio's CRD is not a dependency, so only unknown top-level and metadata
+//     fields, ObjectMeta, and what kube.DestinationRuleFromUnstructured reads
+//     are checked.
+//   - Any other kind is a problem ("unknown kind").
+//
+// A namespaced object without a namespace is in "default", as kubectl puts
+// it; a cluster-scoped one (Namespace, GatewayClass) loses any namespace it
+// names, as the API server drops it. Server-set metadata (uid,
+// resourceVersion, generation, creationTimestamp) is not invented.
+//
+// # Rejections and reloads
+//
+// A rejected object is a Problem naming file, document, object and field,
+// and is left out; if an earlier read accepted an object of that kind,
+// namespace and name, that version stays, as a rejected apply leaves the
+// stored object. A file that cannot be read, or has a document that is not
+// YAML (half-written, truncated), keeps every object it last contributed
+// besides whatever its readable documents now say. A deleted file removes its
+// objects. When two files declare the same object, the first by path wins.
+//
+// New reads the folder synchronously and returns synced collections. Run
+// watches the folder (fsnotify on the folder and every subfolder, never on
+// files, so renames and symlink swaps are seen), debounces events, rereads
+// the whole folder, and hands each collection only the differences
+// (ConditionalUpdateObject / DeleteObject): an unchanged object emits no
+// event. Revision counts reloads that changed an object or the problems.
+package file

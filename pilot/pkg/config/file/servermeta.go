@@ -1,0 +1,81 @@
+// Copyright infermesh authors
+// SPDX-License-Identifier: Apache-2.0
+
+package file
+
+import (
+	"crypto/sha256"
+	"encoding/json"
+	"fmt"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+)
+
+// stampServerFields sets on o's object the metadata the API server sets on
+// create and update, which manifests do not carry and the controller reads
+// (observedGeneration in status, the uid in a shadow Service's owner
+// reference):
+//
+//   - uid: derived from the object's identity (kind, namespace, name), so it
+//     is stable across reloads and restarts, unlike a cluster's random one;
+//   - generation: 1 when first accepted, then one more each time anything
+//     but metadata and status changes, as for custom resources;
+//   - creationTimestamp: when first accepted.
+//
+// prev is the object's last accepted version, or nil. Values that are not
+// Kubernetes objects (DestinationRule views) are left alone.
+func stampServerFields(o *object, prev *object, now time.Time) {
+	m, ok := o.value.(metav1.Object)
+	if !ok {
+		return
+	}
+	o.specDigest = specDigest(o.value)
+	if m.GetUID() == "" {
+		m.SetUID(stableUID(o.id))
+	}
+	pm, ok := metaOf(prev)
+	if !ok {
+		m.SetGeneration(1)
+		m.SetCreationTimestamp(metav1.NewTime(now.UTC().Truncate(time.Second)))
+		return
+	}
+	m.SetCreationTimestamp(pm.GetCreationTimestamp())
+	g := pm.GetGeneration()
+	if prev.specDigest != o.specDigest {
+		g++
+	}
+	m.SetGeneration(g)
+}
+
+func metaOf(o *object) (metav1.Object, bool) {
+	if o == nil {
+		return nil, false
+	}
+	m, ok := o.value.(metav1.Object)
+	return m, ok
+}
+
+// stableUID is a UUID-shaped digest of the object's identity.
+func stableUID(id objectID) types.UID {
+	sum := sha256.Sum256([]byte(fmt.Sprintf("%+v", id)))
+	return types.UID(fmt.Sprintf("%x-%x-%x-%x-%x", sum[0:4], sum[4:6], sum[6:8], sum[8:10], sum[10:16]))
+}
+
+// specDigest is the JSON of v without metadata and status: what decides a
+// generation bump.
+func specDigest(v any) string {
+	raw, err := json.Marshal(v)
+	if err != nil {
+		return ""
+	}
+	var fields map[string]json.RawMessage
+	if json.Unmarshal(raw, &fields) != nil {
+		return string(raw)
+	}
+	delete(fields, "metadata")
+	delete(fields, "status")
+	out, _ := json.Marshal(fields)
+	return string(out)
+}

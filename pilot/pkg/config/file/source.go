@@ -1,0 +1,340 @@
+// Copyright infermesh authors
+// SPDX-License-Identifier: Apache-2.0
+
+package file
+
+import (
+	"cmp"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
+	inferencev1 "sigs.k8s.io/gateway-api-inference-extension/api/v1"
+	gatewayv1 "sigs.k8s.io/gateway-api/apis/v1"
+
+	"github.com/infermesh/infermesh/pkg/kube"
+	"github.com/infermesh/infermesh/pkg/kube/krt"
+)
+
+// Options configures a Source.
+type Options struct {
+	// Krt is passed to every collection (after which the Source names each
+	// one after its accessor: "Pods", "InferencePools", ...).
+	Krt []krt.CollectionOption
+	// Logger receives one warning per problem per reload; nil means
+	// slog.Default().
+	Logger *slog.Logger
+	// Debounce is the quiet period after a filesystem event before Run
+	// reloads; 0 means 100ms. A steady stream of events delays a reload by
+	// at most ten times this.
+	Debounce time.Duration
+}
+
+const defaultDebounce = 100 * time.Millisecond
+
+// Source is the configuration read from a folder of manifests, as krt
+// collections of the same element types as *kube.Client's. New reads the
+// folder once; Run keeps the collections equal to it. Safe for concurrent use.
+type Source struct {
+	dir  string
+	opts Options
+	log  *slog.Logger
+	dec  *decoder
+
+	namespaces         krt.StaticCollection[*corev1.Namespace]
+	pods               krt.StaticCollection[*corev1.Pod]
+	services           krt.StaticCollection[*corev1.Service]
+	endpointSlices     krt.StaticCollection[*discoveryv1.EndpointSlice]
+	secrets            krt.StaticCollection[*corev1.Secret]
+	configMaps         krt.StaticCollection[*corev1.ConfigMap]
+	gateways           krt.StaticCollection[*gatewayv1.Gateway]
+	gatewayClasses     krt.StaticCollection[*gatewayv1.GatewayClass]
+	httpRoutes         krt.StaticCollection[*gatewayv1.HTTPRoute]
+	grpcRoutes         krt.StaticCollection[*gatewayv1.GRPCRoute]
+	referenceGrants    krt.StaticCollection[*gatewayv1.ReferenceGrant]
+	backendTLSPolicies krt.StaticCollection[*gatewayv1.BackendTLSPolicy]
+	inferencePools     krt.StaticCollection[*inferencev1.InferencePool]
+	destinationRules   krt.StaticCollection[kube.DestinationRule]
+	sinks              map[string]sink // by collection name
+
+	mu       sync.Mutex // serializes reloads; guards accepted and problems
+	accepted map[objectID]object
+	problems []Problem
+	revision atomic.Uint64
+}
+
+// New reads every manifest under dir once, synchronously, and returns a
+// Source whose collections hold the accepted objects and are synced. Problems
+// with manifests are not errors (see Problems); New fails only when dir
+// itself cannot be read, or when the embedded CRDs are broken (a build defect).
+func New(dir string, opts Options) (*Source, error) {
+	crds, err := embeddedCRDs()
+	if err != nil {
+		return nil, fmt.Errorf("file: embedded CRDs: %w", err)
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.Default()
+	}
+	if opts.Debounce <= 0 {
+		opts.Debounce = defaultDebounce
+	}
+	s := &Source{dir: dir, opts: opts, log: opts.Logger, dec: &decoder{crds: crds}, sinks: map[string]sink{}}
+	l, err := s.load(nil)
+	if err != nil {
+		return nil, fmt.Errorf("file: read %s: %w", dir, err)
+	}
+	s.accepted, s.problems = l.accepted, l.problems
+	s.logProblems()
+
+	objs := sortedObjects(l.accepted)
+	s.namespaces = newCollection[*corev1.Namespace](s, "Namespaces", objs)
+	s.pods = newCollection[*corev1.Pod](s, "Pods", objs)
+	s.services = newCollection[*corev1.Service](s, "Services", objs)
+	s.endpointSlices = newCollection[*discoveryv1.EndpointSlice](s, "EndpointSlices", objs)
+	s.secrets = newCollection[*corev1.Secret](s, "Secrets", objs)
+	s.configMaps = newCollection[*corev1.ConfigMap](s, "ConfigMaps", objs)
+	s.gateways = newCollection[*gatewayv1.Gateway](s, "Gateways", objs)
+	s.gatewayClasses = newCollection[*gatewayv1.GatewayClass](s, "GatewayClasses", objs)
+	s.httpRoutes = newCollection[*gatewayv1.HTTPRoute](s, "HTTPRoutes", objs)
+	s.grpcRoutes = newCollection[*gatewayv1.GRPCRoute](s, "GRPCRoutes", objs)
+	s.referenceGrants = newCollection[*gatewayv1.ReferenceGrant](s, "ReferenceGrants", objs)
+	s.backendTLSPolicies = newCollection[*gatewayv1.BackendTLSPolicy](s, "BackendTLSPolicies", objs)
+	s.inferencePools = newCollection[*inferencev1.InferencePool](s, "InferencePools", objs)
+	s.destinationRules = newCollection[kube.DestinationRule](s, "DestinationRules", objs)
+	return s, nil
+}
+
+// Namespaces returns the accepted Namespaces.
+func (s *Source) Namespaces() krt.Collection[*corev1.Namespace] { return s.namespaces }
+
+// Pods returns the accepted Pods.
+func (s *Source) Pods() krt.Collection[*corev1.Pod] { return s.pods }
+
+// Services returns the accepted Services.
+func (s *Source) Services() krt.Collection[*corev1.Service] { return s.services }
+
+// EndpointSlices returns the accepted EndpointSlices (discovery.k8s.io/v1).
+func (s *Source) EndpointSlices() krt.Collection[*discoveryv1.EndpointSlice] { return s.endpointSlices }
+
+// Secrets returns the accepted Secrets.
+func (s *Source) Secrets() krt.Collection[*corev1.Secret] { return s.secrets }
+
+// ConfigMaps returns the accepted ConfigMaps.
+func (s *Source) ConfigMaps() krt.Collection[*corev1.ConfigMap] { return s.configMaps }
+
+// Gateways returns the accepted Gateways (v1 and v1beta1 manifests, as v1).
+func (s *Source) Gateways() krt.Collection[*gatewayv1.Gateway] { return s.gateways }
+
+// GatewayClasses returns the accepted GatewayClasses.
+func (s *Source) GatewayClasses() krt.Collection[*gatewayv1.GatewayClass] { return s.gatewayClasses }
+
+// HTTPRoutes returns the accepted HTTPRoutes.
+func (s *Source) HTTPRoutes() krt.Collection[*gatewayv1.HTTPRoute] { return s.httpRoutes }
+
+// GRPCRoutes returns the accepted GRPCRoutes.
+func (s *Source) GRPCRoutes() krt.Collection[*gatewayv1.GRPCRoute] { return s.grpcRoutes }
+
+// ReferenceGrants returns the accepted ReferenceGrants.
+func (s *Source) ReferenceGrants() krt.Collection[*gatewayv1.ReferenceGrant] {
+	return s.referenceGrants
+}
+
+// BackendTLSPolicies returns the accepted BackendTLSPolicies.
+func (s *Source) BackendTLSPolicies() krt.Collection[*gatewayv1.BackendTLSPolicy] {
+	return s.backendTLSPolicies
+}
+
+// InferencePools returns the accepted InferencePools (inference.networking.k8s.io/v1).
+func (s *Source) InferencePools() krt.Collection[*inferencev1.InferencePool] { return s.inferencePools }
+
+// DestinationRules returns the accepted Istio DestinationRules, converted
+// with kube.DestinationRuleFromUnstructured.
+func (s *Source) DestinationRules() krt.Collection[kube.DestinationRule] { return s.destinationRules }
+
+// Problems returns the problems of the latest read, sorted by file, then
+// document. The slice is the caller's.
+func (s *Source) Problems() []Problem {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return slices.Clone(s.problems)
+}
+
+// Revision counts the reloads that changed an object or the problems; New's
+// read is revision 0. Tests wait for it instead of sleeping.
+func (s *Source) Revision() uint64 { return s.revision.Load() }
+
+// sink is the write side of one collection.
+type sink interface {
+	update(v any)
+	delete(key string)
+}
+
+type staticSink[T any] struct{ c krt.StaticCollection[T] }
+
+func (s staticSink[T]) update(v any)      { s.c.ConditionalUpdateObject(v.(T)) }
+func (s staticSink[T]) delete(key string) { s.c.DeleteObject(key) }
+
+func newCollection[T any](s *Source, name string, objs []object) krt.StaticCollection[T] {
+	var vals []T
+	for _, o := range objs {
+		if o.coll == name {
+			vals = append(vals, o.value.(T))
+		}
+	}
+	opts := append(slices.Clone(s.opts.Krt), krt.WithName(name))
+	c := krt.NewStaticCollection[T](nil, vals, opts...)
+	s.sinks[name] = staticSink[T]{c}
+	return c
+}
+
+// sortedObjects returns m's objects by collection, then key.
+func sortedObjects(m map[objectID]object) []object {
+	out := make([]object, 0, len(m))
+	for _, o := range m {
+		out = append(out, o)
+	}
+	slices.SortFunc(out, func(a, b object) int {
+		return cmp.Or(strings.Compare(a.coll, b.coll), strings.Compare(a.key, b.key),
+			strings.Compare(a.id.group, b.id.group), strings.Compare(a.id.kind, b.id.kind))
+	})
+	return out
+}
+
+// loadResult is one read of the folder.
+type loadResult struct {
+	accepted map[objectID]object
+	problems []Problem
+	dirs     []string
+}
+
+// load reads the folder and decides what is accepted, given what was
+// accepted before (prev):
+//   - every valid object, the first by file path and document when several
+//     files declare the same one (the others are problems);
+//   - an earlier accepted object whose new version is rejected (a rejected
+//     apply leaves the stored object);
+//   - every earlier accepted object of a file that cannot be read now or has
+//     a document that is not valid YAML (a half-written file).
+//
+// Objects of a deleted file are gone.
+func (s *Source) load(prev map[objectID]object) (loadResult, error) {
+	sc, err := listManifests(s.dir)
+	if err != nil {
+		return loadResult{}, err
+	}
+	problems := sc.problems
+	var candidates []object
+	broken := map[string]bool{}     // files kept whole at their last good state
+	rejected := map[objectID]bool{} // objects declared but invalid
+	for _, f := range sc.files {
+		data, err := os.ReadFile(filepath.Join(s.dir, filepath.FromSlash(f)))
+		if err != nil {
+			problems = append(problems, Problem{File: f, Document: -1, Message: "cannot read: " + err.Error()})
+			broken[f] = true
+			continue
+		}
+		for _, d := range splitDocuments(data) {
+			ref := docRef{file: f, doc: d.index, line: d.line}
+			j, line, err := toJSON(d)
+			if err != nil {
+				ref.line = line
+				problems = append(problems, ref.problem("", err.Error()))
+				broken[f] = true
+				continue
+			}
+			var res decodeResult
+			s.dec.decodeJSON(ref, j, &res)
+			candidates = append(candidates, res.objects...)
+			problems = append(problems, res.problems...)
+			for _, id := range res.rejected {
+				rejected[id] = true
+			}
+		}
+	}
+	accepted := make(map[objectID]object, len(candidates))
+	for _, c := range candidates {
+		if first, dup := accepted[c.id]; dup {
+			problems = append(problems, c.ref.problem("", fmt.Sprintf(
+				"already defined in %s document %d; the first file by path wins", first.ref.file, first.ref.doc)))
+			continue
+		}
+		accepted[c.id] = c
+	}
+	now := time.Now()
+	for id, c := range accepted {
+		var p *object
+		if o, ok := prev[id]; ok {
+			p = &o
+		}
+		stampServerFields(&c, p, now)
+		accepted[id] = c
+	}
+	for id, o := range prev {
+		if _, ok := accepted[id]; !ok && (broken[o.ref.file] || rejected[id]) {
+			accepted[id] = o
+		}
+	}
+	sortProblems(problems)
+	return loadResult{accepted: accepted, problems: problems, dirs: sc.dirs}, nil
+}
+
+// reload reads the folder again and hands the collections the differences.
+// It returns the folders to watch; on error (the folder itself is
+// unreadable) nothing changes.
+func (s *Source) reload() ([]string, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	l, err := s.load(s.accepted)
+	if err != nil {
+		return nil, err
+	}
+	changed := s.applyDiff(s.accepted, l.accepted)
+	if !slices.Equal(s.problems, l.problems) {
+		changed = true
+	}
+	s.accepted, s.problems = l.accepted, l.problems
+	s.logProblems()
+	if changed {
+		s.revision.Add(1)
+	}
+	return l.dirs, nil
+}
+
+// applyDiff deletes from the collections what is gone and updates what is
+// new or changed (by digest), in collection and key order. It reports
+// whether anything differed.
+func (s *Source) applyDiff(prev, next map[objectID]object) bool {
+	changed := false
+	for _, o := range sortedObjects(prev) {
+		if n, ok := next[o.id]; !ok || n.coll != o.coll || n.key != o.key {
+			changed = true
+			if o.coll != "" {
+				s.sinks[o.coll].delete(o.key)
+			}
+		}
+	}
+	for _, o := range sortedObjects(next) {
+		if p, ok := prev[o.id]; !ok || p.digest != o.digest || p.coll != o.coll || p.key != o.key {
+			changed = true
+			if o.coll != "" {
+				s.sinks[o.coll].update(o.value)
+			}
+		}
+	}
+	return changed
+}
+
+func (s *Source) logProblems() {
+	for _, p := range s.problems {
+		s.log.Warn("file: manifest rejected", "file", p.File, "document", p.Document, "line", p.Line,
+			"kind", p.Kind, "key", p.objectName(), "field", p.Field, "error", p.Message)
+	}
+}
