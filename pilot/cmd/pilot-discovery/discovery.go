@@ -184,6 +184,11 @@ func runDiscovery(ctx context.Context, stopSignals func(), o *discoveryOptions, 
 	if o.clusterDomain != "" {
 		feats.ClusterDomain = o.clusterDomain
 	}
+	// Gateway proxies must reach ADS the way it is served: in plaintext
+	// when --plaintext, with their ServiceAccount token when
+	// --xds-auth=serviceaccount. The environment can only add to that.
+	feats.GatewayXDSPlaintext = feats.GatewayXDSPlaintext || o.plaintext
+	feats.GatewayXDSServiceAccountAuth = feats.GatewayXDSServiceAccountAuth || o.xdsAuth == xdsAuthServiceAccount
 	level, _ := parseLogLevel(o.logLevel)
 	log := newLogger(d.stderr, level)
 	slog.SetDefault(log)

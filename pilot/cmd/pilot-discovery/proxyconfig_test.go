@@ -157,7 +157,7 @@ func TestProxyConfigFlagErrors(t *testing.T) {
 	}{
 		{[]string{"proxy-config", "secrets", "--gateway", "a/b", "--xds-address", "x:1", "--plaintext"}, `unknown resource kind "secrets"`},
 		{[]string{"proxy-config", "clusters", "--gateway", "ab", "--xds-address", "x:1", "--plaintext"}, `--gateway "ab": want NAMESPACE/NAME`},
-		{[]string{"proxy-config", "clusters", "--gateway", "a/b", "--plaintext"}, "--xds-address is required"},
+		{[]string{"proxy-config", "clusters", "--gateway", "a/b", "--plaintext"}, "--xds-address or -f is required"},
 		{[]string{"proxy-config", "clusters", "--gateway", "a/b", "--xds-address", "x:1", "-o", "xml"}, `-o "xml": want short, json or yaml`},
 		{[]string{"proxy-config", "clusters", "--gateway", "a/b", "--xds-address", "x:1", "--plaintext", "--ca-file", "ca.pem"}, "--plaintext conflicts with --ca-file"},
 		{[]string{"proxy-config", "clusters", "--gateway", "a/b", "--xds-address", "x:1", "--plaintext", "--token-file", "tok"}, "--token-file needs TLS"},

@@ -21,6 +21,10 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/client-go/kubernetes/scheme"
+	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
+	"k8s.io/client-go/tools/record"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"google.golang.org/grpc"
 
@@ -74,6 +78,7 @@ type Server struct {
 	controller *gateway.Controller
 	xds        *xds.Server
 	elector    *leaderelection.Elector
+	events     record.EventBroadcaster // nil in file mode
 	stop       chan struct{}
 }
 
@@ -137,8 +142,14 @@ func (s *Server) clusterMode(opts []krt.CollectionOption) (*gateway.Controller, 
 		}
 		s.elector, isLeader = e, e.IsLeader
 	}
+	// Warning events (a shadow Service or Gateway deployment name taken by
+	// an object we do not own) go to the API server; Run shuts the
+	// broadcaster down.
+	s.events = record.NewBroadcaster()
+	s.events.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: args.Client.Kube().CoreV1().Events("")})
+	recorder := s.events.NewRecorder(scheme.Scheme, corev1.EventSource{Component: "pilot-discovery"})
 	c, err := gateway.NewController(gateway.ControllerConfig{
-		Client: args.Client, Features: args.Features, IsLeader: isLeader, Krt: opts,
+		Client: args.Client, Features: args.Features, IsLeader: isLeader, Recorder: recorder, Krt: opts,
 	})
 	if err != nil {
 		return nil, registry.Outputs{}, err
@@ -224,6 +235,9 @@ func (s *Server) Run(ctx context.Context, ads, httpLis net.Listener) error {
 	cancel()
 	wg.Wait()
 	close(s.stop)
+	if s.events != nil {
+		s.events.Shutdown()
+	}
 	if s.args.Client != nil {
 		s.args.Client.Shutdown()
 	}

@@ -44,6 +44,30 @@ type Features struct {
 	// ClusterDomain is the DNS suffix of Service hostnames, as in
 	// <svc>.<ns>.svc.<ClusterDomain> (CLUSTER_DOMAIN).
 	ClusterDomain string
+	// EnableGatewayDeployment makes, for each Gateway of our classes, the
+	// ServiceAccount, Service, bootstrap ConfigMap and Envoy Deployment that
+	// serve it (PILOT_ENABLE_GATEWAY_API_DEPLOYMENT_CONTROLLER).
+	EnableGatewayDeployment bool
+	// GatewayProxyImage is the Envoy image of Gateway Deployments
+	// (PILOT_GATEWAY_PROXY_IMAGE).
+	GatewayProxyImage string
+	// GatewayXDSAddress is pilot-discovery's ADS address, host:port, that
+	// Gateway proxies connect to (PILOT_GATEWAY_XDS_ADDRESS).
+	GatewayXDSAddress string
+	// GatewayXDSPlaintext makes Gateway proxies connect to ADS without TLS
+	// (PILOT_GATEWAY_XDS_PLAINTEXT); it must match pilot-discovery's
+	// --plaintext.
+	GatewayXDSPlaintext bool
+	// GatewayXDSCAFile is a PEM file whose certificates verify the ADS
+	// server; its content is embedded in each bootstrap
+	// (PILOT_GATEWAY_XDS_CA_FILE). Empty: the proxy image's system trust
+	// store.
+	GatewayXDSCAFile string
+	// GatewayXDSServiceAccountAuth makes Gateway proxies send their
+	// ServiceAccount token as "authorization: Bearer" on the ADS stream
+	// (PILOT_GATEWAY_XDS_SERVICEACCOUNT_AUTH); it must match
+	// pilot-discovery's --xds-auth=serviceaccount, and needs TLS.
+	GatewayXDSServiceAccountAuth bool
 }
 
 // Flag describes one environment variable.
@@ -87,6 +111,15 @@ func stringFlag(name, def, desc string, field func(*Features) *string) flagDef {
 	}
 }
 
+// optionalStringFlag is a string flag whose default is empty; any value is
+// accepted.
+func optionalStringFlag(name, desc string, field func(*Features) *string) flagDef {
+	return flagDef{
+		Flag: Flag{Name: name, Type: "string", Default: "", Description: desc},
+		set:  func(f *Features, v string) error { *field(f) = strings.TrimSpace(v); return nil },
+	}
+}
+
 // table is every flag, in the order --help lists them.
 var table = []flagDef{
 	boolFlag("PILOT_ENABLE_GATEWAY_API", "true",
@@ -107,6 +140,24 @@ var table = []flagDef{
 	stringFlag("CLUSTER_DOMAIN", "cluster.local",
 		"DNS suffix of Service hostnames (<svc>.<ns>.svc.<domain>).",
 		func(f *Features) *string { return &f.ClusterDomain }),
+	boolFlag("PILOT_ENABLE_GATEWAY_API_DEPLOYMENT_CONTROLLER", "true",
+		"Deploy each Gateway of our classes: ServiceAccount, Service, bootstrap ConfigMap and Envoy Deployment named <gateway>-<class>, owned by the Gateway.",
+		func(f *Features) *bool { return &f.EnableGatewayDeployment }),
+	stringFlag("PILOT_GATEWAY_PROXY_IMAGE", "docker.io/envoyproxy/envoy:distroless-v1.40.0",
+		"Envoy image of Gateway Deployments (the Envoy release matching go-control-plane's envoy API module).",
+		func(f *Features) *string { return &f.GatewayProxyImage }),
+	stringFlag("PILOT_GATEWAY_XDS_ADDRESS", "pilot-discovery.infermesh-system.svc:15010",
+		"ADS address (host:port) written into Gateway proxies' bootstrap.",
+		func(f *Features) *string { return &f.GatewayXDSAddress }),
+	boolFlag("PILOT_GATEWAY_XDS_PLAINTEXT", "false",
+		"Gateway proxies connect to ADS without TLS; set it when pilot-discovery runs with --plaintext.",
+		func(f *Features) *bool { return &f.GatewayXDSPlaintext }),
+	optionalStringFlag("PILOT_GATEWAY_XDS_CA_FILE",
+		"PEM file of the CA that signed the ADS server certificate, embedded in Gateway proxies' bootstrap; empty: the proxy image's system trust store.",
+		func(f *Features) *string { return &f.GatewayXDSCAFile }),
+	boolFlag("PILOT_GATEWAY_XDS_SERVICEACCOUNT_AUTH", "false",
+		"Gateway proxies send their ServiceAccount token (projected, rotated by the kubelet) as \"authorization: Bearer\" on ADS; set it when pilot-discovery runs with --xds-auth=serviceaccount. Needs TLS.",
+		func(f *Features) *bool { return &f.GatewayXDSServiceAccountAuth }),
 }
 
 // Flags lists every flag with its default, in --help order.

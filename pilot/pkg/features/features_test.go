@@ -28,6 +28,11 @@ func TestDefaultsAreIstios(t *testing.T) {
 		ControllerName:           "istio.io/gateway-controller",
 		DefaultGatewayClassName:  "istio",
 		ClusterDomain:            "cluster.local",
+		// Istio deploys Gateways by default too
+		// (PILOT_ENABLE_GATEWAY_API_DEPLOYMENT_CONTROLLER).
+		EnableGatewayDeployment: true,
+		GatewayProxyImage:       "docker.io/envoyproxy/envoy:distroless-v1.40.0",
+		GatewayXDSAddress:       "pilot-discovery.infermesh-system.svc:15010",
 	}
 	if d := cmp.Diff(want, Defaults()); d != "" {
 		t.Fatalf("defaults (-want +got):\n%s", d)

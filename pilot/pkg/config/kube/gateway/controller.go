@@ -54,14 +54,26 @@ type ControllerConfig struct {
 // leader-gated writers that carry its results to the API server.
 type Controller struct {
 	Outputs
-	runs []func(ctx context.Context)
+	// Deployments are the Gateway deployments; zero when
+	// PILOT_ENABLE_GATEWAY_API_DEPLOYMENT_CONTROLLER is off.
+	Deployments DeploymentOutputs
+	// WrittenGatewayStatuses is the Gateway status the writer applies:
+	// Outputs.GatewayStatuses, with the deployment's Programmed condition
+	// and addresses when Gateway deployment is on.
+	WrittenGatewayStatuses krt.Collection[GatewayStatusResult]
+	runs                   []func(ctx context.Context)
 }
 
 // NewController builds the pipeline and its writers. With
 // PILOT_ENABLE_GATEWAY_API off it builds nothing; with
 // ENABLE_GATEWAY_API_INFERENCE_EXTENSION off no InferencePool informer is
 // created; with PILOT_ENABLE_GATEWAY_API_STATUS off no status is written
-// (shadow Services and the default GatewayClass still are).
+// (shadow Services, Gateway deployments and the default GatewayClass still
+// are). With PILOT_ENABLE_GATEWAY_API_DEPLOYMENT_CONTROLLER on, each
+// Gateway of ours gets its deployment (deployment.go) and its Programmed
+// condition and addresses follow its Service (DeploymentProgrammed); the
+// CA file PILOT_GATEWAY_XDS_CA_FILE is read here, and an unreadable file or
+// an invalid proxy configuration is an error.
 func NewController(cfg ControllerConfig) (*Controller, error) {
 	if cfg.Client == nil || cfg.IsLeader == nil {
 		return nil, errors.New("gateway: ControllerConfig needs Client and IsLeader")
@@ -94,12 +106,24 @@ func NewController(cfg ControllerConfig) (*Controller, error) {
 		c.runs = append(c.runs, run)
 	}
 	add(defaultClassWriter(cfg))
+	c.WrittenGatewayStatuses = c.GatewayStatuses
+	if f.EnableGatewayDeployment {
+		proxy, err := proxyConfig(f)
+		if err != nil {
+			return nil, err
+		}
+		c.Deployments = BuildDeployments(in.Gateways, c.Gateways, proxy, cfg.Krt)
+		for _, w := range deploymentWriters(cfg, c.Deployments, in.Gateways) {
+			add(w())
+		}
+		c.WrittenGatewayStatuses = DeployedGatewayStatuses(c.GatewayStatuses, in.Gateways, c.Gateways, in.Services, proxy, cfg.Krt)
+	}
 	if in.InferencePools != nil {
 		add(shadowServiceWriter(cfg, c.ShadowServices, in.InferencePools))
 	}
 	if f.EnableGatewayAPIStatus {
 		add(classStatusWriter(cfg, c.ClassStatuses))
-		add(gatewayStatusWriter(cfg, c.GatewayStatuses))
+		add(gatewayStatusWriter(cfg, c.WrittenGatewayStatuses))
 		add(httpRouteStatusWriter(cfg, c.HTTPRouteStatuses))
 		add(grpcRouteStatusWriter(cfg, c.GRPCRouteStatuses))
 		if in.InferencePools != nil {

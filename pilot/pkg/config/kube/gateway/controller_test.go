@@ -21,12 +21,16 @@ func TestNewControllerFollowsFlags(t *testing.T) {
 		writers int
 		pools   bool
 	}{
-		// default class, class, Gateway, HTTPRoute and GRPCRoute status
-		{"defaults (inference off)", func(*features.Features) {}, 5, false},
+		// default class, the four Gateway deployment writers, class,
+		// Gateway, HTTPRoute and GRPCRoute status
+		{"defaults (inference off)", func(*features.Features) {}, 9, false},
 		// + shadow Services and pool status
-		{"inference on", func(f *features.Features) { f.EnableInferenceExtension = true }, 7, true},
-		// default class and shadow Services only
-		{"status off", func(f *features.Features) { f.EnableInferenceExtension, f.EnableGatewayAPIStatus = true, false }, 2, true},
+		{"inference on", func(f *features.Features) { f.EnableInferenceExtension = true }, 11, true},
+		// default class, deployments and shadow Services only
+		{"status off", func(f *features.Features) { f.EnableInferenceExtension, f.EnableGatewayAPIStatus = true, false }, 6, true},
+		// no ServiceAccount, Service, ConfigMap and Deployment writers
+		{"deployment off", func(f *features.Features) { f.EnableGatewayDeployment = false }, 5, false},
+		{"deployment, plaintext", func(f *features.Features) { f.GatewayXDSPlaintext = true }, 9, false},
 		{"Gateway API off", func(f *features.Features) { f.EnableGatewayAPI = false }, 0, false},
 	}
 	for _, tc := range cases {
@@ -48,5 +52,18 @@ func TestNewControllerFollowsFlags(t *testing.T) {
 	}
 	if _, err := NewController(ControllerConfig{Features: features.Defaults()}); err == nil {
 		t.Error("NewController without a client: no error")
+	}
+	// Proxy settings that make no valid bootstrap fail at construction.
+	for name, mutate := range map[string]func(*features.Features){
+		"token over plaintext": func(f *features.Features) { f.GatewayXDSPlaintext, f.GatewayXDSServiceAccountAuth = true, true },
+		"missing CA file":      func(f *features.Features) { f.GatewayXDSCAFile = t.TempDir() + "/missing.pem" },
+		"address without port": func(f *features.Features) { f.GatewayXDSAddress = "pilot-discovery" },
+	} {
+		f := features.Defaults()
+		mutate(&f)
+		if _, err := NewController(ControllerConfig{Client: kube.NewFake(kube.OptionalCRDs()...), Features: f, IsLeader: leader,
+			Krt: []krt.CollectionOption{stop}}); err == nil {
+			t.Errorf("%s: NewController returned no error", name)
+		}
 	}
 }

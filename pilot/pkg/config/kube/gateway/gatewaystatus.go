@@ -86,3 +86,56 @@ func GatewayStatus(gw *GatewayView, attached map[gwv1.SectionName]int32, program
 	}
 	return st
 }
+
+// ProgrammedStatus is what a Gateway's deployment says about it: the
+// Gateway's Programmed condition (Programmed, Reason, Message), whether its
+// listeners are served (the Gateway has its Service), and
+// status.addresses.
+type ProgrammedStatus struct {
+	Programmed      bool
+	Reason          gwv1.GatewayConditionReason
+	Message         string
+	ListenersServed bool
+	Addresses       []gwv1.GatewayStatusAddress
+}
+
+// WithProgrammed returns st (from GatewayStatus with programmed false) with
+// p applied: status.addresses, the Gateway's Programmed condition, and
+// Programmed=True/Programmed on each listener that is accepted and not
+// conflicted when p.ListenersServed (as Istio, a listener is programmed once
+// its Gateway has a Service, whether or not an address is assigned). Other
+// listeners keep their condition. st is not modified.
+func WithProgrammed(st gwv1.GatewayStatus, gw *GatewayView, p ProgrammedStatus) gwv1.GatewayStatus {
+	out := *st.DeepCopy()
+	out.Addresses = p.Addresses
+	status := metav1.ConditionFalse
+	if p.Programmed {
+		status = metav1.ConditionTrue
+	}
+	for i := range out.Conditions {
+		if c := &out.Conditions[i]; c.Type == string(gwv1.GatewayConditionProgrammed) {
+			c.Status, c.Reason, c.Message = status, string(p.Reason), p.Message
+		}
+	}
+	if !p.ListenersServed {
+		return out
+	}
+	for i := range out.Listeners {
+		ls := &out.Listeners[i]
+		var lv *ListenerView
+		for j := range gw.Listeners {
+			if gw.Listeners[j].Name == ls.Name {
+				lv = &gw.Listeners[j]
+			}
+		}
+		if lv == nil || !lv.Accepted || lv.Conflicted {
+			continue
+		}
+		for j := range ls.Conditions {
+			if c := &ls.Conditions[j]; c.Type == string(gwv1.ListenerConditionProgrammed) {
+				c.Status, c.Reason, c.Message = metav1.ConditionTrue, string(gwv1.ListenerReasonProgrammed), "listener programmed"
+			}
+		}
+	}
+	return out
+}

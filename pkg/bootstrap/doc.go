@@ -1,0 +1,34 @@
+// Copyright infermesh authors
+// SPDX-License-Identifier: Apache-2.0
+
+// Package bootstrap builds the Envoy bootstrap (envoy.config.bootstrap.v3.
+// Bootstrap) of a Gateway's proxy: the configuration Envoy reads at start
+// with -c, before it talks to pilot-discovery.
+//
+// Input: a Config (the Gateway, the ADS address, TLS and authentication).
+// Output: the typed bootstrap proto (Build) or its JSON (JSON), which the
+// Gateway controller stores in the bootstrap ConfigMap of each Gateway
+// deployment (pilot/pkg/config/kube/gateway, deployment.go).
+//
+// The bootstrap holds:
+//   - node: id and cluster (placeholders; the Deployment overrides the id per
+//     pod with --service-node) and the metadata keys GATEWAY_NAMESPACE and
+//     GATEWAY_NAME that pilot/pkg/xds maps to the Gateway;
+//   - dynamic_resources: LDS and CDS over one ADS stream (api_type GRPC,
+//     transport V3, the node sent on the first message only); routes and
+//     endpoints follow from them (RDS and EDS also over ADS);
+//   - the ADS gRPC service: Envoy's own client over the static cluster
+//     "xds-grpc" (HTTP/2, TLS unless Plaintext), or, when a ServiceAccount
+//     token is to be sent, the Google gRPC client with TLS channel credentials
+//     and the file_based_metadata call credentials;
+//   - an admin listener on 127.0.0.1 only, and a status listener whose
+//     /healthz/ready forwards to the admin's /ready (the readiness probe).
+//
+// Rules callers keep: Build is pure (no I/O, no clock); the token file is
+// read by Envoy, never here. Token rotation: the file_based_metadata plugin
+// reads the file each time it attaches credentials to a call, which for ADS
+// is each new stream. The kubelet rewrites a projected ServiceAccount token
+// before it expires, so every reconnect sends a current token; an
+// established stream is authenticated once, when it opens, and is not cut
+// when the token it opened with expires.
+package bootstrap
