@@ -1,0 +1,281 @@
+// Copyright infermesh authors
+// SPDX-License-Identifier: Apache-2.0
+
+package dataplane
+
+import (
+	"crypto/tls"
+	"crypto/x509"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"time"
+
+	clusterv3 "github.com/envoyproxy/go-control-plane/envoy/config/cluster/v3"
+	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
+	endpointv3 "github.com/envoyproxy/go-control-plane/envoy/config/endpoint/v3"
+	overridehostv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/load_balancing_policies/override_host/v3"
+	roundrobinv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/load_balancing_policies/round_robin/v3"
+	tlsv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/transport_sockets/tls/v3"
+	upstreamhttpv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/upstreams/http/v3"
+	metadatav3 "github.com/envoyproxy/go-control-plane/envoy/type/metadata/v3"
+)
+
+// Extension names of clusters.
+const (
+	lbOverrideHost       = "envoy.load_balancing_policies.override_host"
+	lbRoundRobin         = "envoy.load_balancing_policies.round_robin"
+	httpProtocolOptions  = "envoy.extensions.upstreams.http.v3.HttpProtocolOptions"
+	transportSocketTLS   = "envoy.transport_sockets.tls"
+	defaultCircuitLimit  = 1024 // Envoy's default for every threshold
+	defaultMaxRetries    = 3    // Envoy's default max_retries threshold
+	defaultConnectTimout = 5 * time.Second
+)
+
+// clusterConfig is a compiled envoy.config.cluster.v3.Cluster (EDS only).
+type clusterConfig struct {
+	name           string
+	edsName        string
+	connectTimeout time.Duration
+	http2          bool
+	tls            *tls.Config // nil: plaintext
+	maxConnections uint32
+	maxPending     uint32
+	maxRequests    uint32
+	maxRetries     uint32
+	overrideHost   *overrideHostPolicy
+}
+
+// overrideHostPolicy is OverrideHost with metadata sources and a round
+// robin fallback.
+type overrideHostPolicy struct {
+	sources  []metadataPath
+	selected *metadataPath
+}
+
+// metadataPath is an envoy.type.metadata.v3.MetadataKey: a dynamic
+// metadata namespace and a path of struct keys inside it.
+type metadataPath struct {
+	namespace string
+	path      []string
+}
+
+func compileCluster(c *clusterv3.Cluster) (*clusterConfig, error) {
+	cc := &clusterConfig{
+		name: c.GetName(), connectTimeout: defaultConnectTimout,
+		maxConnections: defaultCircuitLimit, maxPending: defaultCircuitLimit,
+		maxRequests: defaultCircuitLimit, maxRetries: defaultMaxRetries,
+	}
+	if c.GetType() != clusterv3.Cluster_EDS {
+		return nil, fmt.Errorf("cluster type %v not implemented (EDS only)", c.GetType())
+	}
+	if c.GetEdsClusterConfig().GetEdsConfig().GetAds() == nil {
+		return nil, errors.New("eds_cluster_config.eds_config must be ADS")
+	}
+	cc.edsName = c.GetEdsClusterConfig().GetServiceName()
+	if cc.edsName == "" {
+		cc.edsName = c.GetName()
+	}
+	if c.ConnectTimeout != nil {
+		cc.connectTimeout = c.GetConnectTimeout().AsDuration()
+	}
+	lbp := c.GetLoadBalancingPolicy()
+	switch c.GetLbPolicy() {
+	case clusterv3.Cluster_ROUND_ROBIN:
+	case clusterv3.Cluster_CLUSTER_PROVIDED:
+		// Superseded by load_balancing_policy when that is set.
+		if lbp == nil {
+			return nil, errors.New("lb_policy CLUSTER_PROVIDED without load_balancing_policy not implemented")
+		}
+	default:
+		return nil, fmt.Errorf("lb_policy %v not implemented", c.GetLbPolicy())
+	}
+	if lbp != nil {
+		oh, err := compileLBPolicy(lbp)
+		if err != nil {
+			return nil, fmt.Errorf("load_balancing_policy: %w", err)
+		}
+		cc.overrideHost = oh
+	}
+	for _, t := range c.GetCircuitBreakers().GetThresholds() {
+		if t.GetPriority() != corev3.RoutingPriority_DEFAULT {
+			return nil, fmt.Errorf("circuit_breakers priority %v not implemented", t.GetPriority())
+		}
+		if t.MaxConnections != nil {
+			cc.maxConnections = t.GetMaxConnections().GetValue()
+		}
+		if t.MaxPendingRequests != nil {
+			cc.maxPending = t.GetMaxPendingRequests().GetValue()
+		}
+		if t.MaxRequests != nil {
+			cc.maxRequests = t.GetMaxRequests().GetValue()
+		}
+		if t.MaxRetries != nil {
+			cc.maxRetries = t.GetMaxRetries().GetValue()
+		}
+	}
+	for k, a := range c.GetTypedExtensionProtocolOptions() {
+		if k != httpProtocolOptions {
+			return nil, fmt.Errorf("typed_extension_protocol_options[%q] not implemented", k)
+		}
+		var o upstreamhttpv3.HttpProtocolOptions
+		if err := a.UnmarshalTo(&o); err != nil {
+			return nil, fmt.Errorf("typed_extension_protocol_options[%q]: %w", k, err)
+		}
+		switch o.GetExplicitHttpConfig().GetProtocolConfig().(type) {
+		case *upstreamhttpv3.HttpProtocolOptions_ExplicitHttpConfig_Http2ProtocolOptions:
+			cc.http2 = true
+		case *upstreamhttpv3.HttpProtocolOptions_ExplicitHttpConfig_HttpProtocolOptions:
+		default:
+			return nil, fmt.Errorf("typed_extension_protocol_options[%q]: only explicit_http_config is implemented", k)
+		}
+	}
+	if ts := c.GetTransportSocket(); ts != nil {
+		tc, err := compileUpstreamTLS(ts)
+		if err != nil {
+			return nil, fmt.Errorf("transport_socket: %w", err)
+		}
+		cc.tls = tc
+	}
+	return cc, nil
+}
+
+// compileLBPolicy takes the first policy (Envoy uses the first one it
+// supports; ours are override_host and round_robin). nil means round robin.
+func compileLBPolicy(p *clusterv3.LoadBalancingPolicy) (*overrideHostPolicy, error) {
+	if len(p.GetPolicies()) == 0 {
+		return nil, errors.New("no policies")
+	}
+	tec := p.GetPolicies()[0].GetTypedExtensionConfig()
+	msg, err := tec.GetTypedConfig().UnmarshalNew()
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", tec.GetName(), err)
+	}
+	switch cfg := msg.(type) {
+	case *roundrobinv3.RoundRobin:
+		return nil, nil
+	case *overridehostv3.OverrideHost:
+		oh := &overrideHostPolicy{}
+		for _, s := range cfg.GetOverrideHostSources() {
+			if s.GetMetadata() == nil {
+				return nil, errors.New("override_host: only metadata sources are implemented")
+			}
+			oh.sources = append(oh.sources, toMetadataPath(s.GetMetadata()))
+		}
+		if k := cfg.GetSelectedHostKey(); k != nil {
+			mp := toMetadataPath(k)
+			oh.selected = &mp
+		}
+		fb, err := compileLBPolicy(cfg.GetFallbackPolicy())
+		if err != nil {
+			return nil, fmt.Errorf("override_host fallback_policy: %w", err)
+		}
+		if fb != nil {
+			return nil, errors.New("override_host fallback_policy: only round_robin is implemented")
+		}
+		return oh, nil
+	default:
+		return nil, fmt.Errorf("load balancing policy %s (%T) not implemented", tec.GetName(), msg)
+	}
+}
+
+func toMetadataPath(k *metadatav3.MetadataKey) metadataPath {
+	mp := metadataPath{namespace: k.GetKey()}
+	for _, seg := range k.GetPath() {
+		mp.path = append(mp.path, seg.GetKey())
+	}
+	return mp
+}
+
+// compileUpstreamTLS is UpstreamTlsContext: sni, ALPN, and the server
+// certificate verified as Envoy does: against trusted_ca and the subject
+// alternative name matchers only (never against sni), and not at all
+// without a validation context.
+func compileUpstreamTLS(ts *corev3.TransportSocket) (*tls.Config, error) {
+	if ts.GetName() != transportSocketTLS {
+		return nil, fmt.Errorf("transport socket %q not implemented", ts.GetName())
+	}
+	var u tlsv3.UpstreamTlsContext
+	if err := ts.GetTypedConfig().UnmarshalTo(&u); err != nil {
+		return nil, err
+	}
+	cfg := &tls.Config{
+		ServerName:         u.GetSni(),
+		NextProtos:         u.GetCommonTlsContext().GetAlpnProtocols(),
+		InsecureSkipVerify: true, // verification below, Envoy's way
+		MinVersion:         tls.VersionTLS12,
+	}
+	vc := u.GetCommonTlsContext().GetValidationContext()
+	if vc == nil {
+		return cfg, nil
+	}
+	var pem []byte
+	var err error
+	if vc.GetTrustedCa() != nil {
+		if pem, err = dataSourceBytes(vc.GetTrustedCa()); err != nil {
+			return nil, fmt.Errorf("trusted_ca: %w", err)
+		}
+	}
+	var pool *x509.CertPool
+	if len(pem) > 0 {
+		pool = x509.NewCertPool()
+		if !pool.AppendCertsFromPEM(pem) {
+			return nil, errors.New("trusted_ca: no PEM certificates")
+		}
+	}
+	var sans []string
+	for _, m := range vc.GetMatchTypedSubjectAltNames() {
+		if m.GetSanType() != tlsv3.SubjectAltNameMatcher_DNS || m.GetMatcher().GetExact() == "" {
+			return nil, errors.New("match_typed_subject_alt_names: only DNS exact is implemented")
+		}
+		sans = append(sans, m.GetMatcher().GetExact())
+	}
+	cfg.VerifyConnection = func(cs tls.ConnectionState) error {
+		if len(cs.PeerCertificates) == 0 {
+			return errors.New("no server certificate")
+		}
+		if pool != nil {
+			inter := x509.NewCertPool()
+			for _, c := range cs.PeerCertificates[1:] {
+				inter.AddCert(c)
+			}
+			if _, err := cs.PeerCertificates[0].Verify(x509.VerifyOptions{Roots: pool, Intermediates: inter}); err != nil {
+				return err
+			}
+		}
+		if len(sans) == 0 {
+			return nil
+		}
+		for _, want := range sans {
+			for _, got := range cs.PeerCertificates[0].DNSNames {
+				if got == want {
+					return nil
+				}
+			}
+		}
+		return fmt.Errorf("server certificate matches none of the subject alternative names %v", sans)
+	}
+	return cfg, nil
+}
+
+// endpointsOf returns the healthy endpoints of cla as "ip:port": health
+// status HEALTHY or UNKNOWN (Envoy routes to both), in order.
+func endpointsOf(cla *endpointv3.ClusterLoadAssignment) ([]string, error) {
+	var out []string
+	for _, loc := range cla.GetEndpoints() {
+		for _, lb := range loc.GetLbEndpoints() {
+			sa := lb.GetEndpoint().GetAddress().GetSocketAddress()
+			if sa == nil || sa.GetProtocol() != corev3.SocketAddress_TCP {
+				return nil, errors.New("endpoint without a TCP socket address")
+			}
+			switch lb.GetHealthStatus() {
+			case corev3.HealthStatus_HEALTHY, corev3.HealthStatus_UNKNOWN:
+				out = append(out, net.JoinHostPort(sa.GetAddress(), fmt.Sprint(sa.GetPortValue())))
+			}
+		}
+	}
+	return out, nil
+}
+
+func readFile(name string) ([]byte, error) { return os.ReadFile(name) }

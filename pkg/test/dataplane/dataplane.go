@@ -1,0 +1,429 @@
+// Copyright infermesh authors
+// SPDX-License-Identifier: Apache-2.0
+
+package dataplane
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"math/rand/v2"
+	"net"
+	"net/http"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	clusterv3 "github.com/envoyproxy/go-control-plane/envoy/config/cluster/v3"
+	listenerv3 "github.com/envoyproxy/go-control-plane/envoy/config/listener/v3"
+	routev3 "github.com/envoyproxy/go-control-plane/envoy/config/route/v3"
+	"google.golang.org/grpc"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/infermesh/infermesh/pkg/test/dataplane/extproc"
+)
+
+// Options configure a DataPlane.
+type Options struct {
+	// ListenerAddress maps an xDS listener's port to the local address to
+	// bind, e.g. 80 -> "127.0.0.1:0". nil binds "127.0.0.1:<port>".
+	ListenerAddress func(port uint32) string
+	// Logger receives connection and configuration events; nil discards.
+	Logger *slog.Logger
+	// Dial, when set, opens every outgoing TCP connection (ADS, upstreams,
+	// ext_proc): tests use it to map endpoint addresses such as
+	// 10.244.0.13:8000 to loopback servers. nil dials addr as given.
+	Dial func(ctx context.Context, network, addr string) (net.Conn, error)
+	// Rand drives weighted cluster selection; nil uses a random seed.
+	Rand *rand.Rand
+	// MaxBackoff bounds the delay between ADS reconnects (default 2 s; the
+	// first retry waits 50 ms, doubling).
+	MaxBackoff time.Duration
+}
+
+// DataPlane is an Envoy stand-in for tests, configured only over ADS.
+type DataPlane struct {
+	opts   Options
+	log    *slog.Logger
+	target *adsTarget
+
+	mu               sync.Mutex
+	store            *store
+	versions         map[string]string // type URL -> last accepted version
+	resourceVersions map[string]string // type URL/name -> delta version
+	connected        bool
+	lastNACK         *NACK
+	active           atomic.Pointer[activeConfig]
+	changed          chan struct{} // closed and replaced on every change
+	clusters         map[string]*clusterRuntime
+	listeners        map[string]*boundListener // by listener name
+	grpcConns        map[string]*grpc.ClientConn
+	closed           bool
+
+	randMu sync.Mutex
+	rand   *rand.Rand
+
+	counters counters
+	extProc  extproc.Counters
+}
+
+// Counters are the data plane's statistics.
+type Counters struct {
+	// Requests counts downstream requests on xDS listeners.
+	Requests int64
+	// OverrideHostFallbacks counts upstream picks in an override_host
+	// cluster made by its fallback policy (no usable override host).
+	OverrideHostFallbacks int64
+	// ExtProcFailuresAllowed counts ext_proc failures that
+	// failure_mode_allow let through (Envoy's failure_mode_allowed).
+	ExtProcFailuresAllowed int64
+	// NACKs counts xDS responses rejected; ACKs those accepted.
+	NACKs, ACKs int64
+	// Retries counts upstream retries.
+	Retries int64
+}
+
+type counters struct {
+	requests, fallbacks, nacks, acks, retries atomic.Int64
+}
+
+// NACK is an xDS response the data plane rejected.
+type NACK struct {
+	TypeURL, Version, Nonce string
+	// Message is the error_detail sent, naming every rejected resource and
+	// why (for unimplemented fields, the field's full proto name).
+	Message string
+}
+
+// Snapshot is the configuration in effect (warmed: a cluster only once it
+// has its endpoints, a listener only once it has its routes). Protos are
+// shared and must not be modified.
+type Snapshot struct {
+	Listeners map[string]*listenerv3.Listener
+	Routes    map[string]*routev3.RouteConfiguration
+	Clusters  map[string]*clusterv3.Cluster
+	// Endpoints are each active cluster's routable endpoints, "ip:port".
+	Endpoints map[string][]string
+	// Versions are the last accepted version_info per type URL.
+	Versions map[string]string
+	// Connected is true while an ADS stream has answered.
+	Connected bool
+	LastNACK  *NACK
+	Counters  Counters
+}
+
+// activeConfig is what serves requests; never modified once published.
+type activeConfig struct {
+	listeners map[string]*listenerConfig
+	routes    map[string]*routeTable
+	clusters  map[string]*activeCluster
+	snap      Snapshot
+}
+
+type activeCluster struct {
+	rt    *clusterRuntime
+	addrs []string
+}
+
+// New parses the bootstrap (envoy.config.bootstrap.v3.Bootstrap JSON) and
+// returns a DataPlane that starts working when Run is called.
+func New(bootstrap []byte, opts Options) (*DataPlane, error) {
+	t, err := parseBootstrap(bootstrap)
+	if err != nil {
+		return nil, err
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+	}
+	if opts.MaxBackoff <= 0 {
+		opts.MaxBackoff = 2 * time.Second
+	}
+	r := opts.Rand
+	if r == nil {
+		r = rand.New(rand.NewPCG(rand.Uint64(), rand.Uint64()))
+	}
+	dp := &DataPlane{
+		opts: opts, log: opts.Logger, target: t, store: newStore(),
+		versions: map[string]string{}, resourceVersions: map[string]string{},
+		changed: make(chan struct{}), clusters: map[string]*clusterRuntime{},
+		listeners: map[string]*boundListener{}, grpcConns: map[string]*grpc.ClientConn{}, rand: r,
+	}
+	dp.active.Store(&activeConfig{})
+	return dp, nil
+}
+
+// Run connects to the ADS server and keeps reconnecting (backoff 50 ms
+// doubling to Options.MaxBackoff) until ctx is done; the last good
+// configuration keeps serving while disconnected. On return every listener
+// and connection it opened is closed. It returns nil when ctx ends.
+func (dp *DataPlane) Run(ctx context.Context) error {
+	defer dp.shutdown()
+	conn, err := grpc.NewClient(dp.target.address, dp.target.dialOptions(dp.opts.Dial)...)
+	if err != nil {
+		return fmt.Errorf("dataplane: ADS client: %w", err)
+	}
+	defer conn.Close()
+	backoff := 50 * time.Millisecond
+	for ctx.Err() == nil {
+		err := dp.adsSession(ctx, conn)
+		got := dp.setConnected(false)
+		if ctx.Err() != nil {
+			break
+		}
+		dp.log.Info("dataplane: ADS stream ended", "error", err)
+		if got {
+			backoff = 50 * time.Millisecond
+		}
+		t := time.NewTimer(backoff)
+		select {
+		case <-ctx.Done():
+		case <-t.C:
+		}
+		t.Stop()
+		backoff = min(backoff*2, dp.opts.MaxBackoff)
+	}
+	return nil
+}
+
+// setConnected records the stream state and returns the previous one.
+func (dp *DataPlane) setConnected(c bool) bool {
+	dp.mu.Lock()
+	defer dp.mu.Unlock()
+	prev := dp.connected
+	if prev != c {
+		dp.connected = c
+		dp.publishLocked()
+	}
+	return prev
+}
+
+func (dp *DataPlane) recordNACK(resp *response, msg string) {
+	dp.counters.nacks.Add(1)
+	dp.log.Warn("dataplane: NACK", "type", resp.typeURL, "version", resp.version, "error", msg)
+	dp.mu.Lock()
+	defer dp.mu.Unlock()
+	dp.lastNACK = &NACK{TypeURL: resp.typeURL, Version: resp.version, Nonce: resp.nonce, Message: msg}
+	dp.publishLocked()
+}
+
+// publishLocked computes the active configuration from the store (Envoy's
+// warming: a new or changed cluster waits for its endpoints, a new or
+// changed listener for its route configuration; until then the previous
+// version, if any, keeps serving), opens and closes listeners, and wakes
+// WaitFor. dp.mu is held.
+func (dp *DataPlane) publishLocked() {
+	prev := dp.active.Load()
+	next := &activeConfig{
+		listeners: map[string]*listenerConfig{}, routes: map[string]*routeTable{},
+		clusters: map[string]*activeCluster{},
+		snap: Snapshot{
+			Listeners: map[string]*listenerv3.Listener{}, Routes: map[string]*routev3.RouteConfiguration{},
+			Clusters: map[string]*clusterv3.Cluster{}, Endpoints: map[string][]string{},
+			Versions: map[string]string{}, Connected: dp.connected, LastNACK: dp.lastNACK,
+		},
+	}
+	for k, v := range dp.versions {
+		next.snap.Versions[k] = v
+	}
+	for name, c := range dp.store.clusters {
+		eps, warm := dp.store.endpoints[c.cfg.edsName]
+		rt := dp.clusters[name]
+		switch {
+		case warm:
+			if rt == nil || !proto.Equal(rt.pb, c.pb) {
+				if rt != nil {
+					rt.close()
+				}
+				rt = newClusterRuntime(c.pb, c.cfg, dp.opts.Dial)
+				dp.clusters[name] = rt
+			}
+			next.clusters[name] = &activeCluster{rt: rt, addrs: eps.addrs}
+		case prev.clusters[name] != nil:
+			old := prev.clusters[name]
+			addrs := old.addrs
+			if e := dp.store.endpoints[old.rt.cfg.edsName]; e != nil {
+				addrs = e.addrs
+			}
+			next.clusters[name] = &activeCluster{rt: old.rt, addrs: addrs}
+		}
+	}
+	for name, rt := range dp.clusters {
+		if next.clusters[name] == nil {
+			rt.close()
+			delete(dp.clusters, name)
+		}
+	}
+	for name, e := range dp.store.routes {
+		next.routes[name] = e.table
+		next.snap.Routes[name] = e.pb
+	}
+	for name, l := range dp.store.listeners {
+		if _, warm := dp.store.routes[l.cfg.rdsName]; warm {
+			next.listeners[name] = l.cfg
+			next.snap.Listeners[name] = l.pb
+		} else if old := prev.listeners[name]; old != nil {
+			next.listeners[name] = old
+			next.snap.Listeners[name] = prev.snap.Listeners[name]
+		}
+	}
+	for name, c := range next.clusters {
+		next.snap.Clusters[name] = c.rt.pb
+		next.snap.Endpoints[name] = c.addrs
+	}
+	dp.active.Store(next)
+	dp.syncListenersLocked(next)
+	close(dp.changed)
+	dp.changed = make(chan struct{})
+}
+
+// Snapshot returns the configuration in effect and the counters.
+func (dp *DataPlane) Snapshot() Snapshot {
+	s := dp.active.Load().snap
+	s.Counters = dp.Counters()
+	return s
+}
+
+// Counters returns the current counters.
+func (dp *DataPlane) Counters() Counters {
+	return Counters{
+		Requests:               dp.counters.requests.Load(),
+		OverrideHostFallbacks:  dp.counters.fallbacks.Load(),
+		ExtProcFailuresAllowed: dp.extProc.FailureModeAllowed.Load(),
+		NACKs:                  dp.counters.nacks.Load(),
+		ACKs:                   dp.counters.acks.Load(),
+		Retries:                dp.counters.retries.Load(),
+	}
+}
+
+// ExtProcCounters are the ext_proc filter's counters of this data plane.
+func (dp *DataPlane) ExtProcCounters() *extproc.Counters { return &dp.extProc }
+
+// WaitFor blocks until pred holds for the current Snapshot (checked now
+// and after every configuration or connection change) or ctx is done. The
+// counters in the snapshot passed to pred are those at the time of the
+// last change; pred must not block.
+func (dp *DataPlane) WaitFor(ctx context.Context, pred func(Snapshot) bool) error {
+	for {
+		dp.mu.Lock()
+		ch := dp.changed
+		dp.mu.Unlock()
+		if pred(dp.Snapshot()) {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("dataplane: WaitFor: %w", ctx.Err())
+		case <-ch:
+		}
+	}
+}
+
+// Addr returns the bound address of the active listener on xDS port port,
+// or nil if there is none.
+func (dp *DataPlane) Addr(port uint32) net.Addr {
+	dp.mu.Lock()
+	defer dp.mu.Unlock()
+	for _, b := range dp.listeners {
+		if b.port == port {
+			return b.ln.Addr()
+		}
+	}
+	return nil
+}
+
+// boundListener is a bound socket serving one xDS listener by name.
+type boundListener struct {
+	name string
+	port uint32
+	ln   net.Listener
+	srv  *http.Server
+	done chan struct{}
+}
+
+// syncListenersLocked binds sockets for new active listeners and closes
+// those of removed ones (or whose port changed).
+func (dp *DataPlane) syncListenersLocked(next *activeConfig) {
+	if dp.closed {
+		return
+	}
+	for name, b := range dp.listeners {
+		if l := next.listeners[name]; l == nil || l.port != b.port {
+			b.close()
+			delete(dp.listeners, name)
+		}
+	}
+	for name, l := range next.listeners {
+		if dp.listeners[name] != nil {
+			continue
+		}
+		addr := "127.0.0.1:" + strconv.FormatUint(uint64(l.port), 10)
+		if dp.opts.ListenerAddress != nil {
+			addr = dp.opts.ListenerAddress(l.port)
+		}
+		ln, err := net.Listen("tcp", addr)
+		if err != nil {
+			// Envoy would reject the listener; we log, the test sees no Addr.
+			dp.log.Error("dataplane: bind listener", "listener", name, "address", addr, "error", err)
+			continue
+		}
+		var protos http.Protocols
+		protos.SetHTTP1(true)
+		protos.SetUnencryptedHTTP2(true) // codec_type AUTO: HTTP/1.1 and h2c prior knowledge
+		b := &boundListener{name: name, port: l.port, ln: ln, done: make(chan struct{})}
+		b.srv = &http.Server{Handler: &listenerHandler{dp: dp, name: name}, Protocols: &protos, ReadHeaderTimeout: time.Minute}
+		go func() {
+			defer close(b.done)
+			_ = b.srv.Serve(ln)
+		}()
+		dp.listeners[name] = b
+	}
+}
+
+func (b *boundListener) close() {
+	_ = b.srv.Close()
+	<-b.done
+}
+
+func (dp *DataPlane) shutdown() {
+	dp.mu.Lock()
+	dp.closed = true
+	ls := dp.listeners
+	dp.listeners = map[string]*boundListener{}
+	conns := dp.grpcConns
+	dp.grpcConns = map[string]*grpc.ClientConn{}
+	for _, rt := range dp.clusters {
+		rt.close()
+	}
+	dp.mu.Unlock()
+	for _, b := range ls {
+		b.close()
+	}
+	for _, c := range conns {
+		_ = c.Close()
+	}
+}
+
+// pickWeighted chooses a weighted cluster at random by weight.
+func (dp *DataPlane) pickWeighted(r *route) *weightedCluster {
+	dp.randMu.Lock()
+	n := dp.rand.Uint64N(r.totalWeight)
+	dp.randMu.Unlock()
+	for _, wc := range r.weighted {
+		if n < uint64(wc.weight) {
+			return wc
+		}
+		n -= uint64(wc.weight)
+	}
+	return r.weighted[len(r.weighted)-1]
+}
+
+func (dp *DataPlane) randUnder(n uint64) uint64 {
+	dp.randMu.Lock()
+	defer dp.randMu.Unlock()
+	return dp.rand.Uint64N(n)
+}
+
+var errNoCluster = errors.New("cluster not found")

@@ -1,0 +1,86 @@
+// Copyright infermesh authors
+// SPDX-License-Identifier: Apache-2.0
+
+// Package dataplane is a small Envoy stand-in for tests: it reads an Envoy
+// bootstrap, connects to the ADS server it names, and serves HTTP exactly as
+// the xDS it receives says, no more. It exists because no Envoy binary can be
+// had where the tests run.
+//
+// # Inputs and outputs
+//
+// New takes the bootstrap JSON (envoy.config.bootstrap.v3.Bootstrap, as
+// pkg/bootstrap writes it): node, dynamic_resources.ads_config (api_type
+// GRPC = state of the world, DELTA_GRPC = incremental) and the ADS transport
+// (an envoy_grpc static cluster: socket address, HTTP/2, optional
+// UpstreamTlsContext; or google_grpc with ssl credentials and the
+// file_based_metadata call credentials, sent as "authorization: Bearer").
+// Run keeps an ADS stream up (reconnecting with bounded backoff); Addr gives
+// each xDS listener's bound address; Snapshot and WaitFor expose the
+// configuration in effect and the counters.
+//
+// # Files
+//
+//   - allowed.go: the one list of proto fields the data plane implements, and
+//     the protoreflect walk that refuses any other set field (Anys included).
+//   - xds.go: the ADS client: LDS and CDS wildcard, then RDS for the route
+//     configurations the listeners name and EDS for the clusters' service
+//     names; ACK / NACK with version, nonce and error_detail.
+//   - dataplane.go: warming (a cluster is used only once its endpoints
+//     arrived, a listener once its route configuration arrived; until then
+//     the previous version serves), listeners, Snapshot, WaitFor, counters.
+//   - listener.go, route.go, cluster.go: compile Listener, RouteConfiguration
+//     and Cluster; any error NACKs the response.
+//   - handler.go, cors.go, upstream.go: serving: the connection manager,
+//     virtual host and route selection, the CORS and ext_proc filters (the
+//     latter through package extproc), and the router with the override_host
+//     load balancer.
+//
+// # Where it knowingly differs from Envoy
+//
+//   - A response with any invalid resource is rejected whole; Envoy applies
+//     the valid listeners and clusters of a state-of-the-world response and
+//     NACKs the rest.
+//   - Only the fields in allowed.go are implemented; everything else is
+//     NACKed where Envoy would act on it. Notably: HTTPS listeners (filter
+//     chain match, downstream TLS, SDS), vhost- and route-configuration-level
+//     header mutations and per-filter configs, header value formatters
+//     (%...%), hash policies, retry_policy beyond retry_on (5xx,
+//     gateway-error, reset, connect-failure) and num_retries, health checks,
+//     outlier detection, locality weights and priorities, non-EDS clusters.
+//   - A changed cluster is used as soon as endpoints for its EDS service name
+//     are present (Envoy re-warms a changed cluster and waits for a new EDS
+//     response when the name's assignment was not resent).
+//   - Circuit breakers: max_requests is enforced per cluster (503 with
+//     x-envoy-overloaded); max_connections is applied per endpoint (Go's
+//     MaxConnsPerHost), max_pending_requests and max_retries are accepted and
+//     not enforced.
+//   - Local replies carry Envoy's status codes and plain-text bodies (404
+//     without a route, cluster_not_found_response_code (503 by default),
+//     503 "no healthy upstream", 503 connect failure / reset, 504
+//     "upstream request timeout") but no x-envoy-* or server headers.
+//   - The connection manager adds x-forwarded-for (use_remote_address),
+//     x-forwarded-proto and x-request-id; not x-envoy-expected-rq-timeout-ms,
+//     x-envoy-attempt-count or via. The path is matched as received (no
+//     normalization, as Envoy's default); the Host port is stripped when
+//     strip_any_host_port is set.
+//   - Upstream: Go's HTTP client (HTTP/1.1, HTTP/2 over TLS, h2c with prior
+//     knowledge); hop-by-hop headers dropped; no connection draining on
+//     cluster change beyond closing idle connections.
+//   - TLS to upstreams verifies the chain against trusted_ca and the DNS
+//     subject alternative name matchers (not the SNI), and nothing without a
+//     validation context, as Envoy; the ext_proc gRPC channel, when the
+//     cluster sets no sni, sends the authority as SNI (Go gRPC's behaviour).
+//   - Redirects: a scheme change drops the request's port; well-known ports
+//     are left out of Location.
+//   - Request mirroring is fire-and-forget with a fixed 10 s bound.
+//   - The file_based_metadata token is trimmed of surrounding white space.
+//   - Weighted cluster choice uses Options.Rand, not Envoy's per-request
+//     random value or x-envoy-stable-hash headers.
+//   - The bootstrap's admin and static listeners (status port) are not run.
+//
+// # Rules for callers
+//
+// Call Run once; everything it opened is closed when it returns. Snapshot
+// protos are shared: do not modify them. Tests wait with WaitFor (it wakes
+// on every configuration change), never with sleeps.
+package dataplane

@@ -1,0 +1,39 @@
+// Copyright infermesh authors
+// SPDX-License-Identifier: Apache-2.0
+
+// Package extproc is the client side of Envoy's ext_proc HTTP filter
+// (envoy.filters.http.ext_proc) for the test data plane: it runs one HTTP
+// request through an external processor (the GIE Endpoint Picker) over the
+// bidirectional gRPC method envoy.service.ext_proc.v3.ExternalProcessor/Process,
+// and then through the caller's upstream.
+//
+// Inputs: the HCM filter config and the route's (or weighted cluster's)
+// ExtProcPerRoute, merged by Effective into a Config; a Dialer that connects
+// to the processor's cluster; the downstream Request; an Upstream that
+// forwards the (mutated) request, sees the dynamic metadata the processor set
+// (envoy.lb, read by the OverrideHost load balancer) and reports what it adds
+// after routing (the served endpoint).
+//
+// Output: the Response the downstream client gets. Failures of the processor
+// become Envoy's local replies (a *Response with Status 500, or 504 for a
+// per-message timeout, and Details as Envoy's response code details) unless
+// failure_mode_allow lets the request continue unmodified. Process returns an
+// error only for a cancelled ctx or an Upstream error.
+//
+// Rules for callers:
+//   - ctx is the HTTP stream: cancel it to end the request (the route
+//     timeout). Process never waits beyond ctx.
+//   - Close Response.Body, or cancel ctx, when done: the gRPC stream stays open
+//     while the response body streams through the processor.
+//   - Request.Trailers and Response.Trailers, as in net/http, are complete
+//     only once the corresponding Body has returned io.EOF.
+//   - A Dialer error models Envoy failing to start the stream inline (cluster
+//     missing, no healthy host); an error on the stream models a failure that
+//     Envoy learns of asynchronously (connection refused, reset, gRPC
+//     status). The difference matters: Envoy stops honouring
+//     failure_mode_allow once a FULL_DUPLEX_STREAMED body has reached the
+//     filter.
+//
+// Only the behaviour the GIE EPP protocol needs is implemented; Effective
+// returns an error naming any set field outside it (see config.go).
+package extproc

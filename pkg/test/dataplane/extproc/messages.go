@@ -1,0 +1,163 @@
+// Copyright infermesh authors
+// SPDX-License-Identifier: Apache-2.0
+
+package extproc
+
+import (
+	"errors"
+	"net/http"
+	"strconv"
+
+	extprocsvc "github.com/envoyproxy/go-control-plane/envoy/service/ext_proc/v3"
+)
+
+var errReplace = errors.New("CONTINUE_AND_REPLACE is not implemented by the test data plane")
+
+// onMessage is Envoy's onReceiveMessage for one processor response.
+func (r *run) onMessage(m *extprocsvc.ProcessingResponse) {
+	if r.complete {
+		return // messages after processing completed are ignored
+	}
+	if m.GetOverrideMessageTimeout() != nil {
+		// Envoy only extends the timer within max_message_timeout, which
+		// this package leaves unset (0): the request is ignored.
+		return
+	}
+	pm := r.cfg.ProcessingMode
+	switch v := m.GetResponse().(type) {
+	case *extprocsvc.ProcessingResponse_RequestHeaders:
+		if !r.reqHdrsPending {
+			r.spurious("request headers")
+			return
+		}
+		r.setMetadata(m.GetDynamicMetadata())
+		r.stopTimer()
+		cr := v.RequestHeaders.GetResponse()
+		if cr.GetStatus() == extprocsvc.CommonResponse_CONTINUE_AND_REPLACE {
+			r.errorResponse(errReplace)
+			return
+		}
+		if err := applyHeaderMutation(cr.GetHeaderMutation(), &r.reqHdrs, defaultRules, r.c); err != nil {
+			r.errorResponse(err)
+			return
+		}
+		r.reqHdrsPending = false
+		r.startUpstream()
+
+	case *extprocsvc.ProcessingResponse_RequestBody:
+		if r.reqPipe == nil || r.reqPipe.finished() || !duplexReq(pm) {
+			r.spurious("request body")
+			return
+		}
+		sr := v.RequestBody.GetResponse().GetBodyMutation().GetStreamedResponse()
+		if sr == nil {
+			r.spurious("normal body mutation response while body mode is FULL_DUPLEX_STREAMED")
+			return
+		}
+		r.setMetadata(m.GetDynamicMetadata())
+		r.reqPipe.write(sr.GetBody())
+		if sr.GetEndOfStream() && !r.reqTrPending {
+			r.reqPipe.finish(nil, r.reqTrailersIn)
+		}
+
+	case *extprocsvc.ProcessingResponse_RequestTrailers:
+		if !r.reqTrPending {
+			r.spurious("request trailers")
+			return
+		}
+		r.setMetadata(m.GetDynamicMetadata())
+		if err := applyHeaderMutation(v.RequestTrailers.GetHeaderMutation(), &r.reqTrailers, defaultRules, r.c); err != nil {
+			r.errorResponse(err)
+			return
+		}
+		r.reqTrPending = false
+		r.reqPipe.finish(nil, r.reqTrailers.plain())
+
+	case *extprocsvc.ProcessingResponse_ResponseHeaders:
+		if !r.respHdrsPending {
+			r.spurious("response headers")
+			return
+		}
+		r.setMetadata(m.GetDynamicMetadata())
+		r.stopTimer()
+		cr := v.ResponseHeaders.GetResponse()
+		if cr.GetStatus() == extprocsvc.CommonResponse_CONTINUE_AND_REPLACE {
+			r.errorResponse(errReplace)
+			return
+		}
+		if err := applyHeaderMutation(cr.GetHeaderMutation(), &r.respHdrs, defaultRules, r.c); err != nil {
+			r.errorResponse(err)
+			return
+		}
+		r.respHdrsPending = false
+		r.deliverResponse()
+
+	case *extprocsvc.ProcessingResponse_ResponseBody:
+		if r.respPipe == nil || r.respPipe.finished() || !duplexResp(pm) {
+			r.spurious("response body")
+			return
+		}
+		sr := v.ResponseBody.GetResponse().GetBodyMutation().GetStreamedResponse()
+		if sr == nil {
+			r.spurious("normal body mutation response while body mode is FULL_DUPLEX_STREAMED")
+			return
+		}
+		r.setMetadata(m.GetDynamicMetadata())
+		r.respPipe.write(sr.GetBody())
+		if sr.GetEndOfStream() && !r.respTrPending {
+			r.respPipe.finish(nil, r.respTrailersIn)
+		}
+
+	case *extprocsvc.ProcessingResponse_ResponseTrailers:
+		if !r.respTrPending {
+			r.spurious("response trailers")
+			return
+		}
+		r.setMetadata(m.GetDynamicMetadata())
+		if err := applyHeaderMutation(v.ResponseTrailers.GetHeaderMutation(), &r.respTrailers, defaultRules, r.c); err != nil {
+			r.errorResponse(err)
+			return
+		}
+		r.respTrPending = false
+		r.respPipe.finish(nil, r.respTrailers.plain())
+
+	case *extprocsvc.ProcessingResponse_ImmediateResponse:
+		r.setMetadata(m.GetDynamicMetadata())
+		r.immediate(v.ImmediateResponse)
+
+	default:
+		r.spurious("unhandled message")
+	}
+}
+
+// immediate is Envoy's sendImmediateResponse: a local reply with the
+// processor's status (200 when unset or below 200), header mutations under
+// permissive rules, and body; nothing more is sent to the processor.
+func (r *run) immediate(ir *extprocsvc.ImmediateResponse) {
+	r.c.ImmediateResponses.Add(1)
+	r.closeStream()
+	r.complete = true
+	r.stopTimer()
+	code := int(ir.GetStatus().GetCode())
+	if code < 200 {
+		code = 200
+	}
+	hm := headerMap{{":status", strconv.Itoa(code)}}
+	if len(ir.GetBody()) > 0 {
+		hm.set("content-type", "text/plain")
+	}
+	if err := applyHeaderMutation(ir.GetHeaders(), &hm, immediateRules, r.c); err != nil {
+		r.c.RejectedHeaderMutations.Add(1) // Envoy logs and sends the reply anyway
+	}
+	resp := &Response{Status: code, Headers: hm.plain(), Trailers: http.Header{}, Details: ir.GetDetails()}
+	if s, ok := hm.get(":status"); ok {
+		if n, err := strconv.Atoi(s); err == nil {
+			resp.Status = n
+		}
+	}
+	resp.Body = http.NoBody
+	if len(ir.GetBody()) > 0 {
+		resp.Body = newStaticBody(ir.GetBody())
+	}
+	r.localReply(resp)
+}

@@ -1,0 +1,220 @@
+// Copyright infermesh authors
+// SPDX-License-Identifier: Apache-2.0
+
+package dataplane
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"strings"
+	"time"
+
+	extprocv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/http/ext_proc/v3"
+	"google.golang.org/protobuf/types/known/structpb"
+
+	"github.com/infermesh/infermesh/pkg/test/dataplane/extproc"
+)
+
+// mirrorTimeout bounds a mirrored request.
+const mirrorTimeout = 10 * time.Second
+
+// listenerHandler is the HTTP connection manager of one listener.
+type listenerHandler struct {
+	dp   *DataPlane
+	name string
+}
+
+func (h *listenerHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	dp := h.dp
+	dp.counters.requests.Add(1)
+	ac := dp.active.Load()
+	l := ac.listeners[h.name]
+	if l == nil {
+		writeResponse(w, localReply(http.StatusServiceUnavailable, ""), nil)
+		return
+	}
+	req := &extproc.Request{
+		Method: r.Method, Path: r.RequestURI, Authority: r.Host, Scheme: "http",
+		Headers: r.Header.Clone(), Body: r.Body, Trailers: r.Trailer,
+	}
+	if r.Method == http.MethodConnect || !strings.HasPrefix(req.Path, "/") {
+		writeResponse(w, localReply(http.StatusNotFound, ""), nil)
+		return
+	}
+	h.connectionManagerHeaders(req, r)
+	table := ac.routes[l.rdsName]
+	sel, ok := dp.selectRoute(table, l, req)
+	if !ok {
+		writeResponse(w, localReply(http.StatusNotFound, ""), nil)
+		return
+	}
+	pf := sel.perFilter()
+	var corsHeaders http.Header
+	ctx := r.Context()
+	var ep *httpFilter
+	for i := range l.filters {
+		f := &l.filters[i]
+		switch f.name {
+		case filterCORS:
+			if f.disabled && pf.cors == nil {
+				continue
+			}
+			reply, add := applyCORS(pf.cors, req)
+			if reply != nil {
+				writeResponse(w, reply, nil)
+				return
+			}
+			corsHeaders = add
+		case filterExtProc:
+			ep = f
+		}
+	}
+	// The ext_proc filter (if configured) wraps the router.
+	var resp *extproc.Response
+	var err error
+	if ep != nil {
+		cfg, run, cerr := extproc.Effective(ep.extProc, ep.disabled, pf.extProc)
+		switch {
+		case cerr != nil:
+			dp.log.Error("dataplane: ext_proc config", "route", sel.r.name, "error", cerr)
+			resp = localReply(http.StatusInternalServerError, "")
+		case run:
+			cfg.Counters = &dp.extProc
+			up := func(ctx2 context.Context, req2 *extproc.Request, md map[string]*structpb.Struct) (*extproc.Response, map[string]*structpb.Struct, error) {
+				s := sel
+				if cfg.RouteCacheAction != extprocv3.ExternalProcessor_RETAIN {
+					// The route cache is cleared: route again on the
+					// mutated request (the weighted pick stays if the route
+					// does).
+					s2, ok := dp.selectRoute(table, l, req2)
+					if !ok {
+						return localReply(http.StatusNotFound, ""), nil, nil
+					}
+					if s2.r != s.r {
+						s = s2
+					}
+				}
+				return dp.router(ctx2, ac, s, req2, md)
+			}
+			resp, err = extproc.Process(ctx, cfg, dp.dialGRPC, req, up)
+		}
+	}
+	if resp == nil && err == nil {
+		resp, _, err = dp.router(ctx, ac, sel, req, nil)
+	}
+	if err != nil {
+		dp.log.Debug("dataplane: request ended", "route", sel.r.name, "error", err)
+		if resp == nil {
+			// The downstream went away or the stream was reset.
+			panic(http.ErrAbortHandler)
+		}
+	}
+	writeResponse(w, resp, corsHeaders)
+}
+
+// connectionManagerHeaders are what Envoy's HCM adds before the filters
+// (use_remote_address true): x-forwarded-for gets the peer address
+// appended, x-forwarded-proto is set, x-request-id generated if absent.
+func (h *listenerHandler) connectionManagerHeaders(req *extproc.Request, r *http.Request) {
+	if host, _, err := net.SplitHostPort(r.RemoteAddr); err == nil {
+		if prior := req.Headers.Get("x-forwarded-for"); prior != "" {
+			req.Headers.Set("x-forwarded-for", prior+","+host)
+		} else {
+			req.Headers.Set("x-forwarded-for", host)
+		}
+	}
+	req.Headers.Set("x-forwarded-proto", "http")
+	if req.Headers.Get("x-request-id") == "" {
+		var b [16]byte
+		_, _ = rand.Read(b[:])
+		req.Headers.Set("x-request-id", hex.EncodeToString(b[:]))
+	}
+}
+
+// selectRoute picks the virtual host by :authority and the first matching
+// route, and for weighted_clusters the cluster (Envoy picks it when it
+// resolves the route, so its per-filter config is what filters see).
+func (dp *DataPlane) selectRoute(t *routeTable, l *listenerConfig, req *extproc.Request) (routeSel, bool) {
+	if t == nil {
+		return routeSel{}, false
+	}
+	host := strings.ToLower(req.Authority)
+	if l.stripPort {
+		host = stripPort(host)
+	}
+	vh := t.selectVirtualHost(host)
+	if vh == nil {
+		return routeSel{}, false
+	}
+	r := vh.selectRoute(req.Method, req.Path, req.Headers)
+	if r == nil {
+		return routeSel{}, false
+	}
+	sel := routeSel{r: r}
+	if r.kind == actionWeighted {
+		sel.wc = dp.pickWeighted(r)
+	}
+	return sel, true
+}
+
+// stripPort removes ":port" from a host, IPv6 brackets aware.
+func stripPort(host string) string {
+	if strings.HasPrefix(host, "[") {
+		if i := strings.LastIndex(host, "]"); i >= 0 {
+			return host[:i+1]
+		}
+		return host
+	}
+	if i := strings.LastIndexByte(host, ':'); i >= 0 {
+		return host[:i]
+	}
+	return host
+}
+
+// writeResponse sends resp downstream, flushing as the body arrives
+// (streamed LLM responses), then its trailers.
+func writeResponse(w http.ResponseWriter, resp *extproc.Response, extra http.Header) {
+	hdr := w.Header()
+	for k, vs := range resp.Headers {
+		hdr[k] = append([]string(nil), vs...)
+	}
+	for k, vs := range extra {
+		hdr[k] = append(hdr[k], vs...)
+	}
+	hdr.Del("Transfer-Encoding")
+	hdr.Del("Connection")
+	w.WriteHeader(resp.Status)
+	if resp.Body != nil {
+		defer resp.Body.Close()
+		rc := http.NewResponseController(w)
+		buf := make([]byte, 32*1024)
+		for {
+			n, err := resp.Body.Read(buf)
+			if n > 0 {
+				if _, werr := w.Write(buf[:n]); werr != nil {
+					return
+				}
+				_ = rc.Flush()
+			}
+			if err == io.EOF {
+				break
+			}
+			if err != nil {
+				// Envoy resets the downstream stream on an upstream reset
+				// after headers.
+				slog.Debug("dataplane: response body", "error", err)
+				panic(http.ErrAbortHandler)
+			}
+		}
+	}
+	for k, vs := range resp.Trailers {
+		for _, v := range vs {
+			hdr.Add(http.TrailerPrefix+k, v)
+		}
+	}
+}

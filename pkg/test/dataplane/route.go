@@ -1,0 +1,655 @@
+// Copyright infermesh authors
+// SPDX-License-Identifier: Apache-2.0
+
+package dataplane
+
+import (
+	"errors"
+	"fmt"
+	"net/http"
+	"net/url"
+	"regexp"
+	"sort"
+	"strings"
+	"time"
+
+	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
+	routev3 "github.com/envoyproxy/go-control-plane/envoy/config/route/v3"
+	corsv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/http/cors/v3"
+	extprocv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/http/ext_proc/v3"
+	matcherv3 "github.com/envoyproxy/go-control-plane/envoy/type/matcher/v3"
+	typev3 "github.com/envoyproxy/go-control-plane/envoy/type/v3"
+	"google.golang.org/protobuf/types/known/anypb"
+
+	"github.com/infermesh/infermesh/pkg/test/dataplane/extproc"
+)
+
+// HTTP filter names (HttpFilter.name and typed_per_filter_config keys).
+const (
+	filterCORS    = "envoy.filters.http.cors"
+	filterExtProc = "envoy.filters.http.ext_proc"
+	filterRouter  = "envoy.filters.http.router"
+)
+
+// defaultRouteTimeout is RouteAction.timeout when unset (Envoy: 15 s);
+// an explicit 0 disables the timeout.
+const defaultRouteTimeout = 15 * time.Second
+
+// routeTable is a compiled RouteConfiguration.
+type routeTable struct {
+	name   string
+	exact  map[string]*virtualHost
+	suffix []wildcardDomain // "*.example.com", longest suffix first
+	prefix []wildcardDomain // "example.*", longest prefix first
+	star   *virtualHost
+}
+
+type wildcardDomain struct {
+	part string // the domain without its "*"
+	vh   *virtualHost
+}
+
+type virtualHost struct {
+	name   string
+	routes []*route
+}
+
+type actionKind int
+
+const (
+	actionCluster actionKind = iota
+	actionWeighted
+	actionRedirect
+	actionDirect
+)
+
+// route is a compiled envoy.config.route.v3.Route.
+type route struct {
+	name    string
+	match   routeMatch
+	kind    actionKind
+	cluster string
+	// weighted clusters, in order, with their cumulative weight total.
+	weighted    []*weightedCluster
+	totalWeight uint64
+	// clusterNotFound is RouteAction.cluster_not_found_response_code.
+	clusterNotFound int
+	prefixRewrite   string
+	hasPrefixRW     bool
+	regexRewrite    *regexRewrite
+	hostRewrite     string
+	timeout         time.Duration // 0: none
+	retry           *retryPolicy
+	mirrors         []mirrorPolicy
+	redirect        *routev3.RedirectAction
+	direct          *directResponse
+	reqHeaders      headerMutation
+	respHeaders     headerMutation
+	perFilter       perFilterConfig
+}
+
+// placeholderExtProc stands in for the listener's filter config when a
+// per-route ext_proc config is checked on its own (RDS arrives separately
+// from LDS).
+var placeholderExtProc = &extprocv3.ExternalProcessor{GrpcService: &corev3.GrpcService{
+	TargetSpecifier: &corev3.GrpcService_EnvoyGrpc_{EnvoyGrpc: &corev3.GrpcService_EnvoyGrpc{ClusterName: "placeholder"}},
+}}
+
+// perFilterConfig is a typed_per_filter_config map, unpacked.
+type perFilterConfig struct {
+	extProc *extprocv3.ExtProcPerRoute
+	cors    *corsv3.CorsPolicy
+}
+
+type weightedCluster struct {
+	name        string
+	weight      uint32
+	reqHeaders  headerMutation
+	respHeaders headerMutation
+	perFilter   perFilterConfig
+}
+
+type directResponse struct {
+	status int
+	body   []byte
+}
+
+type regexRewrite struct {
+	re    *regexp.Regexp
+	subst string // in Go's ${n} syntax
+}
+
+type retryPolicy struct {
+	numRetries                                 int
+	on5xx, onGatewayError, onReset, onConnFail bool
+}
+
+type mirrorPolicy struct {
+	cluster     string
+	numerator   uint64
+	denominator uint64 // 0: every request
+}
+
+type routeMatch struct {
+	kind       string // prefix, path, safe_regex, path_separated_prefix
+	value      string
+	re         *regexp.Regexp
+	headers    []headerMatcher
+	queryParam []queryMatcher
+}
+
+type headerMatcher struct {
+	name    string
+	present *bool
+	sm      *stringMatcher
+	invert  bool
+}
+
+type queryMatcher struct {
+	name    string
+	present bool
+	sm      *stringMatcher
+}
+
+type stringMatcher struct {
+	kind       string
+	value      string
+	ignoreCase bool
+	re         *regexp.Regexp
+}
+
+type headerMutation struct {
+	remove []string
+	add    []headerAdd
+}
+
+type headerAdd struct {
+	key, value string
+	action     corev3.HeaderValueOption_HeaderAppendAction
+}
+
+// compileRouteTable compiles rc. Any error is a reason to NACK it.
+func compileRouteTable(rc *routev3.RouteConfiguration) (*routeTable, error) {
+	t := &routeTable{name: rc.GetName(), exact: map[string]*virtualHost{}}
+	seen := map[string]bool{}
+	for vi, v := range rc.GetVirtualHosts() {
+		vh := &virtualHost{name: v.GetName()}
+		for ri, r := range v.GetRoutes() {
+			cr, err := compileRoute(r)
+			if err != nil {
+				return nil, fmt.Errorf("virtual_hosts[%d] (%s) routes[%d] (%s): %w", vi, v.GetName(), ri, r.GetName(), err)
+			}
+			vh.routes = append(vh.routes, cr)
+		}
+		for _, d := range v.GetDomains() {
+			d = strings.ToLower(d)
+			if seen[d] {
+				return nil, fmt.Errorf("domain %q appears in more than one virtual host", d)
+			}
+			seen[d] = true
+			switch {
+			case d == "*":
+				t.star = vh
+			case strings.HasPrefix(d, "*"):
+				t.suffix = append(t.suffix, wildcardDomain{part: d[1:], vh: vh})
+			case strings.HasSuffix(d, "*"):
+				t.prefix = append(t.prefix, wildcardDomain{part: d[:len(d)-1], vh: vh})
+			default:
+				t.exact[d] = vh
+			}
+		}
+	}
+	// Longest wildcard first; equal lengths keep configuration order.
+	sort.SliceStable(t.suffix, func(i, j int) bool { return len(t.suffix[i].part) > len(t.suffix[j].part) })
+	sort.SliceStable(t.prefix, func(i, j int) bool { return len(t.prefix[i].part) > len(t.prefix[j].part) })
+	return t, nil
+}
+
+// selectVirtualHost is Envoy's virtual host search for host (already
+// lowercased, port stripped): exact domain, then the longest "*suffix",
+// then the longest "prefix*", then "*". Wildcards never match the empty
+// string.
+func (t *routeTable) selectVirtualHost(host string) *virtualHost {
+	if vh := t.exact[host]; vh != nil {
+		return vh
+	}
+	for _, w := range t.suffix {
+		if len(host) > len(w.part) && strings.HasSuffix(host, w.part) {
+			return w.vh
+		}
+	}
+	for _, w := range t.prefix {
+		if len(host) > len(w.part) && strings.HasPrefix(host, w.part) {
+			return w.vh
+		}
+	}
+	return t.star
+}
+
+// selectRoute returns the first route of vh whose match accepts the
+// request, or nil.
+func (vh *virtualHost) selectRoute(method, path string, h http.Header) *route {
+	for _, r := range vh.routes {
+		if r.match.matches(method, path, h) {
+			return r
+		}
+	}
+	return nil
+}
+
+func compileRoute(r *routev3.Route) (*route, error) {
+	cr := &route{name: r.GetName()}
+	m, err := compileMatch(r.GetMatch())
+	if err != nil {
+		return nil, fmt.Errorf("match: %w", err)
+	}
+	cr.match = m
+	if cr.reqHeaders, err = compileHeaderMutation(r.GetRequestHeadersToAdd(), r.GetRequestHeadersToRemove()); err != nil {
+		return nil, err
+	}
+	if cr.respHeaders, err = compileHeaderMutation(r.GetResponseHeadersToAdd(), r.GetResponseHeadersToRemove()); err != nil {
+		return nil, err
+	}
+	if cr.perFilter, err = compilePerFilter(r.GetTypedPerFilterConfig()); err != nil {
+		return nil, err
+	}
+	switch a := r.GetAction().(type) {
+	case *routev3.Route_Route:
+		if err := compileRouteAction(cr, a.Route, cr.match); err != nil {
+			return nil, err
+		}
+	case *routev3.Route_Redirect:
+		cr.kind, cr.redirect = actionRedirect, a.Redirect
+		if rr := a.Redirect.GetRegexRewrite(); rr != nil {
+			if _, err := compileRegexRewrite(rr); err != nil {
+				return nil, err
+			}
+		}
+		if a.Redirect.GetPrefixRewrite() != "" && m.kind == "safe_regex" {
+			return nil, errors.New("redirect prefix_rewrite needs a prefix or path match")
+		}
+	case *routev3.Route_DirectResponse:
+		cr.kind = actionDirect
+		body, err := dataSourceBytes(a.DirectResponse.GetBody())
+		if err != nil {
+			return nil, err
+		}
+		cr.direct = &directResponse{status: int(a.DirectResponse.GetStatus()), body: body}
+	default:
+		return nil, fmt.Errorf("route action %T not implemented", a)
+	}
+	return cr, nil
+}
+
+func compileRouteAction(cr *route, ra *routev3.RouteAction, m routeMatch) error {
+	switch c := ra.GetClusterSpecifier().(type) {
+	case *routev3.RouteAction_Cluster:
+		cr.kind, cr.cluster = actionCluster, c.Cluster
+	case *routev3.RouteAction_WeightedClusters:
+		cr.kind = actionWeighted
+		for i, cw := range c.WeightedClusters.GetClusters() {
+			wc := &weightedCluster{name: cw.GetName(), weight: cw.GetWeight().GetValue()}
+			var err error
+			if wc.reqHeaders, err = compileHeaderMutation(cw.GetRequestHeadersToAdd(), cw.GetRequestHeadersToRemove()); err != nil {
+				return fmt.Errorf("weighted_clusters[%d]: %w", i, err)
+			}
+			if wc.respHeaders, err = compileHeaderMutation(cw.GetResponseHeadersToAdd(), cw.GetResponseHeadersToRemove()); err != nil {
+				return fmt.Errorf("weighted_clusters[%d]: %w", i, err)
+			}
+			if wc.perFilter, err = compilePerFilter(cw.GetTypedPerFilterConfig()); err != nil {
+				return fmt.Errorf("weighted_clusters[%d]: %w", i, err)
+			}
+			cr.totalWeight += uint64(wc.weight)
+			cr.weighted = append(cr.weighted, wc)
+		}
+		if cr.totalWeight == 0 {
+			return errors.New("weighted_clusters: total weight is 0")
+		}
+	default:
+		return fmt.Errorf("cluster specifier %T not implemented", c)
+	}
+	switch ra.GetClusterNotFoundResponseCode() {
+	case routev3.RouteAction_SERVICE_UNAVAILABLE:
+		cr.clusterNotFound = http.StatusServiceUnavailable
+	case routev3.RouteAction_NOT_FOUND:
+		cr.clusterNotFound = http.StatusNotFound
+	case routev3.RouteAction_INTERNAL_SERVER_ERROR:
+		cr.clusterNotFound = http.StatusInternalServerError
+	default:
+		return fmt.Errorf("cluster_not_found_response_code %v not implemented", ra.GetClusterNotFoundResponseCode())
+	}
+	if p := ra.GetPrefixRewrite(); p != "" {
+		if m.kind == "safe_regex" {
+			return errors.New("prefix_rewrite needs a prefix, path or path_separated_prefix match")
+		}
+		cr.prefixRewrite, cr.hasPrefixRW = p, true
+	}
+	if rr := ra.GetRegexRewrite(); rr != nil {
+		r, err := compileRegexRewrite(rr)
+		if err != nil {
+			return err
+		}
+		cr.regexRewrite = r
+	}
+	cr.hostRewrite = ra.GetHostRewriteLiteral()
+	cr.timeout = defaultRouteTimeout
+	if ra.Timeout != nil {
+		cr.timeout = ra.Timeout.AsDuration()
+	}
+	if rp := ra.GetRetryPolicy(); rp != nil {
+		p := &retryPolicy{numRetries: 1}
+		if rp.NumRetries != nil {
+			p.numRetries = int(rp.GetNumRetries().GetValue())
+		}
+		for _, on := range strings.Split(rp.GetRetryOn(), ",") {
+			switch strings.TrimSpace(on) {
+			case "5xx":
+				p.on5xx = true
+			case "gateway-error":
+				p.onGatewayError = true
+			case "reset":
+				p.onReset = true
+			case "connect-failure":
+				p.onConnFail = true
+			case "":
+			default:
+				return fmt.Errorf("retry_policy.retry_on %q not implemented", on)
+			}
+		}
+		cr.retry = p
+	}
+	for _, mp := range ra.GetRequestMirrorPolicies() {
+		p := mirrorPolicy{cluster: mp.GetCluster()}
+		if f := mp.GetRuntimeFraction().GetDefaultValue(); f != nil {
+			p.numerator = uint64(f.GetNumerator())
+			switch f.GetDenominator() {
+			case typev3.FractionalPercent_HUNDRED:
+				p.denominator = 100
+			case typev3.FractionalPercent_TEN_THOUSAND:
+				p.denominator = 10_000
+			case typev3.FractionalPercent_MILLION:
+				p.denominator = 1_000_000
+			}
+		}
+		cr.mirrors = append(cr.mirrors, p)
+	}
+	return nil
+}
+
+func compileRegexRewrite(rr *matcherv3.RegexMatchAndSubstitute) (*regexRewrite, error) {
+	re, err := regexp.Compile(rr.GetPattern().GetRegex())
+	if err != nil {
+		return nil, fmt.Errorf("regex_rewrite: %w", err)
+	}
+	// Envoy (RE2) writes groups as \1; Go as ${1}.
+	subst := regexp.MustCompile(`\\(\d)`).ReplaceAllString(strings.ReplaceAll(rr.GetSubstitution(), "$", "$$"), "$${$1}")
+	return &regexRewrite{re: re, subst: subst}, nil
+}
+
+// compilePerFilter unpacks typed_per_filter_config. Only the filters this
+// data plane runs may have per-route configuration.
+func compilePerFilter(m map[string]*anypb.Any) (perFilterConfig, error) {
+	var pf perFilterConfig
+	for name, a := range m {
+		msg, err := a.UnmarshalNew()
+		if err != nil {
+			return pf, fmt.Errorf("typed_per_filter_config[%q]: %w", name, err)
+		}
+		switch c := msg.(type) {
+		case *extprocv3.ExtProcPerRoute:
+			if name != filterExtProc {
+				return pf, fmt.Errorf("typed_per_filter_config[%q]: ExtProcPerRoute under another filter's name", name)
+			}
+			// Field errors surface now (NACK), not per request.
+			if _, _, err := extproc.Effective(placeholderExtProc, true, c); err != nil {
+				return pf, fmt.Errorf("typed_per_filter_config[%q]: %w", name, err)
+			}
+			pf.extProc = c
+		case *corsv3.CorsPolicy:
+			if name != filterCORS {
+				return pf, fmt.Errorf("typed_per_filter_config[%q]: CorsPolicy under another filter's name", name)
+			}
+			for _, sm := range c.GetAllowOriginStringMatch() {
+				if _, err := compileStringMatcher(sm); err != nil {
+					return pf, err
+				}
+			}
+			pf.cors = c
+		default:
+			return pf, fmt.Errorf("typed_per_filter_config[%q]: %T not implemented", name, msg)
+		}
+	}
+	return pf, nil
+}
+
+func compileHeaderMutation(add []*corev3.HeaderValueOption, remove []string) (headerMutation, error) {
+	var hm headerMutation
+	for _, r := range remove {
+		if strings.HasPrefix(r, ":") || strings.EqualFold(r, "host") {
+			return hm, fmt.Errorf("removing header %q not implemented", r)
+		}
+		hm.remove = append(hm.remove, r)
+	}
+	for _, o := range add {
+		k, v := o.GetHeader().GetKey(), o.GetHeader().GetValue()
+		if strings.HasPrefix(k, ":") || strings.EqualFold(k, "host") {
+			return hm, fmt.Errorf("setting header %q not implemented", k)
+		}
+		if strings.Contains(v, "%") {
+			return hm, fmt.Errorf("header %q: value formatters (%%...%%) not implemented", k)
+		}
+		hm.add = append(hm.add, headerAdd{key: k, value: v, action: o.GetAppendAction()})
+	}
+	return hm, nil
+}
+
+// apply removes, then adds, as Envoy's header parser does.
+func (hm headerMutation) apply(h http.Header) {
+	for _, r := range hm.remove {
+		h.Del(r)
+	}
+	for _, a := range hm.add {
+		_, exists := h[http.CanonicalHeaderKey(a.key)]
+		switch a.action {
+		case corev3.HeaderValueOption_APPEND_IF_EXISTS_OR_ADD:
+			h.Add(a.key, a.value)
+		case corev3.HeaderValueOption_ADD_IF_ABSENT:
+			if !exists {
+				h.Set(a.key, a.value)
+			}
+		case corev3.HeaderValueOption_OVERWRITE_IF_EXISTS_OR_ADD:
+			h.Set(a.key, a.value)
+		case corev3.HeaderValueOption_OVERWRITE_IF_EXISTS:
+			if exists {
+				h.Set(a.key, a.value)
+			}
+		}
+	}
+}
+
+func compileMatch(m *routev3.RouteMatch) (routeMatch, error) {
+	var rm routeMatch
+	switch p := m.GetPathSpecifier().(type) {
+	case *routev3.RouteMatch_Prefix:
+		rm.kind, rm.value = "prefix", p.Prefix
+	case *routev3.RouteMatch_Path:
+		rm.kind, rm.value = "path", p.Path
+	case *routev3.RouteMatch_PathSeparatedPrefix:
+		rm.kind, rm.value = "path_separated_prefix", p.PathSeparatedPrefix
+	case *routev3.RouteMatch_SafeRegex:
+		re, err := regexp.Compile(`^(?:` + p.SafeRegex.GetRegex() + `)$`)
+		if err != nil {
+			return rm, err
+		}
+		rm.kind, rm.re = "safe_regex", re
+	default:
+		return rm, fmt.Errorf("path specifier %T not implemented", p)
+	}
+	for _, h := range m.GetHeaders() {
+		hm := headerMatcher{name: strings.ToLower(h.GetName()), invert: h.GetInvertMatch()}
+		switch s := h.GetHeaderMatchSpecifier().(type) {
+		case *routev3.HeaderMatcher_StringMatch:
+			sm, err := compileStringMatcher(s.StringMatch)
+			if err != nil {
+				return rm, err
+			}
+			hm.sm = sm
+		case *routev3.HeaderMatcher_PresentMatch:
+			v := s.PresentMatch
+			hm.present = &v
+		default:
+			return rm, fmt.Errorf("header matcher %T not implemented", s)
+		}
+		rm.headers = append(rm.headers, hm)
+	}
+	for _, q := range m.GetQueryParameters() {
+		qm := queryMatcher{name: q.GetName()}
+		switch s := q.GetQueryParameterMatchSpecifier().(type) {
+		case *routev3.QueryParameterMatcher_StringMatch:
+			sm, err := compileStringMatcher(s.StringMatch)
+			if err != nil {
+				return rm, err
+			}
+			qm.sm = sm
+		case *routev3.QueryParameterMatcher_PresentMatch:
+			qm.present = s.PresentMatch
+		default:
+			return rm, fmt.Errorf("query parameter matcher %T not implemented", s)
+		}
+		rm.queryParam = append(rm.queryParam, qm)
+	}
+	return rm, nil
+}
+
+func compileStringMatcher(m *matcherv3.StringMatcher) (*stringMatcher, error) {
+	sm := &stringMatcher{ignoreCase: m.GetIgnoreCase()}
+	switch p := m.GetMatchPattern().(type) {
+	case *matcherv3.StringMatcher_Exact:
+		sm.kind, sm.value = "exact", p.Exact
+	case *matcherv3.StringMatcher_Prefix:
+		sm.kind, sm.value = "prefix", p.Prefix
+	case *matcherv3.StringMatcher_Suffix:
+		sm.kind, sm.value = "suffix", p.Suffix
+	case *matcherv3.StringMatcher_Contains:
+		sm.kind, sm.value = "contains", p.Contains
+	case *matcherv3.StringMatcher_SafeRegex:
+		re, err := regexp.Compile(`^(?:` + p.SafeRegex.GetRegex() + `)$`)
+		if err != nil {
+			return nil, err
+		}
+		sm.kind, sm.re = "safe_regex", re
+	default:
+		return nil, fmt.Errorf("string matcher %T not implemented", p)
+	}
+	if sm.ignoreCase {
+		sm.value = strings.ToLower(sm.value)
+	}
+	return sm, nil
+}
+
+func (sm *stringMatcher) matches(v string) bool {
+	if sm.kind == "safe_regex" {
+		return sm.re.MatchString(v) // ignore_case does not apply to regexes
+	}
+	if sm.ignoreCase {
+		v = strings.ToLower(v)
+	}
+	switch sm.kind {
+	case "exact":
+		return v == sm.value
+	case "prefix":
+		return strings.HasPrefix(v, sm.value)
+	case "suffix":
+		return strings.HasSuffix(v, sm.value)
+	default:
+		return strings.Contains(v, sm.value)
+	}
+}
+
+// matches applies the path matcher to the path without its query, then
+// the header matchers (pseudo-header :method from method; several values of
+// one header are joined with ","), then the query parameter matchers (the
+// first value of a parameter).
+func (m *routeMatch) matches(method, pathAndQuery string, h http.Header) bool {
+	path, query, _ := strings.Cut(pathAndQuery, "?")
+	if i := strings.IndexByte(path, '#'); i >= 0 {
+		path = path[:i]
+	}
+	switch m.kind {
+	case "prefix":
+		if !strings.HasPrefix(path, m.value) {
+			return false
+		}
+	case "path":
+		if path != m.value {
+			return false
+		}
+	case "path_separated_prefix":
+		if path != m.value && !strings.HasPrefix(path, m.value+"/") {
+			return false
+		}
+	case "safe_regex":
+		if !m.re.MatchString(path) {
+			return false
+		}
+	}
+	for _, hm := range m.headers {
+		var vals []string
+		if hm.name == ":method" {
+			vals = []string{method}
+		} else {
+			vals = h.Values(hm.name)
+		}
+		if !hm.matches(vals) {
+			return false
+		}
+	}
+	if len(m.queryParam) > 0 {
+		q, _ := url.ParseQuery(query)
+		for _, qm := range m.queryParam {
+			vs, ok := q[qm.name]
+			switch {
+			case qm.sm == nil:
+				if ok != qm.present {
+					return false
+				}
+			case !ok || !qm.sm.matches(vs[0]):
+				return false
+			}
+		}
+	}
+	return true
+}
+
+func (hm headerMatcher) matches(vals []string) bool {
+	if len(vals) == 0 {
+		// A missing header fails every matcher; inverted, only a presence
+		// matcher turns that into a match.
+		if hm.present != nil {
+			return (*hm.present == false) != hm.invert
+		}
+		return false
+	}
+	var ok bool
+	if hm.present != nil {
+		ok = *hm.present
+	} else {
+		ok = hm.sm.matches(strings.Join(vals, ","))
+	}
+	return ok != hm.invert
+}
+
+func dataSourceBytes(d *corev3.DataSource) ([]byte, error) {
+	switch s := d.GetSpecifier().(type) {
+	case nil:
+		return nil, nil
+	case *corev3.DataSource_InlineString:
+		return []byte(s.InlineString), nil
+	case *corev3.DataSource_InlineBytes:
+		return s.InlineBytes, nil
+	case *corev3.DataSource_Filename:
+		return readFile(s.Filename)
+	default:
+		return nil, fmt.Errorf("data source %T not implemented", s)
+	}
+}

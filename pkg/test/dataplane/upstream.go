@@ -1,0 +1,549 @@
+// Copyright infermesh authors
+// SPDX-License-Identifier: Apache-2.0
+
+package dataplane
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"strings"
+	"sync/atomic"
+
+	clusterv3 "github.com/envoyproxy/go-control-plane/envoy/config/cluster/v3"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/protobuf/types/known/structpb"
+
+	"github.com/infermesh/infermesh/pkg/test/dataplane/extproc"
+)
+
+// Local reply bodies, as Envoy writes them.
+const (
+	bodyNoHealthyUpstream = "no healthy upstream"
+	bodyUpstreamTimeout   = "upstream request timeout"
+	bodyConnectFailure    = "upstream connect error or disconnect/reset before headers. reset reason: remote connection failure"
+	bodyReset             = "upstream connect error or disconnect/reset before headers. reset reason: connection termination"
+	bodyOverflow          = "upstream connect error or disconnect/reset before headers. reset reason: overflow"
+)
+
+// clusterRuntime is the connection pool, load balancer state and circuit
+// breaker counts of one cluster version.
+type clusterRuntime struct {
+	pb        *clusterv3.Cluster
+	cfg       *clusterConfig
+	transport *http.Transport
+	rr        atomic.Uint64
+	active    atomic.Int64
+}
+
+func newClusterRuntime(pb *clusterv3.Cluster, cfg *clusterConfig, dial func(context.Context, string, string) (net.Conn, error)) *clusterRuntime {
+	var protos http.Protocols
+	switch {
+	case cfg.http2 && cfg.tls != nil:
+		protos.SetHTTP2(true)
+	case cfg.http2:
+		protos.SetUnencryptedHTTP2(true) // h2c with prior knowledge, as Envoy
+	default:
+		protos.SetHTTP1(true) // Envoy's default upstream codec, whatever ALPN offers
+	}
+	d := &net.Dialer{Timeout: cfg.connectTimeout}
+	t := &http.Transport{
+		Protocols:          &protos,
+		TLSClientConfig:    cfg.tls,
+		DisableCompression: true,
+		MaxConnsPerHost:    int(cfg.maxConnections),
+		DialContext: func(ctx context.Context, network, addr string) (net.Conn, error) {
+			if dial == nil {
+				return d.DialContext(ctx, network, addr)
+			}
+			ctx, cancel := context.WithTimeout(ctx, cfg.connectTimeout)
+			defer cancel()
+			return dial(ctx, network, addr)
+		},
+	}
+	return &clusterRuntime{pb: pb, cfg: cfg, transport: t}
+}
+
+func (c *clusterRuntime) close() { c.transport.CloseIdleConnections() }
+
+// roundRobin picks the next of addrs.
+func (c *clusterRuntime) roundRobin(addrs []string) string {
+	return addrs[(c.rr.Add(1)-1)%uint64(len(addrs))]
+}
+
+// hostPicker is the load balancer for one request: override_host walks the
+// metadata's host list across attempts, skipping hosts not in the cluster,
+// then falls back to round robin.
+type hostPicker struct {
+	dp       *DataPlane
+	c        *activeCluster
+	override []string
+	next     int
+}
+
+func newHostPicker(dp *DataPlane, c *activeCluster, md map[string]*structpb.Struct) *hostPicker {
+	p := &hostPicker{dp: dp, c: c}
+	oh := c.rt.cfg.overrideHost
+	if oh == nil {
+		return p
+	}
+	for _, src := range oh.sources {
+		v := lookupMetadata(md, src)
+		if v == "" {
+			continue
+		}
+		for _, h := range strings.Split(v, ",") {
+			if h = strings.TrimSpace(h); h != "" {
+				p.override = append(p.override, h)
+			}
+		}
+		break // the first source that has hosts
+	}
+	return p
+}
+
+// pick returns the host for the next attempt.
+func (p *hostPicker) pick() (string, bool) {
+	if len(p.c.addrs) == 0 {
+		return "", false
+	}
+	for p.next < len(p.override) {
+		h := p.override[p.next]
+		p.next++
+		for _, a := range p.c.addrs {
+			if a == h {
+				return h, true
+			}
+		}
+	}
+	if p.c.rt.cfg.overrideHost != nil {
+		p.dp.counters.fallbacks.Add(1)
+	}
+	return p.c.rt.roundRobin(p.c.addrs), true
+}
+
+func lookupMetadata(md map[string]*structpb.Struct, k metadataPath) string {
+	s := md[k.namespace]
+	if s == nil {
+		return ""
+	}
+	var v *structpb.Value = structpb.NewStructValue(s)
+	for _, seg := range k.path {
+		v = v.GetStructValue().GetFields()[seg]
+	}
+	return v.GetStringValue()
+}
+
+// routeSel is a selected route and, for weighted_clusters, the picked one.
+type routeSel struct {
+	r  *route
+	wc *weightedCluster
+}
+
+func (s routeSel) perFilter() (pf perFilterConfig) {
+	pf = s.r.perFilter
+	if s.wc != nil {
+		if s.wc.perFilter.extProc != nil {
+			pf.extProc = s.wc.perFilter.extProc
+		}
+		if s.wc.perFilter.cors != nil {
+			pf.cors = s.wc.perFilter.cors
+		}
+	}
+	return pf
+}
+
+// router is the router filter for one request: redirects, direct
+// responses, and forwarding with header mutations, rewrites, timeout,
+// retries, circuit breaking and load balancing. It returns the response
+// (possibly a local reply) and the metadata the load balancer set.
+func (dp *DataPlane) router(ctx context.Context, ac *activeConfig, sel routeSel, req *extproc.Request, md map[string]*structpb.Struct) (*extproc.Response, map[string]*structpb.Struct, error) {
+	r := sel.r
+	switch r.kind {
+	case actionRedirect:
+		return redirectReply(r, req), nil, nil
+	case actionDirect:
+		resp := localReply(r.direct.status, string(r.direct.body))
+		r.respHeaders.apply(resp.Headers)
+		return resp, nil, nil
+	}
+	name := r.cluster
+	if sel.wc != nil {
+		name = sel.wc.name
+	}
+	c := ac.clusters[name]
+	if c == nil {
+		return localReply(r.clusterNotFound, ""), nil, nil
+	}
+	// Header mutations: most specific level first, so the route's have the
+	// final say (most_specific_header_mutations_wins false).
+	if sel.wc != nil {
+		sel.wc.reqHeaders.apply(req.Headers)
+	}
+	r.reqHeaders.apply(req.Headers)
+	rewritePath(r, req)
+	if r.hostRewrite != "" {
+		req.Authority = r.hostRewrite
+	}
+	var body []byte
+	replay := r.retry != nil || len(r.mirrors) > 0
+	if replay && req.Body != nil {
+		b, err := io.ReadAll(req.Body)
+		if err != nil {
+			return localReply(http.StatusBadRequest, ""), nil, nil
+		}
+		body = b
+	}
+	dp.mirror(ac, r, req, body)
+
+	cancel := context.CancelFunc(func() {})
+	if r.timeout > 0 {
+		ctx, cancel = context.WithTimeout(ctx, r.timeout)
+	}
+	if c.rt.active.Add(1) > int64(c.rt.cfg.maxRequests) {
+		c.rt.active.Add(-1)
+		cancel()
+		resp := localReply(http.StatusServiceUnavailable, bodyOverflow)
+		resp.Headers.Set("x-envoy-overloaded", "true")
+		return resp, nil, nil
+	}
+	release := func() { c.rt.active.Add(-1); cancel() }
+	picker := newHostPicker(dp, c, md)
+	attempts := 1
+	if r.retry != nil {
+		attempts += r.retry.numRetries
+	}
+	var resp *extproc.Response
+	var served map[string]*structpb.Struct
+	for attempt := 0; attempt < attempts; attempt++ {
+		if attempt > 0 {
+			dp.counters.retries.Add(1)
+		}
+		host, ok := picker.pick()
+		if !ok {
+			release()
+			return localReply(http.StatusServiceUnavailable, bodyNoHealthyUpstream), nil, nil
+		}
+		served = servedMetadata(c.rt.cfg.overrideHost, host)
+		var rd io.Reader = req.Body
+		if replay {
+			rd = bytes.NewReader(body)
+		}
+		up, failure := dp.attempt(ctx, c, host, req, rd)
+		last := attempt == attempts-1
+		if failure != "" {
+			if ctx.Err() == context.DeadlineExceeded {
+				release()
+				return localReply(http.StatusGatewayTimeout, bodyUpstreamTimeout), served, nil
+			}
+			if ctx.Err() != nil {
+				release()
+				return nil, served, ctx.Err()
+			}
+			if !last && r.retry.retriesFailure(failure) {
+				continue
+			}
+			release()
+			if failure == "connect" {
+				return localReply(http.StatusServiceUnavailable, bodyConnectFailure), served, nil
+			}
+			return localReply(http.StatusServiceUnavailable, bodyReset), served, nil
+		}
+		if !last && r.retry.retriesStatus(up.StatusCode) {
+			_ = up.Body.Close()
+			continue
+		}
+		resp = &extproc.Response{Status: up.StatusCode, Headers: up.Header, Body: &releaseBody{ReadCloser: up.Body, release: release}, Trailers: up.Trailer}
+		break
+	}
+	if resp == nil {
+		release()
+		return localReply(http.StatusServiceUnavailable, bodyReset), served, nil
+	}
+	removeHopByHop(resp.Headers)
+	if sel.wc != nil {
+		sel.wc.respHeaders.apply(resp.Headers)
+	}
+	r.respHeaders.apply(resp.Headers)
+	return resp, served, nil
+}
+
+// attempt sends one upstream request to host. failure is "" on a
+// response, "connect" when no connection could be made, else "reset".
+func (dp *DataPlane) attempt(ctx context.Context, c *activeCluster, host string, req *extproc.Request, body io.Reader) (*http.Response, string) {
+	scheme := "http"
+	if c.rt.cfg.tls != nil {
+		scheme = "https"
+	}
+	if body == nil {
+		body = http.NoBody
+	}
+	up, err := http.NewRequestWithContext(ctx, req.Method, scheme+"://"+host+req.Path, body)
+	if err != nil {
+		return nil, "reset"
+	}
+	up.Host = req.Authority
+	up.Header = req.Headers.Clone()
+	removeHopByHop(up.Header)
+	if req.Trailers != nil {
+		up.Trailer = req.Trailers
+	}
+	if cl := up.Header.Get("content-length"); cl != "" && body != http.NoBody {
+		// Let the transport frame the body as it was given.
+		up.Header.Del("content-length")
+		if n, err := parseLen(cl); err == nil {
+			up.ContentLength = n
+		}
+	}
+	resp, err := c.rt.transport.RoundTrip(up)
+	if err != nil {
+		var op *net.OpError
+		if errors.As(err, &op) && op.Op == "dial" {
+			return nil, "connect"
+		}
+		return nil, "reset"
+	}
+	return resp, ""
+}
+
+func parseLen(s string) (int64, error) {
+	var n int64
+	_, err := fmt.Sscan(s, &n)
+	return n, err
+}
+
+func (p *retryPolicy) retriesFailure(kind string) bool {
+	if p == nil {
+		return false
+	}
+	switch kind {
+	case "connect":
+		return p.onConnFail || p.on5xx || p.onGatewayError || p.onReset
+	default:
+		return p.onReset || p.on5xx || p.onGatewayError
+	}
+}
+
+func (p *retryPolicy) retriesStatus(code int) bool {
+	if p == nil {
+		return false
+	}
+	return (p.on5xx && code >= 500) || (p.onGatewayError && code >= 502 && code <= 504)
+}
+
+// servedMetadata is the selected_host_key metadata of override_host.
+func servedMetadata(oh *overrideHostPolicy, host string) map[string]*structpb.Struct {
+	if oh == nil || oh.selected == nil {
+		return nil
+	}
+	var v *structpb.Value = structpb.NewStringValue(host)
+	for i := len(oh.selected.path) - 1; i >= 0; i-- {
+		v = structpb.NewStructValue(&structpb.Struct{Fields: map[string]*structpb.Value{oh.selected.path[i]: v}})
+	}
+	s := v.GetStructValue()
+	if s == nil {
+		return nil
+	}
+	return map[string]*structpb.Struct{oh.selected.namespace: s}
+}
+
+// releaseBody frees the circuit breaker slot and the route timeout when
+// the response body is closed.
+type releaseBody struct {
+	io.ReadCloser
+	release func()
+	once    atomic.Bool
+}
+
+func (b *releaseBody) Close() error {
+	err := b.ReadCloser.Close()
+	if b.once.CompareAndSwap(false, true) {
+		b.release()
+	}
+	return err
+}
+
+var hopByHop = []string{"Connection", "Keep-Alive", "Proxy-Connection", "Transfer-Encoding", "Upgrade", "Te"}
+
+func removeHopByHop(h http.Header) {
+	for _, k := range hopByHop {
+		h.Del(k)
+	}
+}
+
+// rewritePath applies prefix_rewrite or regex_rewrite to the path (the
+// query string is kept), recording the original in x-envoy-original-path.
+func rewritePath(r *route, req *extproc.Request) {
+	if !r.hasPrefixRW && r.regexRewrite == nil {
+		return
+	}
+	path, query, hasQuery := strings.Cut(req.Path, "?")
+	np := path
+	switch {
+	case r.regexRewrite != nil:
+		np = r.regexRewrite.re.ReplaceAllString(path, r.regexRewrite.subst)
+	case r.match.kind == "path":
+		np = r.prefixRewrite
+	default:
+		np = r.prefixRewrite + strings.TrimPrefix(path, r.match.value)
+	}
+	if np == path {
+		return
+	}
+	req.Headers.Set("x-envoy-original-path", req.Path)
+	if hasQuery {
+		np += "?" + query
+	}
+	req.Path = np
+}
+
+// redirectReply is Route.redirect as a local reply with Location.
+func redirectReply(r *route, req *extproc.Request) *extproc.Response {
+	ra := r.redirect
+	scheme := req.Scheme
+	if s := ra.GetSchemeRedirect(); s != "" {
+		scheme = s
+	}
+	host, port, err := net.SplitHostPort(req.Authority)
+	if err != nil {
+		host, port = req.Authority, ""
+	}
+	if h := ra.GetHostRedirect(); h != "" {
+		host = h
+	}
+	if ra.GetSchemeRedirect() != "" {
+		port = "" // a scheme change drops the original port
+	}
+	if p := ra.GetPortRedirect(); p != 0 {
+		port = fmt.Sprint(p)
+	}
+	if (scheme == "http" && port == "80") || (scheme == "https" && port == "443") {
+		port = ""
+	}
+	authority := host
+	if port != "" {
+		authority = net.JoinHostPort(host, port)
+	}
+	pathQ := req.Path
+	switch {
+	case ra.GetPathRedirect() != "":
+		_, q, hasQ := strings.Cut(req.Path, "?")
+		pathQ = ra.GetPathRedirect()
+		if !strings.Contains(pathQ, "?") && hasQ {
+			pathQ += "?" + q
+		}
+	case ra.GetPrefixRewrite() != "" || ra.GetRegexRewrite() != nil:
+		tmp := &route{match: r.match, prefixRewrite: ra.GetPrefixRewrite(), hasPrefixRW: ra.GetPrefixRewrite() != ""}
+		if rr := ra.GetRegexRewrite(); rr != nil {
+			tmp.regexRewrite, _ = compileRegexRewrite(rr) // compiled once already at config time
+		}
+		cp := &extproc.Request{Path: req.Path, Headers: http.Header{}}
+		rewritePath(tmp, cp)
+		pathQ = cp.Path
+	}
+	code := map[int32]int{0: 301, 1: 302, 2: 303, 3: 307, 4: 308}[int32(ra.GetResponseCode())]
+	resp := localReply(code, "")
+	resp.Headers.Set("location", scheme+"://"+authority+pathQ)
+	r.respHeaders.apply(resp.Headers)
+	return resp
+}
+
+// localReply is a response Envoy generates itself: text/plain body (if
+// any) and its content-length.
+func localReply(status int, body string) *extproc.Response {
+	h := http.Header{}
+	if body != "" {
+		h.Set("content-type", "text/plain")
+	}
+	h.Set("content-length", fmt.Sprint(len(body)))
+	return &extproc.Response{Status: status, Headers: h, Body: io.NopCloser(strings.NewReader(body))}
+}
+
+// mirror sends a copy of the request to each mirror cluster (sampled by
+// runtime_fraction), with "-shadow" appended to the host, and discards
+// the answer.
+func (dp *DataPlane) mirror(ac *activeConfig, r *route, req *extproc.Request, body []byte) {
+	for _, m := range r.mirrors {
+		if m.denominator > 0 && dp.randUnder(m.denominator) >= m.numerator {
+			continue
+		}
+		c := ac.clusters[m.cluster]
+		if c == nil || len(c.addrs) == 0 {
+			continue
+		}
+		host := c.rt.roundRobin(c.addrs)
+		cp := &extproc.Request{Method: req.Method, Path: req.Path, Scheme: req.Scheme, Headers: req.Headers.Clone()}
+		h, p, err := net.SplitHostPort(req.Authority)
+		if err != nil {
+			cp.Authority = req.Authority + "-shadow"
+		} else {
+			cp.Authority = net.JoinHostPort(h+"-shadow", p)
+		}
+		go func() {
+			// Fire and forget, bounded by the cluster's connect timeout and
+			// a fixed deadline.
+			ctx, cancel := context.WithTimeout(context.Background(), mirrorTimeout)
+			defer cancel()
+			if resp, failure := dp.attempt(ctx, c, host, cp, bytes.NewReader(body)); failure == "" {
+				_, _ = io.Copy(io.Discard, resp.Body)
+				_ = resp.Body.Close()
+			}
+		}()
+	}
+}
+
+// dialGRPC is the extproc.Dialer: a gRPC connection to one endpoint of an
+// HTTP/2 cluster (round robin), with the cluster's TLS, cached per cluster
+// version, endpoint and authority.
+func (dp *DataPlane) dialGRPC(ctx context.Context, cluster, authority string) (grpc.ClientConnInterface, error) {
+	c := dp.active.Load().clusters[cluster]
+	if c == nil {
+		return nil, fmt.Errorf("ext_proc: cluster %q: %w", cluster, errNoCluster)
+	}
+	if !c.rt.cfg.http2 {
+		return nil, fmt.Errorf("ext_proc: cluster %q is not HTTP/2", cluster)
+	}
+	if len(c.addrs) == 0 {
+		return nil, fmt.Errorf("ext_proc: cluster %q: %s", cluster, bodyNoHealthyUpstream)
+	}
+	if authority == "" {
+		authority = cluster
+	}
+	addr := c.rt.roundRobin(c.addrs)
+	key := fmt.Sprintf("%p|%s|%s", c.rt, addr, authority)
+	dp.mu.Lock()
+	defer dp.mu.Unlock()
+	if dp.closed {
+		return nil, errors.New("ext_proc: data plane stopped")
+	}
+	if cc := dp.grpcConns[key]; cc != nil {
+		return cc, nil
+	}
+	creds := insecure.NewCredentials()
+	if c.rt.cfg.tls != nil {
+		creds = credentials.NewTLS(c.rt.cfg.tls.Clone())
+	}
+	opts := []grpc.DialOption{grpc.WithTransportCredentials(creds), grpc.WithAuthority(authority)}
+	timeout := c.rt.cfg.connectTimeout
+	opts = append(opts, grpc.WithContextDialer(func(ctx context.Context, a string) (net.Conn, error) {
+		ctx, cancel := context.WithTimeout(ctx, timeout)
+		defer cancel()
+		if dp.opts.Dial != nil {
+			return dp.opts.Dial(ctx, "tcp", a)
+		}
+		var d net.Dialer
+		return d.DialContext(ctx, "tcp", a)
+	}))
+	cc, err := grpc.NewClient("passthrough:///"+addr, opts...)
+	if err != nil {
+		return nil, err
+	}
+	dp.grpcConns[key] = cc
+	return cc, nil
+}
