@@ -80,7 +80,15 @@ func extProcBaseFilter() (*hcmv3.HttpFilter, error) {
 //   - overrides.failure_mode_allow: true only for endpointPickerRef
 //     failureMode FailOpen (then a failed EPP call falls through to the
 //     OverrideHost fallback, round robin); false for FailClose, set
-//     explicitly.
+//     explicitly. Envoy's limit, not ours: once a request body has been
+//     handed to the processor in FULL_DUPLEX_STREAMED mode Envoy no longer
+//     honours failure_mode_allow (its ext_proc filter cannot replay a body
+//     it streamed away), so FailOpen covers requests without a body and
+//     failures Envoy sees before the stream starts (no EPP cluster, no
+//     healthy EPP endpoint); a POST whose EPP stream fails later gets a
+//     500. Envoy also refuses FULL_DUPLEX_STREAMED with failure_mode_allow
+//     in the listener-level filter, which is why both live in this
+//     per-route override only.
 //
 // Timeouts, chosen knowingly: with FULL_DUPLEX_STREAMED bodies Envoy applies
 // no per-message timeout (ExternalProcessor.message_timeout is ignored in
