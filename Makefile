@@ -47,10 +47,14 @@ k8s-test-binaries:
 	hack/k8s-test-binaries.sh
 
 # Integration tests against real components (build tag integ), one package at
-# a time, after building (or reusing) the Kubernetes binaries.
+# a time, after building (or reusing) the Kubernetes binaries and the endpoint
+# pickers (hack/epp-binaries.sh: GIE v1.6.0 lwepp and v1.0.0 epp, cached in
+# $${INFERMESH_CACHE:-~/.cache/infermesh}/epp; the script prints the folder
+# holding both).
 integ:
 	dir=$$(hack/k8s-test-binaries.sh) && \
-	KUBE_TEST_BINARIES=$$dir/bin $(GO) test -tags=integ -p 1 -timeout 30m -count=1 ./tests/...
+	eppbin=$$(hack/epp-binaries.sh) && \
+	KUBE_TEST_BINARIES=$$dir/bin EPP_TEST_BINARIES=$$eppbin $(GO) test -tags=integ -p 1 -timeout 30m -count=1 ./tests/...
 
 # Benchmarks are never part of `make test`.
 bench:
