@@ -5,6 +5,7 @@ package file
 
 import (
 	"bytes"
+	"crypto/sha256"
 	"encoding/json"
 	"fmt"
 
@@ -29,7 +30,7 @@ type object struct {
 	key string
 	// value is what the collection stores (*corev1.Pod, kube.DestinationRule, ...).
 	value any
-	// digest is value's JSON; equal digests mean no change.
+	// digest is the SHA-256 of value's JSON; equal digests mean no change.
 	digest string
 	// specDigest is value without metadata and status (stampServerFields).
 	specDigest string
@@ -129,14 +130,16 @@ func (d *decoder) decodeObject(ref docRef, u map[string]any, res *decodeResult) 
 	}
 }
 
-// digestOf is v's JSON, the change detector between reloads (encoding/json
-// sorts map keys, so equal values give equal text).
+// digestOf is the SHA-256 of v's JSON, the change detector between reloads
+// (encoding/json sorts map keys, so equal values give equal text). A hash,
+// not the text, so a folder's objects are not held twice.
 func digestOf(v any) string {
 	var b bytes.Buffer
 	if err := json.NewEncoder(&b).Encode(v); err != nil {
 		return fmt.Sprintf("unencodable %T: %v", v, err) // never equal to a real digest
 	}
-	return b.String()
+	sum := sha256.Sum256(b.Bytes())
+	return string(sum[:])
 }
 
 // namespacedKey is the krt key of a Kubernetes object: "namespace/name", or

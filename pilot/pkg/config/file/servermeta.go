@@ -63,8 +63,8 @@ func stableUID(id objectID) types.UID {
 	return types.UID(fmt.Sprintf("%x-%x-%x-%x-%x", sum[0:4], sum[4:6], sum[6:8], sum[8:10], sum[10:16]))
 }
 
-// specDigest is the JSON of v without metadata and status: what decides a
-// generation bump.
+// specDigest is the SHA-256 of v's JSON without metadata and status: what
+// decides a generation bump.
 func specDigest(v any) string {
 	raw, err := json.Marshal(v)
 	if err != nil {
@@ -72,10 +72,12 @@ func specDigest(v any) string {
 	}
 	var fields map[string]json.RawMessage
 	if json.Unmarshal(raw, &fields) != nil {
-		return string(raw)
+		sum := sha256.Sum256(raw)
+		return string(sum[:])
 	}
 	delete(fields, "metadata")
 	delete(fields, "status")
 	out, _ := json.Marshal(fields)
-	return string(out)
+	sum := sha256.Sum256(out)
+	return string(sum[:])
 }
