@@ -21,6 +21,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -140,6 +141,9 @@ func deploymentCommand(t *testing.T, objs []*unstructured.Unstructured, override
 			vars[e.Name] = e.Value
 		case e.ValueFrom.FieldRef != nil && e.ValueFrom.FieldRef.FieldPath == "metadata.namespace":
 			vars[e.Name] = d.Namespace
+		case e.ValueFrom.ResourceFieldRef != nil && e.ValueFrom.ResourceFieldRef.Resource == "limits.memory":
+			// The kubelet gives the limit in bytes (divisor 1).
+			vars[e.Name] = strconv.FormatInt(c.Resources.Limits.Memory().Value(), 10)
 		default:
 			t.Fatalf("env %s: the test cannot resolve %v", e.Name, e.ValueFrom)
 		}
