@@ -259,7 +259,15 @@ func (dp *DataPlane) router(ctx context.Context, ac *activeConfig, sel routeSel,
 			_ = up.Body.Close()
 			continue
 		}
-		resp = &extproc.Response{Status: up.StatusCode, Headers: up.Header, Body: &releaseBody{ReadCloser: up.Body, release: release}, Trailers: up.Trailer}
+		var body io.ReadCloser = &releaseBody{ReadCloser: up.Body, release: release}
+		// A response without a body ends at its headers (end_of_stream on
+		// the headers, no body message to the processor), as in Envoy.
+		if up.Body == http.NoBody {
+			_ = up.Body.Close()
+			release()
+			body = http.NoBody
+		}
+		resp = &extproc.Response{Status: up.StatusCode, Headers: up.Header, Body: body, Trailers: up.Trailer}
 		break
 	}
 	if resp == nil {
@@ -529,7 +537,13 @@ func (dp *DataPlane) dialGRPC(ctx context.Context, cluster, authority string) (g
 	if c.rt.cfg.tls != nil {
 		creds = credentials.NewTLS(c.rt.cfg.tls.Clone())
 	}
-	opts := []grpc.DialOption{grpc.WithTransportCredentials(creds), grpc.WithAuthority(authority)}
+	opts := []grpc.DialOption{grpc.WithTransportCredentials(creds)}
+	// grpc-go refuses an authority that differs from the TLS ServerName;
+	// with SNI set, the authority is the SNI (Envoy sends the cluster name
+	// as :authority and the SNI separately: see architecture/dataplane.md).
+	if c.rt.cfg.tls == nil || c.rt.cfg.tls.ServerName == "" {
+		opts = append(opts, grpc.WithAuthority(authority))
+	}
 	timeout := c.rt.cfg.connectTimeout
 	opts = append(opts, grpc.WithContextDialer(func(ctx context.Context, a string) (net.Conn, error) {
 		ctx, cancel := context.WithTimeout(ctx, timeout)

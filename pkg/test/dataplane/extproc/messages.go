@@ -41,6 +41,12 @@ func (r *run) onMessage(m *extprocsvc.ProcessingResponse) {
 			r.errorResponse(err)
 			return
 		}
+		// In FULL_DUPLEX_STREAMED the body may change length: Envoy drops
+		// content-length after applying the processor's header mutation too
+		// (a processor that echoes every header would put it back).
+		if duplexReq(pm) && !r.cfg.AllowContentLengthHeader {
+			r.reqHdrs.remove("content-length")
+		}
 		r.reqHdrsPending = false
 		r.startUpstream()
 
@@ -88,6 +94,10 @@ func (r *run) onMessage(m *extprocsvc.ProcessingResponse) {
 		if err := applyHeaderMutation(cr.GetHeaderMutation(), &r.respHdrs, defaultRules, r.c); err != nil {
 			r.errorResponse(err)
 			return
+		}
+		// As for the request: no content-length after the mutation.
+		if duplexResp(pm) && !r.cfg.AllowContentLengthHeader {
+			r.respHdrs.remove("content-length")
 		}
 		r.respHdrsPending = false
 		r.deliverResponse()
