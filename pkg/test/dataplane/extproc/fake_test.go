@@ -205,9 +205,10 @@ type fakeUpstream struct {
 	trailers http.Header
 	md       map[string]*structpb.Struct
 
-	status   int
-	respBody string
-	served   string
+	status      int
+	respBody    string
+	respHeaders http.Header // added to the response's headers
+	served      string
 }
 
 func (u *fakeUpstream) call(_ context.Context, req *Request, md map[string]*structpb.Struct) (*Response, map[string]*structpb.Struct, error) {
@@ -228,6 +229,9 @@ func (u *fakeUpstream) call(_ context.Context, req *Request, md map[string]*stru
 		st = 200
 	}
 	resp := &Response{Status: st, Headers: http.Header{"Content-Type": {"text/plain"}}, Body: io.NopCloser(strings.NewReader(u.respBody))}
+	for k, v := range u.respHeaders {
+		resp.Headers[k] = v
+	}
 	if u.respBody == "" {
 		resp.Body = http.NoBody // headers end the response, as a codec would report
 	}

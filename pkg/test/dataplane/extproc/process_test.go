@@ -12,6 +12,7 @@ import (
 	"strings"
 	"testing"
 
+	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	extprocv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/http/ext_proc/v3"
 	extprocsvc "github.com/envoyproxy/go-control-plane/envoy/service/ext_proc/v3"
 	"github.com/google/go-cmp/cmp"
@@ -350,5 +351,73 @@ func TestProcessHungProcessorEndsWithContext(t *testing.T) {
 	f.waitDone(t)
 	if up.calls() != 0 {
 		t.Error("upstream called while the processor was hung")
+	}
+}
+
+// echoAll answers each headers message by setting every header it received
+// back (as the v1.0.0 EPP does), so content-length comes back too, and
+// streams bodies back through xf.
+func echoAll(pick string, xf func([]byte) []byte) func(extprocsvc.ExternalProcessor_ProcessServer, *fakeProcessor) error {
+	echo := func(h *extprocsvc.HttpHeaders) *extprocsvc.HeadersResponse {
+		var set []*corev3.HeaderValueOption
+		for _, hv := range h.GetHeaders().GetHeaders() {
+			if !strings.HasPrefix(hv.GetKey(), ":") {
+				set = append(set, &corev3.HeaderValueOption{Header: &corev3.HeaderValue{Key: hv.GetKey(), RawValue: hv.GetRawValue()}})
+			}
+		}
+		return &extprocsvc.HeadersResponse{Response: &extprocsvc.CommonResponse{HeaderMutation: &extprocsvc.HeaderMutation{SetHeaders: set}}}
+	}
+	return func(s extprocsvc.ExternalProcessor_ProcessServer, f *fakeProcessor) error {
+		for {
+			m, err := f.recv(s)
+			if err != nil {
+				return nil
+			}
+			out := &extprocsvc.ProcessingResponse{}
+			switch v := m.GetRequest().(type) {
+			case *extprocsvc.ProcessingRequest_RequestHeaders:
+				out.Response = &extprocsvc.ProcessingResponse_RequestHeaders{RequestHeaders: echo(v.RequestHeaders)}
+				out.DynamicMetadata = lbMetadata("x-gateway-destination-endpoint", pick)
+			case *extprocsvc.ProcessingRequest_RequestBody:
+				out.Response = &extprocsvc.ProcessingResponse_RequestBody{RequestBody: streamed(xf(v.RequestBody.GetBody()), v.RequestBody.GetEndOfStream())}
+			case *extprocsvc.ProcessingRequest_ResponseHeaders:
+				out.Response = &extprocsvc.ProcessingResponse_ResponseHeaders{ResponseHeaders: echo(v.ResponseHeaders)}
+			case *extprocsvc.ProcessingRequest_ResponseBody:
+				out.Response = &extprocsvc.ProcessingResponse_ResponseBody{ResponseBody: streamed(xf(v.ResponseBody.GetBody()), v.ResponseBody.GetEndOfStream())}
+			default:
+				continue
+			}
+			if err := s.Send(out); err != nil {
+				return nil
+			}
+		}
+	}
+}
+
+// A processor that echoes content-length in its header mutations while it
+// changes the body's length must not get the stale length through in
+// FULL_DUPLEX_STREAMED mode, in either direction (Envoy removes it after
+// applying the mutation).
+func TestProcessContentLengthAfterMutation(t *testing.T) {
+	grow := func(b []byte) []byte {
+		if len(b) == 0 {
+			return b
+		}
+		return append(b, '!')
+	}
+	_, dial := startProcessor(t, echoAll("10.0.0.9:8000", grow))
+	up := &fakeUpstream{respBody: "done", respHeaders: http.Header{"Content-Length": {"4"}}}
+	resp, err := Process(context.Background(), testConfig(false), dial, postRequest("abc", "def", "ghi"), up.call)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := readAll(t, resp); !strings.HasPrefix(got, "done") || len(got) <= 4 {
+		t.Fatalf("body %q, want the processor's longer body", got)
+	}
+	if cl := up.req.Headers.Get("Content-Length"); cl != "" {
+		t.Errorf("upstream request content-length = %q after the processor echoed it; want none", cl)
+	}
+	if cl := resp.Headers.Get("Content-Length"); cl != "" {
+		t.Errorf("response content-length = %q after the processor echoed it; want none", cl)
 	}
 }
