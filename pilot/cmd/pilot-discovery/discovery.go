@@ -100,7 +100,7 @@ func newDiscoveryCommand(d deps) *cobra.Command {
 	f.Float32Var(&o.kubeQPS, "kube-qps", kube.DefaultQPS, "sustained requests per second to the API server, all clients together")
 	f.IntVar(&o.kubeBurst, "kube-burst", kube.DefaultBurst, "requests to the API server allowed above --kube-qps at once")
 	f.StringVar(&o.adsAddress, "ads-address", ":15010", "address (host:port) of the ADS gRPC server")
-	f.StringVar(&o.httpAddress, "http-address", ":15014", "address (host:port) of the HTTP server: /debug/config_dump, /debug/syncz, /debug/krtz, /debug/features, /metrics, /ready; unauthenticated and it shows every Gateway's configuration, so keep it off untrusted networks")
+	f.StringVar(&o.httpAddress, "http-address", ":15014", "address (host:port) of the HTTP server: /debug/config_dump, /debug/syncz, /debug/krtz, /debug/features, /debug/pprof/, /metrics, /ready; unauthenticated and it shows every Gateway's configuration, so keep it off untrusted networks")
 	f.StringVar(&o.clusterDomain, "cluster-domain", "", "DNS suffix of Service hostnames; overrides CLUSTER_DOMAIN (default: CLUSTER_DOMAIN, else cluster.local)")
 	f.DurationVar(&o.pushDebounce, "push-debounce", xds.DefaultDebounce, "quiet period that ends a burst of changes before a push")
 	f.DurationVar(&o.pushMaxDelay, "push-max-delay", xds.DefaultMaxDelay, "longest a change waits for its push (at least --push-debounce)")

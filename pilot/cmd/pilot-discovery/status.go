@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -65,7 +66,8 @@ func runStatus(ctx context.Context, w, errw io.Writer, dir string, lookupEnv fun
 	if err != nil {
 		return fmt.Errorf("environment: %w", err)
 	}
-	src, err := file.New(dir, file.Options{})
+	// Problems are printed once, below, not also logged.
+	src, err := file.New(dir, file.Options{Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
 	if err != nil {
 		return fmt.Errorf("--file: %w", err)
 	}

@@ -7,6 +7,7 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"fmt"
+	"log/slog"
 	"os"
 	"sync"
 	"time"
@@ -18,13 +19,18 @@ import (
 // certReloader serves a certificate and key from files and reloads them
 // when either file's modification time changes, so a rotated Secret (as
 // cert-manager writes it) is picked up by new connections without a
-// restart. A reload that fails keeps the last good pair.
+// restart. A reload that fails keeps the last good pair and is logged once
+// (an error naming both files); the same files are not parsed again until
+// one of them changes.
 type certReloader struct {
 	certFile, keyFile string
 
 	mu              sync.Mutex
 	cert            *tls.Certificate
 	certMod, keyMod time.Time
+	// failedCertMod and failedKeyMod are the modification times of the last
+	// pair that failed to load.
+	failedCertMod, failedKeyMod time.Time
 }
 
 // newCertReloader loads the pair once; the error names the files when they
@@ -49,9 +55,20 @@ func (r *certReloader) reload() error {
 	if r.cert != nil && cm.Equal(r.certMod) && km.Equal(r.keyMod) {
 		return nil
 	}
+	if r.cert != nil && cm.Equal(r.failedCertMod) && km.Equal(r.failedKeyMod) {
+		return nil // this pair failed already and was logged; keep serving the last good one
+	}
 	c, err := tls.LoadX509KeyPair(r.certFile, r.keyFile)
 	if err != nil {
-		return fmt.Errorf("TLS key pair --tls-cert-file %q --tls-key-file %q: %w", r.certFile, r.keyFile, err)
+		err = fmt.Errorf("TLS key pair --tls-cert-file %q --tls-key-file %q: %w", r.certFile, r.keyFile, err)
+		if r.cert != nil {
+			r.failedCertMod, r.failedKeyMod = cm, km
+			slog.Error("ADS certificate reload failed; still serving the previous certificate", "error", err)
+		}
+		return err
+	}
+	if r.cert != nil {
+		slog.Info("ADS certificate reloaded", "certFile", r.certFile)
 	}
 	r.cert, r.certMod, r.keyMod = &c, cm, km
 	return nil

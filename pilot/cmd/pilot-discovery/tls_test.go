@@ -4,7 +4,9 @@
 package main
 
 import (
+	"log/slog"
 	"os"
+	"strings"
 	"testing"
 	"time"
 )
@@ -41,8 +43,17 @@ func TestCertReloader(t *testing.T) {
 	if err := os.WriteFile(cert, []byte("garbage"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	if third, _ := r.getCertificate(nil); third != second {
-		t.Error("a broken rotation replaced the last good pair")
+	var logs syncWriter
+	prev := slog.Default()
+	slog.SetDefault(slog.New(slog.NewTextHandler(&logs, nil)))
+	defer slog.SetDefault(prev)
+	for range 3 { // three handshakes: one error logged, not three
+		if third, _ := r.getCertificate(nil); third != second {
+			t.Error("a broken rotation replaced the last good pair")
+		}
+	}
+	if n := strings.Count(logs.String(), "ADS certificate reload failed"); n != 1 {
+		t.Errorf("broken rotation logged %d times, want once:\n%s", n, logs.String())
 	}
 	if _, err := newCertReloader(cert, key); err == nil {
 		t.Error("newCertReloader accepted a broken pair")

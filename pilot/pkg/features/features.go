@@ -150,13 +150,13 @@ var table = []flagDef{
 		"ADS address (host:port) written into Gateway proxies' bootstrap.",
 		func(f *Features) *string { return &f.GatewayXDSAddress }),
 	boolFlag("PILOT_GATEWAY_XDS_PLAINTEXT", "false",
-		"Gateway proxies connect to ADS without TLS; set it when pilot-discovery runs with --plaintext.",
+		"Gateway proxies connect to ADS without TLS. Implied by discovery --plaintext.",
 		func(f *Features) *bool { return &f.GatewayXDSPlaintext }),
 	optionalStringFlag("PILOT_GATEWAY_XDS_CA_FILE",
 		"PEM file of the CA that signed the ADS server certificate, embedded in Gateway proxies' bootstrap; empty: the proxy image's system trust store.",
 		func(f *Features) *string { return &f.GatewayXDSCAFile }),
 	boolFlag("PILOT_GATEWAY_XDS_SERVICEACCOUNT_AUTH", "false",
-		"Gateway proxies send their ServiceAccount token (projected, rotated by the kubelet) as \"authorization: Bearer\" on ADS; set it when pilot-discovery runs with --xds-auth=serviceaccount. Needs TLS.",
+		"Gateway proxies send their ServiceAccount token (projected, rotated by the kubelet) as \"authorization: Bearer\" on ADS. Implied by discovery --xds-auth=serviceaccount. Needs TLS.",
 		func(f *Features) *bool { return &f.GatewayXDSServiceAccountAuth }),
 }
 

@@ -146,8 +146,9 @@ func preparePod(obj runtime.Object) field.ErrorList {
 // sessionAffinity None (and no sessionAffinityConfig then), port protocol TCP,
 // targetPort = port when unset, externalTrafficPolicy Cluster for NodePort
 // and LoadBalancer, internalTrafficPolicy Cluster for the types with a
-// cluster IP. It checks each port's number and protocol and that ports are
-// named when there are several, with unique names.
+// cluster IP. It checks each port's number, protocol, targetPort (number or
+// port name) and name (a DNS label), and that ports are named when there are
+// several, with unique names.
 func prepareService(obj runtime.Object) field.ErrorList {
 	spec := &obj.(*corev1.Service).Spec
 	if spec.Type == "" {
@@ -183,6 +184,22 @@ func prepareService(obj runtime.Object) field.ErrorList {
 			errs = append(errs, field.Invalid(at.Child("port"), p.Port, msg))
 		}
 		errs = append(errs, validateProtocol(at.Child("protocol"), p.Protocol)...)
+		// targetPort: a port number, or an IANA_SVC_NAME naming a container
+		// port (validatePortNumOrName in the API server).
+		if p.TargetPort.Type == intstr.Int {
+			for _, msg := range utilvalidation.IsValidPortNum(p.TargetPort.IntValue()) {
+				errs = append(errs, field.Invalid(at.Child("targetPort"), p.TargetPort.IntValue(), msg))
+			}
+		} else {
+			for _, msg := range utilvalidation.IsValidPortName(p.TargetPort.StrVal) {
+				errs = append(errs, field.Invalid(at.Child("targetPort"), p.TargetPort.StrVal, msg))
+			}
+		}
+		if p.Name != "" {
+			for _, msg := range utilvalidation.IsDNS1123Label(p.Name) {
+				errs = append(errs, field.Invalid(at.Child("name"), p.Name, msg))
+			}
+		}
 		if len(spec.Ports) > 1 && p.Name == "" {
 			errs = append(errs, field.Required(at.Child("name"), "when there are multiple ports"))
 		} else if p.Name != "" && names[p.Name] {

@@ -40,12 +40,14 @@
 //     subdomains); Service defaults (type ClusterIP, sessionAffinity None,
 //     port protocol TCP, targetPort = port, externalTrafficPolicy and
 //     internalTrafficPolicy Cluster where the API server sets them) and port
-//     checks (number in range, protocol TCP/UDP/SCTP, names required when
-//     several and unique); EndpointSlice defaults (port name "", protocol
+//     checks (number and targetPort in range or a valid port name, protocol
+//     TCP/UDP/SCTP, names DNS labels, required when several and unique); EndpointSlice defaults (port name "", protocol
 //     TCP) and addressType and port checks; Pod container port protocol TCP;
 //     Secret stringData merged into data and type Opaque; the Namespace label
 //     kubernetes.io/metadata.name. Anything else a real API server would
-//     reject in a built-in object loads here.
+//     reject in a built-in object loads here, and so does an object in a
+//     namespace no file declares (the API server's NamespaceLifecycle
+//     admission would refuse it; folders often leave Namespaces out).
 //   - Istio DestinationRules (networking.istio.io v1, v1beta1, v1alpha3):
 //     Istio's CRD is not a dependency, so only unknown top-level and metadata
 //     fields, ObjectMeta, and what kube.DestinationRuleFromUnstructured reads
@@ -54,8 +56,10 @@
 //
 // A namespaced object without a namespace is in "default", as kubectl puts
 // it; a cluster-scoped one (Namespace, GatewayClass) loses any namespace it
-// names, as the API server drops it. Server-set metadata (uid,
-// resourceVersion, generation, creationTimestamp) is not invented.
+// names, as the API server drops it. Server-set metadata is emulated where
+// the controller reads it (servermeta.go): a uid stable per object, a
+// generation of 1 bumped on every change outside metadata and status, and
+// the creationTimestamp of the first load; resourceVersion is not set.
 //
 // # Rejections and reloads
 //
@@ -65,7 +69,16 @@
 // stored object. A file that cannot be read, or has a document that is not
 // YAML (half-written, truncated), keeps every object it last contributed
 // besides whatever its readable documents now say. A deleted file removes its
-// objects. When two files declare the same object, the first by path wins.
+// objects. When two files declare the same object, the first by path wins
+// and the other is a Problem (kubectl would apply both, the last one
+// winning; a duplicate is far more often a mistake than an intent, so it is
+// reported rather than resolved silently). An empty file declares nothing:
+// truncating a file to zero bytes removes its objects, as applying it would
+// not, so write manifests atomically (write beside, then rename, as a
+// mounted ConfigMap's symlink swap does).
+//
+// When the folder itself disappears (deleted, or renamed away), the last
+// configuration stays and Run looks for it every second until it is back.
 //
 // New reads the folder synchronously and returns synced collections. Run
 // watches the folder (fsnotify on the folder and every subfolder, never on

@@ -91,8 +91,9 @@ func New(dir string, opts Options) (*Source, error) {
 	if err != nil {
 		return nil, fmt.Errorf("file: read %s: %w", dir, err)
 	}
+	prevProblems := s.problems
 	s.accepted, s.problems = l.accepted, l.problems
-	s.logProblems()
+	s.logProblems(prevProblems)
 
 	objs := sortedObjects(l.accepted)
 	s.namespaces = newCollection[*corev1.Namespace](s, "Namespaces", objs)
@@ -300,8 +301,9 @@ func (s *Source) reload() ([]string, error) {
 	if !slices.Equal(s.problems, l.problems) {
 		changed = true
 	}
+	prevProblems := s.problems
 	s.accepted, s.problems = l.accepted, l.problems
-	s.logProblems()
+	s.logProblems(prevProblems)
 	if changed {
 		s.revision.Add(1)
 	}
@@ -332,8 +334,17 @@ func (s *Source) applyDiff(prev, next map[objectID]object) bool {
 	return changed
 }
 
-func (s *Source) logProblems() {
+// logProblems logs each current problem that is not among prev, so a
+// problem is logged once, when it appears, not again at every reload.
+func (s *Source) logProblems(prev []Problem) {
+	seen := make(map[Problem]bool, len(prev))
+	for _, p := range prev {
+		seen[p] = true
+	}
 	for _, p := range s.problems {
+		if seen[p] {
+			continue
+		}
 		s.log.Warn("file: manifest rejected", "file", p.File, "document", p.Document, "line", p.Line,
 			"kind", p.Kind, "key", p.objectName(), "field", p.Field, "error", p.Message)
 	}

@@ -93,6 +93,7 @@ func TestBuiltinStrictAndMeta(t *testing.T) {
 		"apiVersion: apps/v1\nkind: Deployment\nmetadata:\n  name: d\nspec:\n  replicas: 1\n",
 		"apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: Not_A_Name\n",
 		"apiVersion: v1\nkind: Service\nmetadata:\n  name: two\nspec:\n  ports:\n  - port: 80\n  - port: 70000\n    name: b\n",
+		"apiVersion: v1\nkind: Service\nmetadata:\n  name: targets\nspec:\n  ports:\n  - port: 80\n    name: a\n    targetPort: 70000\n  - port: 81\n    name: Bad_Name\n    targetPort: Bad_Name\n",
 	))
 	s := newSource(t, dir)
 	want := []string{
@@ -100,6 +101,10 @@ func TestBuiltinStrictAndMeta(t *testing.T) {
 		`a.yaml: document 2 (ConfigMap default/Not_A_Name): metadata.name: Invalid value: "Not_A_Name": a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or '.', and must start and end with an alphanumeric character (e.g. 'example.com', regex used for validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*')`,
 		`a.yaml: document 3 (Service default/two): spec.ports[0].name: Required value: when there are multiple ports`,
 		`a.yaml: document 3 (Service default/two): spec.ports[1].port: Invalid value: 70000: must be between 1 and 65535, inclusive`,
+		`a.yaml: document 3 (Service default/two): spec.ports[1].targetPort: Invalid value: 70000: must be between 1 and 65535, inclusive`,
+		`a.yaml: document 4 (Service default/targets): spec.ports[0].targetPort: Invalid value: 70000: must be between 1 and 65535, inclusive`,
+		`a.yaml: document 4 (Service default/targets): spec.ports[1].name: Invalid value: "Bad_Name": a lowercase RFC 1123 label must consist of lower case alphanumeric characters or '-', and must start and end with an alphanumeric character (e.g. 'my-name',  or '123-abc', regex used for validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?')`,
+		`a.yaml: document 4 (Service default/targets): spec.ports[1].targetPort: Invalid value: "Bad_Name": must contain only alpha-numeric characters (a-z, 0-9), and hyphens (-)`,
 	}
 	if diff := cmp.Diff(want, lines(problemText(s.Problems()))); diff != "" {
 		t.Errorf("problems (-want +got):\n%s", diff)

@@ -30,12 +30,13 @@ func (s *Source) Run(ctx context.Context) error {
 	}
 	defer fw.Close()
 	w := &folderWatch{s: s, fw: fw, watched: map[string]bool{}}
-	w.reload()
-
 	debounce := s.opts.Debounce
 	timer := time.NewTimer(debounce)
 	timer.Stop()
 	defer timer.Stop()
+	if !w.reload() {
+		timer.Reset(retryMissingFolder)
+	}
 	var firstPending time.Time // zero: no event pending
 	for {
 		select {
@@ -64,7 +65,11 @@ func (s *Source) Run(ctx context.Context) error {
 			timer.Reset(debounce) // an overflow may have lost events
 		case <-timer.C:
 			firstPending = time.Time{}
-			w.reload()
+			if !w.reload() {
+				// The folder is gone (deleted, or renamed away) and so are
+				// its watches: look again until it is back.
+				timer.Reset(retryMissingFolder)
+			}
 		}
 	}
 }
@@ -74,21 +79,40 @@ type folderWatch struct {
 	s       *Source
 	fw      *fsnotify.Watcher
 	watched map[string]bool // absolute folder paths
+	missing bool            // the folder could not be read at the last reload
 }
+
+// retryMissingFolder is how often Run looks for a folder that has
+// disappeared.
+const retryMissingFolder = time.Second
 
 // reload watches every folder, then rereads the tree: a file written in
 // between is both read and reported by an event (one extra reload, nothing
-// missed).
-func (w *folderWatch) reload() {
+// missed). It reports false when the folder cannot be read: the last
+// configuration stays, every watch is forgotten (a deleted folder's watches
+// died with it; a recreated one needs new ones), and the caller retries.
+func (w *folderWatch) reload() bool {
 	if sc, err := listManifests(w.s.dir); err == nil {
 		w.add(sc.dirs)
 	}
 	dirs, err := w.s.reload()
 	if err != nil {
-		w.s.log.Warn("file: cannot read folder; keeping the last configuration", "dir", w.s.dir, "error", err)
-		return
+		if !w.missing {
+			w.s.log.Warn("file: cannot read folder; keeping the last configuration until it is back", "dir", w.s.dir, "error", err)
+		}
+		w.missing = true
+		for d := range w.watched {
+			_ = w.fw.Remove(d)
+		}
+		clear(w.watched)
+		return false
+	}
+	if w.missing {
+		w.s.log.Info("file: folder is back; reloaded", "dir", w.s.dir)
+		w.missing = false
 	}
 	w.add(dirs)
+	return true
 }
 
 func (w *folderWatch) add(dirs []string) {

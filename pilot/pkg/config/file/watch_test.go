@@ -225,3 +225,23 @@ func TestServerFields(t *testing.T) {
 		t.Error("uid differs across Sources")
 	}
 }
+
+// TestFolderRecreated: a watched folder that is deleted keeps its last
+// configuration, and once it is created again its new content loads (its
+// watches died with it and must be made again).
+func TestFolderRecreated(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "manifests")
+	write(t, dir, "cm.yaml", configMap("cm", "v1"))
+	s := newSource(t, dir)
+	run(t, s)
+	mustDo(t, os.RemoveAll(dir))
+	rev := s.Revision()
+	write(t, dir, "cm.yaml", configMap("cm", "v2"))
+	waitFor(t, s, "cm at v2 in the recreated folder", func() bool { return configValue(s, "llm-namespace/cm") == "v2" })
+	if s.Revision() <= rev {
+		t.Error("no reload counted")
+	}
+	// The new folder is watched: a later edit is seen too.
+	write(t, dir, "cm.yaml", configMap("cm", "v3"))
+	waitFor(t, s, "cm at v3", func() bool { return configValue(s, "llm-namespace/cm") == "v3" })
+}

@@ -194,16 +194,30 @@ func DestinationRuleHost(dr kubelib.DestinationRule, clusterDomain string) strin
 }
 
 // DestinationRuleTLS is the client TLS of a DestinationRule
-// (spec.trafficPolicy.tls), Host left empty; nil unless the mode is SIMPLE.
-// MUTUAL and ISTIO_MUTUAL need client certificates, which the model does not
-// carry, so they give none. sni is the SNI and insecureSkipVerify is carried
-// as is. caCertificates is a file path on the proxy, which the control
-// plane cannot inline, and credentialName (a Secret) is not read: without
-// insecureSkipVerify the result has no CA, meaning "verify against the
-// proxy's system trust store" (what Istio does for SIMPLE without a CA).
+// (spec.trafficPolicy.tls), Host left empty; nil for DISABLE (or no mode).
+// sni is the SNI and insecureSkipVerify is carried as is. caCertificates is
+// a file path on the proxy, which the control plane cannot inline, and
+// credentialName (a Secret) is not read: without insecureSkipVerify the
+// result has no CA, meaning "verify against the proxy's system trust store"
+// (what Istio does for SIMPLE without a CA).
+//
+// MUTUAL and ISTIO_MUTUAL ask for a client certificate, which pilot-discovery
+// cannot deliver (no SDS, no mesh identity). They give TLS as SIMPLE would,
+// without a client certificate, and a warning naming the rule: the user
+// asked for encryption, so falling back to plaintext would be a silent
+// downgrade, while an EPP that requires a client certificate refuses the
+// handshake visibly (FailOpen then falls back, FailClose fails).
 // spec.trafficPolicy.tls.subjectAltNames is not read by pkg/kube.
 func DestinationRuleTLS(dr kubelib.DestinationRule) *model.EPPTLS {
-	if dr.TLS == nil || dr.TLS.Mode != kubelib.TLSModeSimple {
+	if dr.TLS == nil {
+		return nil
+	}
+	switch dr.TLS.Mode {
+	case kubelib.TLSModeSimple:
+	case kubelib.TLSModeMutual, kubelib.TLSModeIstioMutual:
+		slog.Warn("serviceregistry: DestinationRule asks for mutual TLS; client certificates are not supported, so the EPP is reached with TLS and no client certificate",
+			"destinationRule", dr.ResourceName(), "mode", dr.TLS.Mode)
+	default:
 		return nil
 	}
 	return &model.EPPTLS{SNI: dr.TLS.SNI, InsecureSkipVerify: dr.TLS.InsecureSkipVerify}

@@ -172,8 +172,9 @@ func TestDestinationRuleTLS(t *testing.T) {
 	}{
 		{"no tls", nil, nil},
 		{"DISABLE", &kubelib.ClientTLS{Mode: kubelib.TLSModeDisable}, nil},
-		{"MUTUAL is not modelled", &kubelib.ClientTLS{Mode: kubelib.TLSModeMutual, CredentialName: "c"}, nil},
-		{"ISTIO_MUTUAL is not modelled", &kubelib.ClientTLS{Mode: kubelib.TLSModeIstioMutual}, nil},
+		{"MUTUAL: TLS without the client certificate, never plaintext", &kubelib.ClientTLS{Mode: kubelib.TLSModeMutual, CredentialName: "c", SNI: "epp.example"},
+			&model.EPPTLS{SNI: "epp.example"}},
+		{"ISTIO_MUTUAL: TLS without the client certificate", &kubelib.ClientTLS{Mode: kubelib.TLSModeIstioMutual}, &model.EPPTLS{}},
 		{"SIMPLE insecureSkipVerify (the seed)", &kubelib.ClientTLS{Mode: kubelib.TLSModeSimple, InsecureSkipVerify: true},
 			&model.EPPTLS{InsecureSkipVerify: true}},
 		{"SIMPLE with sni; the caCertificates path is not inlined", &kubelib.ClientTLS{Mode: kubelib.TLSModeSimple,
