@@ -23,12 +23,12 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"google.golang.org/grpc"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/client-go/kubernetes/scheme"
 	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
 	"k8s.io/client-go/tools/record"
-	"github.com/prometheus/client_golang/prometheus/collectors"
-	"google.golang.org/grpc"
 
 	"github.com/infermesh/infermesh/pilot/pkg/config/file"
 	"github.com/infermesh/infermesh/pilot/pkg/config/kube/gateway"
