@@ -7,7 +7,6 @@ import (
 	"context"
 	"encoding/json"
 	"io"
-	"net"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -122,19 +121,6 @@ func backendHandler(name string) http.Handler {
 		}
 		_, _ = io.WriteString(w, name)
 	})
-}
-
-func hostPort(t *testing.T, s *httptest.Server) (string, uint32) {
-	t.Helper()
-	h, p, err := net.SplitHostPort(s.Listener.Addr().String())
-	if err != nil {
-		t.Fatal(err)
-	}
-	var port uint32
-	for _, c := range p {
-		port = port*10 + uint32(c-'0')
-	}
-	return h, port
 }
 
 // get sends a request to the data plane's listener on port with host.

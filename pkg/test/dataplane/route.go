@@ -626,7 +626,7 @@ func (hm headerMatcher) matches(vals []string) bool {
 		// A missing header fails every matcher; inverted, only a presence
 		// matcher turns that into a match.
 		if hm.present != nil {
-			return (*hm.present == false) != hm.invert
+			return !*hm.present != hm.invert
 		}
 		return false
 	}

@@ -60,12 +60,6 @@ func run(t *testing.T, s *file.Source) {
 	})
 }
 
-// waitRevision waits (bounded) until s has reloaded with a change after rev.
-func waitRevision(t *testing.T, s *file.Source, rev uint64) {
-	t.Helper()
-	poll.Until(t, 10*time.Second, "a reload after revision", func() bool { return s.Revision() > rev })
-}
-
 // waitFor waits (bounded) for cond, describing the problems on failure.
 func waitFor(t *testing.T, s *file.Source, what string, cond func() bool) {
 	t.Helper()

@@ -215,6 +215,7 @@ func checkOverrides(o *extprocv3.ExtProcOverrides) error {
 	switch {
 	case o == nil:
 		return nil
+	//lint:ignore SA1019 a deprecated field that is set must still be refused, not ignored
 	case o.GetAsyncMode():
 		return notImpl("overrides.async_mode")
 	case len(o.GetRequestAttributes()) > 0:

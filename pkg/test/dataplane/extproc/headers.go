@@ -220,8 +220,9 @@ func applyHeaderMutation(mut *extprocsvc.HeaderMutation, m *headerMap, rules mut
 		var appendMode bool
 		switch sh.GetAppendAction() {
 		case corev3.HeaderValueOption_APPEND_IF_EXISTS_OR_ADD:
-			if sh.GetAppend() != nil { // legacy flag when append_action is left at its zero value
-				appendMode = sh.GetAppend().GetValue()
+			//lint:ignore SA1019 Envoy still honours the legacy append flag when append_action is left at its zero value
+			if legacy := sh.GetAppend(); legacy != nil {
+				appendMode = legacy.GetValue()
 			}
 		case corev3.HeaderValueOption_ADD_IF_ABSENT:
 			if m.has(k) {

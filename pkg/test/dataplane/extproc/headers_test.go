@@ -20,6 +20,7 @@ func set(k, v string) *corev3.HeaderValueOption {
 func TestApplyHeaderMutationDefaultRules(t *testing.T) {
 	m := requestHeaderMap("GET", "/a", "h.example", "http", http.Header{"X-Keep": {"1"}, "X-Drop": {"1"}, "X-Multi": {"a"}})
 	appendMulti := set("x-multi", "b")
+	//lint:ignore SA1019 the legacy append flag is what this case exercises
 	appendMulti.Append = wrapperspb.Bool(true)
 	absent := set("x-keep", "2")
 	absent.AppendAction = corev3.HeaderValueOption_ADD_IF_ABSENT
