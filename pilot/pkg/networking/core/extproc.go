@@ -95,10 +95,14 @@ func extProcBaseFilter() (*hcmv3.HttpFilter, error) {
 // that mode), and the gRPC stream lives as long as the HTTP stream because
 // the response body streams through the EPP too. So grpc_service.timeout is
 // left unset (no stream deadline): a deadline would cut long LLM responses.
-// What bounds a hung EPP is the route timeout (HTTPRoute
-// timeouts.request) when set, and otherwise the connection manager's
+// What bounds a hung EPP today is only the connection manager's
 // stream_idle_timeout (Envoy default 5 minutes, no bytes in either
-// direction).
+// direction): the route timeout (HTTPRoute timeouts.request) does not,
+// because Envoy starts it when the router sees the request, which a
+// processor that never answers never lets happen
+// (tests/integration/pilot/gie TestEPPHung shows it). Bounding it with
+// RouteAction.max_stream_duration, which runs from route selection, is the
+// planned fix.
 //
 // metadata_options are not set: they would replace the base filter's lists.
 func extProcOverride(epp *model.EPPBackend) *extprocv3.ExtProcPerRoute {

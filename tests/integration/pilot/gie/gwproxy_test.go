@@ -75,7 +75,15 @@ func startDataPlane(t *testing.T, boot []byte) *dataPlaneProxy {
 	return &dataPlaneProxy{dp: dp}
 }
 
-func (p *dataPlaneProxy) Addr() string { return p.dp.Addr(gwPort).String() }
+// Addr is the Gateway listener's address; "" when the data plane has no
+// listener on the port (requests to it then fail, the test does not panic).
+func (p *dataPlaneProxy) Addr() string {
+	a := p.dp.Addr(gwPort)
+	if a == nil {
+		return ""
+	}
+	return a.String()
+}
 
 func (p *dataPlaneProxy) WaitEndpoints(ctx context.Context, cluster string, want []string) error {
 	return p.dp.WaitFor(ctx, func(s dataplane.Snapshot) bool {
