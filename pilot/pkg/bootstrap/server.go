@@ -119,6 +119,9 @@ func NewServer(args Args) (*Server, error) {
 		GRPCOptions: args.GRPCOptions,
 	})
 	if err != nil {
+		if s.events != nil {
+			s.events.Shutdown()
+		}
 		return nil, err
 	}
 	return s, nil
@@ -154,6 +157,7 @@ func (s *Server) clusterMode(opts []krt.CollectionOption) (*gateway.Controller, 
 		Client: args.Client, Features: args.Features, IsLeader: isLeader, Recorder: recorder, Krt: opts,
 	})
 	if err != nil {
+		s.events.Shutdown()
 		return nil, registry.Outputs{}, err
 	}
 	kc := args.Client
