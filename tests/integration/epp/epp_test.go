@@ -6,6 +6,7 @@
 package epp_test
 
 import (
+	"fmt"
 	"net"
 	"slices"
 	"testing"
@@ -14,6 +15,7 @@ import (
 	extprocv3 "github.com/envoyproxy/go-control-plane/envoy/service/ext_proc/v3"
 
 	"github.com/infermesh/infermesh/pkg/test/epp"
+	"github.com/infermesh/infermesh/pkg/test/poll"
 )
 
 // pickBound bounds the wait for a first pick after Start: the pod informer
@@ -166,14 +168,14 @@ func testFullEPP(t *testing.T, c *cluster, cfg epp.Config) {
 		if body, eos := streamedBody(resps); body != completion || !eos {
 			t.Fatalf("streamed body %q (end_of_stream %v), want %q", body, eos, completion)
 		}
-		// The pick came from a metrics-aware scheduler that reached the
-		// pods: both were scraped at podIP:targetPorts[0]/metrics.
-		for i, pd := range c.pods {
-			if pd.scrapes.Load() == 0 {
-				t.Errorf("pod %s was never scraped", c.addrs[i])
-			}
-		}
-		t.Logf("scrapes so far: %s %d, %s %d", c.addrs[0], c.pods[0].scrapes.Load(), c.addrs[1], c.pods[1].scrapes.Load())
+		// The scheduler is metrics-aware and reaches the pods: both get
+		// scraped at podIP:targetPorts[0]/metrics (every 50 ms by default;
+		// the first pick may come before the first scrape, so wait for it).
+		poll.UntilOr(t, 30*time.Second, "both pods scraped at podIP:8000/metrics", func() bool {
+			return c.pods[0].scrapes.Load() > 0 && c.pods[1].scrapes.Load() > 0
+		}, func() string {
+			return fmt.Sprintf("scrapes: %s %d, %s %d", c.addrs[0], c.pods[0].scrapes.Load(), c.addrs[1], c.pods[1].scrapes.Load())
+		})
 	})
 
 	t.Run("headers only: a pod of the pool", func(t *testing.T) {
