@@ -34,7 +34,6 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 	inferencev1 "sigs.k8s.io/gateway-api-inference-extension/api/v1"
 	inferenceclient "sigs.k8s.io/gateway-api-inference-extension/client-go/clientset/versioned"
-	gatewayclient "sigs.k8s.io/gateway-api/pkg/client/clientset/versioned"
 
 	"github.com/infermesh/infermesh/pkg/test/kubeenv"
 	"github.com/infermesh/infermesh/pkg/test/poll"
@@ -142,20 +141,15 @@ func TestInstalledPilotDiscovery(t *testing.T) {
 func applySeed(t *testing.T, kc kubernetes.Interface, cfg *rest.Config) {
 	t.Helper()
 	ctx := t.Context()
-	gc, ic := gatewayclient.NewForConfigOrDie(cfg), inferenceclient.NewForConfigOrDie(cfg)
 	must := func(_ any, err error) {
 		t.Helper()
 		if err != nil {
 			t.Fatal(err)
 		}
 	}
-	for _, ns := range []string{seed.Namespace, seed.GatewayNamespace} {
-		must(kc.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}))
+	if err := seed.Create(ctx, cfg); err != nil {
+		t.Fatal(err)
 	}
-	must(kc.CoreV1().Services(seed.Namespace).Create(ctx, seed.EPPService(), metav1.CreateOptions{}))
-	must(ic.InferenceV1().InferencePools(seed.Namespace).Create(ctx, seed.InferencePool(), metav1.CreateOptions{}))
-	must(gc.GatewayV1().HTTPRoutes(seed.Namespace).Create(ctx, seed.HTTPRoute(), metav1.CreateOptions{}))
-	must(gc.GatewayV1().Gateways(seed.GatewayNamespace).Create(ctx, seed.Gateway(), metav1.CreateOptions{}))
 	must(kubeenv.CreateReadyPods(ctx, kc, seed.Namespace, "vllm", map[string]string{"app": seed.PoolName}, 8000,
 		"10.244.0.13", "10.244.0.14", "10.244.0.15"))
 	must(kubeenv.CreateReadyPods(ctx, kc, seed.Namespace, "epp", map[string]string{"app": seed.EPPName}, seed.EPPPort, "10.244.0.16"))

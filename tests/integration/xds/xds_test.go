@@ -27,10 +27,8 @@ import (
 	rpcstatus "google.golang.org/genproto/googleapis/rpc/status"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
-	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
-	inferenceclient "sigs.k8s.io/gateway-api-inference-extension/client-go/clientset/versioned"
 	gatewayclient "sigs.k8s.io/gateway-api/pkg/client/clientset/versioned"
 
 	"github.com/infermesh/infermesh/pkg/test/controller"
@@ -52,20 +50,16 @@ func applySeed(t *testing.T, env *kubeenv.Env) kubernetes.Interface {
 	t.Helper()
 	ctx := t.Context()
 	cfg := env.RESTConfig()
-	kc, gc, ic := kubernetes.NewForConfigOrDie(cfg), gatewayclient.NewForConfigOrDie(cfg), inferenceclient.NewForConfigOrDie(cfg)
+	kc, gc := kubernetes.NewForConfigOrDie(cfg), gatewayclient.NewForConfigOrDie(cfg)
 	must := func(_ any, err error) {
 		t.Helper()
 		if err != nil {
 			t.Fatal(err)
 		}
 	}
-	for _, ns := range []string{seed.Namespace, seed.GatewayNamespace} {
-		must(kc.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}))
+	if err := seed.Create(ctx, cfg); err != nil {
+		t.Fatal(err)
 	}
-	must(kc.CoreV1().Services(seed.Namespace).Create(ctx, seed.EPPService(), metav1.CreateOptions{}))
-	must(ic.InferenceV1().InferencePools(seed.Namespace).Create(ctx, seed.InferencePool(), metav1.CreateOptions{}))
-	must(gc.GatewayV1().HTTPRoutes(seed.Namespace).Create(ctx, seed.HTTPRoute(), metav1.CreateOptions{}))
-	must(gc.GatewayV1().Gateways(seed.GatewayNamespace).Create(ctx, seed.Gateway(), metav1.CreateOptions{}))
 	other := seed.Gateway()
 	other.Name = "other"
 	must(gc.GatewayV1().Gateways(seed.GatewayNamespace).Create(ctx, other, metav1.CreateOptions{}))
