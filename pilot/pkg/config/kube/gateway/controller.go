@@ -156,7 +156,7 @@ func defaultClassWriter(cfg ControllerConfig) (func(context.Context), error) {
 			WithLabels(map[string]string{ManagedLabel: managedValue(f.ControllerName)}).
 			WithSpec(gwv1ac.GatewayClassSpec().
 				WithControllerName(gwv1.GatewayController(f.ControllerName)).
-				WithDescription("The default GatewayClass of infermesh's pilot-discovery")),
+				WithDescription(defaultClassDescription)),
 	}}, append(cfg.Krt, krt.WithName("gateway/DefaultGatewayClass"))...)
 	api := cfg.Client.GatewayAPI().GatewayV1()
 	w, err := writer.NewOwnedWriter(writer.OwnedConfig[*gwv1.GatewayClass, ac]{

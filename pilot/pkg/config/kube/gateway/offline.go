@@ -63,6 +63,8 @@ func DefaultGatewayClass(f features.Features) *gwv1.GatewayClass {
 	}
 }
 
+// defaultClassDescription is the default GatewayClass's spec.description,
+// in a cluster (defaultClassWriter) and in file mode (DefaultGatewayClass).
 const defaultClassDescription = "The default GatewayClass of infermesh's pilot-discovery"
 
 // ShadowServiceObjects turns the desired shadow Services (apply
