@@ -137,6 +137,8 @@ var allowedFields = fieldSet(
 	"envoy.config.route.v3.RouteAction.regex_rewrite",
 	"envoy.config.route.v3.RouteAction.host_rewrite_literal",
 	"envoy.config.route.v3.RouteAction.timeout",
+	"envoy.config.route.v3.RouteAction.max_stream_duration",
+	"envoy.config.route.v3.RouteAction.MaxStreamDuration.max_stream_duration",
 	"envoy.config.route.v3.RouteAction.retry_policy",
 	"envoy.config.route.v3.RouteAction.request_mirror_policies",
 	"envoy.config.route.v3.RouteAction.RequestMirrorPolicy.cluster",

@@ -84,10 +84,13 @@ type Counters struct {
 	NACKs, ACKs int64
 	// Retries counts upstream retries.
 	Retries int64
+	// MaxDurationReached counts requests ended by a route's
+	// max_stream_duration (Envoy's downstream_rq_max_duration_reached).
+	MaxDurationReached int64
 }
 
 type counters struct {
-	requests, fallbacks, nacks, acks, retries atomic.Int64
+	requests, fallbacks, nacks, acks, retries, maxDurationReached atomic.Int64
 }
 
 // NACK is an xDS response the data plane rejected.
@@ -295,6 +298,7 @@ func (dp *DataPlane) Counters() Counters {
 		NACKs:                  dp.counters.nacks.Load(),
 		ACKs:                   dp.counters.acks.Load(),
 		Retries:                dp.counters.retries.Load(),
+		MaxDurationReached:     dp.counters.maxDurationReached.Load(),
 	}
 }
 

@@ -12,6 +12,7 @@ import (
 	"net"
 	"net/http"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	extprocv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/http/ext_proc/v3"
@@ -30,6 +31,7 @@ type listenerHandler struct {
 }
 
 func (h *listenerHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	start := time.Now()
 	dp := h.dp
 	dp.counters.requests.Add(1)
 	ac := dp.active.Load()
@@ -38,9 +40,15 @@ func (h *listenerHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		writeResponse(w, localReply(http.StatusServiceUnavailable, ""), nil)
 		return
 	}
+	body := &downstreamBody{ReadCloser: r.Body}
 	req := &extproc.Request{
 		Method: r.Method, Path: r.RequestURI, Authority: r.Host, Scheme: "http",
-		Headers: r.Header.Clone(), Body: r.Body, Trailers: r.Trailer,
+		Headers: r.Header.Clone(), Body: body, Trailers: r.Trailer,
+	}
+	if r.Body == http.NoBody {
+		// Filters tell a bodiless request by http.NoBody.
+		body.complete.Store(true)
+		req.Body = http.NoBody
 	}
 	if r.Method == http.MethodConnect || !strings.HasPrefix(req.Path, "/") {
 		writeResponse(w, localReply(http.StatusNotFound, ""), nil)
@@ -56,6 +64,23 @@ func (h *listenerHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	pf := sel.perFilter()
 	var corsHeaders http.Header
 	ctx := r.Context()
+	if d := sel.r.maxStreamDuration; d > 0 {
+		// The connection manager arms the route's max_stream_duration once
+		// the route is known, counting from the stream's start, so it
+		// covers the filters (ext_proc) as well as the router.
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithDeadlineCause(ctx, start.Add(d), errMaxStreamDuration)
+		defer cancel()
+		// A read of the downstream body does not watch ctx: expire the
+		// connection's read deadline so that a body still arriving stops
+		// holding the request (Envoy stops decoding the stream).
+		stop := context.AfterFunc(ctx, func() {
+			if context.Cause(ctx) == errMaxStreamDuration {
+				_ = http.NewResponseController(w).SetReadDeadline(time.Now())
+			}
+		})
+		defer stop()
+	}
 	var ep *httpFilter
 	for i := range l.filters {
 		f := &l.filters[i]
@@ -106,6 +131,18 @@ func (h *listenerHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	if resp == nil && err == nil {
 		resp, _, err = dp.router(ctx, ac, sel, req, nil)
+	}
+	if err != nil && resp == nil && context.Cause(ctx) == errMaxStreamDuration {
+		// No response started: Envoy's local reply, 504 when the whole
+		// request was received, else 408 (Utility::maybeRequestTimeoutCode).
+		// After the response started, the body read below fails and the
+		// stream is reset, as Envoy does.
+		dp.counters.maxDurationReached.Add(1)
+		status := http.StatusRequestTimeout
+		if body.complete.Load() {
+			status = http.StatusGatewayTimeout
+		}
+		resp, err = localReply(status, bodyDurationTimeout), nil
 	}
 	if err != nil {
 		dp.log.Debug("dataplane: request ended", "route", sel.r.name, "error", err)
@@ -217,4 +254,19 @@ func writeResponse(w http.ResponseWriter, resp *extproc.Response, extra http.Hea
 			hdr.Add(http.TrailerPrefix+k, v)
 		}
 	}
+}
+
+// downstreamBody is the downstream request body; complete reports whether
+// it was read to its end (Envoy's remoteDecodeComplete).
+type downstreamBody struct {
+	io.ReadCloser
+	complete atomic.Bool
+}
+
+func (b *downstreamBody) Read(p []byte) (int, error) {
+	n, err := b.ReadCloser.Read(p)
+	if err == io.EOF {
+		b.complete.Store(true)
+	}
+	return n, err
 }

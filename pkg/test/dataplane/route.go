@@ -79,13 +79,16 @@ type route struct {
 	regexRewrite    *regexRewrite
 	hostRewrite     string
 	timeout         time.Duration // 0: none
-	retry           *retryPolicy
-	mirrors         []mirrorPolicy
-	redirect        *routev3.RedirectAction
-	direct          *directResponse
-	reqHeaders      headerMutation
-	respHeaders     headerMutation
-	perFilter       perFilterConfig
+	// maxStreamDuration is RouteAction.max_stream_duration.max_stream_duration
+	// (0: none), enforced by the connection manager from the stream's start.
+	maxStreamDuration time.Duration
+	retry             *retryPolicy
+	mirrors           []mirrorPolicy
+	redirect          *routev3.RedirectAction
+	direct            *directResponse
+	reqHeaders        headerMutation
+	respHeaders       headerMutation
+	perFilter         perFilterConfig
 }
 
 // placeholderExtProc stands in for the listener's filter config when a
@@ -335,6 +338,12 @@ func compileRouteAction(cr *route, ra *routev3.RouteAction, m routeMatch) error 
 	cr.timeout = defaultRouteTimeout
 	if ra.Timeout != nil {
 		cr.timeout = ra.Timeout.AsDuration()
+	}
+	if msd := ra.GetMaxStreamDuration(); msd != nil {
+		// Envoy's "new timeouts": with max_stream_duration present the router
+		// ignores RouteAction.timeout (RouteEntryImplBase using_new_timeouts_).
+		cr.timeout = 0
+		cr.maxStreamDuration = msd.GetMaxStreamDuration().AsDuration()
 	}
 	if rp := ra.GetRetryPolicy(); rp != nil {
 		p := &retryPolicy{numRetries: 1}

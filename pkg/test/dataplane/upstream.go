@@ -30,6 +30,16 @@ const (
 	bodyConnectFailure    = "upstream connect error or disconnect/reset before headers. reset reason: remote connection failure"
 	bodyReset             = "upstream connect error or disconnect/reset before headers. reset reason: connection termination"
 	bodyOverflow          = "upstream connect error or disconnect/reset before headers. reset reason: overflow"
+	bodyDurationTimeout   = "downstream duration timeout"
+)
+
+// Causes of a request context's end, told apart with context.Cause.
+var (
+	// errRouteTimeout: RouteAction.timeout, counted by the router.
+	errRouteTimeout = errors.New("route timeout")
+	// errMaxStreamDuration: RouteAction.max_stream_duration, counted by the
+	// connection manager from the stream's start.
+	errMaxStreamDuration = errors.New("max stream duration")
 )
 
 // clusterRuntime is the connection pool, load balancer state and circuit
@@ -204,7 +214,7 @@ func (dp *DataPlane) router(ctx context.Context, ac *activeConfig, sel routeSel,
 
 	cancel := context.CancelFunc(func() {})
 	if r.timeout > 0 {
-		ctx, cancel = context.WithTimeout(ctx, r.timeout)
+		ctx, cancel = context.WithTimeoutCause(ctx, r.timeout, errRouteTimeout)
 	}
 	if c.rt.active.Add(1) > int64(c.rt.cfg.maxRequests) {
 		c.rt.active.Add(-1)
@@ -238,7 +248,7 @@ func (dp *DataPlane) router(ctx context.Context, ac *activeConfig, sel routeSel,
 		up, failure := dp.attempt(ctx, c, host, req, rd)
 		last := attempt == attempts-1
 		if failure != "" {
-			if ctx.Err() == context.DeadlineExceeded {
+			if context.Cause(ctx) == errRouteTimeout {
 				release()
 				return localReply(http.StatusGatewayTimeout, bodyUpstreamTimeout), served, nil
 			}

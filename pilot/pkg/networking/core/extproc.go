@@ -95,14 +95,14 @@ func extProcBaseFilter() (*hcmv3.HttpFilter, error) {
 // that mode), and the gRPC stream lives as long as the HTTP stream because
 // the response body streams through the EPP too. So grpc_service.timeout is
 // left unset (no stream deadline): a deadline would cut long LLM responses.
-// What bounds a hung EPP today is only the connection manager's
-// stream_idle_timeout (Envoy default 5 minutes, no bytes in either
-// direction): the route timeout (HTTPRoute timeouts.request) does not,
-// because Envoy starts it when the router sees the request, which a
-// processor that never answers never lets happen
-// (tests/integration/pilot/gie TestEPPHung shows it). Bounding it with
-// RouteAction.max_stream_duration, which runs from route selection, is the
-// planned fix.
+// What bounds a hung EPP (a processor that accepts the stream and never
+// answers) is the route's timeouts.request, which buildAction (route.go)
+// also writes as RouteAction.max_stream_duration: Envoy's connection
+// manager counts that from the stream's start, so it covers a request still
+// held by ext_proc, whereas RouteAction.timeout starts only when the router
+// sees the request (tests/integration/pilot/gie TestEPPHung). Without
+// timeouts.request only the connection manager's stream_idle_timeout
+// (Envoy default 5 minutes without bytes either way) ends it.
 //
 // metadata_options are not set: they would replace the base filter's lists.
 func extProcOverride(epp *model.EPPBackend) *extprocv3.ExtProcPerRoute {

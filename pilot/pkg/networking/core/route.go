@@ -196,8 +196,22 @@ func backendFiltersOf(b *model.Backend) ruleFilters {
 //   - CORS and an InferencePool's ext_proc override in typed_per_filter_config,
 //     one map both are added to, so neither erases the other (Istio bug 3).
 //
-// Timeout (RouteAction.timeout): HTTPRoute timeouts.request; with none, 0s,
-// which disables Envoy's 15 s default that would cut long LLM streams.
+// Timeout: HTTPRoute timeouts.request D, set as both
+// RouteAction.max_stream_duration.max_stream_duration and
+// RouteAction.timeout. Envoy's HTTP connection manager counts
+// max_stream_duration from the start of the downstream stream, so D also
+// bounds a request held by an ext_proc server that never answers (a hung
+// EPP: FULL_DUPLEX_STREAMED has no per-message timeout, and the router's
+// RouteAction.timeout only starts once the request reaches the router).
+// Envoy answers 504 "downstream duration timeout" (408 when the request
+// body was not fully received) and resets a response already started.
+// With max_stream_duration present Envoy ignores RouteAction.timeout; it
+// is kept at D so that readers of the route (istioctl-style tables, config
+// dumps) see the figure the user set. This matches the Gateway API's
+// "as close to the whole request-response transaction as possible".
+// With no timeout (or "0s"): RouteAction.timeout 0s and no
+// max_stream_duration, which disables Envoy's 15 s default that would cut
+// long LLM streams.
 func buildAction(r *model.Route, rule *model.Rule, m matchResult, g portGroup, opts Options) (*routev3.Route, error) {
 	rt := &routev3.Route{}
 	f := ruleFiltersOf(rule)
@@ -272,6 +286,9 @@ func forwardAction(rt *routev3.Route, perFilter map[string]*anypb.Any, r *model.
 		return err
 	}
 	ra.Timeout = durationpb.New(timeout)
+	if timeout > 0 {
+		ra.MaxStreamDuration = &routev3.RouteAction_MaxStreamDuration{MaxStreamDuration: durationpb.New(timeout)}
+	}
 	rt.Action = &routev3.Route_Route{Route: ra}
 	return nil
 }

@@ -186,12 +186,23 @@ func TestRouteTimeout(t *testing.T) {
 		httpRoute("ns", "stream", []string{"stream.example.com"}, model.Rule{Backends: backendTo("a")}),
 	)
 	res := build(t, gw, Inputs{}, Options{})
-	if got := routesOf(t, res, "http.80", "slow.example.com:80")[0].GetRoute().GetTimeout(); got == nil || got.AsDuration() != 90*time.Second {
-		t.Errorf("timeouts.request 90s → %v", got)
+	slow := routesOf(t, res, "http.80", "slow.example.com:80")[0].GetRoute()
+	if got := slow.GetTimeout(); got == nil || got.AsDuration() != 90*time.Second {
+		t.Errorf("timeouts.request 90s → timeout %v", got)
 	}
-	// No timeout set: explicitly 0s, not Envoy's 15 s default.
-	if got := routesOf(t, res, "http.80", "stream.example.com:80")[0].GetRoute().GetTimeout(); got == nil || got.AsDuration() != 0 {
+	// The bound that also covers a request held by ext_proc (a hung EPP).
+	if got := slow.GetMaxStreamDuration(); got.GetMaxStreamDuration().AsDuration() != 90*time.Second ||
+		got.GetGrpcTimeoutHeaderMax() != nil || got.GetGrpcTimeoutHeaderOffset() != nil {
+		t.Errorf("timeouts.request 90s → max_stream_duration %v, want only max_stream_duration 90s", got)
+	}
+	// No timeout set: explicitly 0s, not Envoy's 15 s default, and no
+	// stream duration limit.
+	stream := routesOf(t, res, "http.80", "stream.example.com:80")[0].GetRoute()
+	if got := stream.GetTimeout(); got == nil || got.AsDuration() != 0 {
 		t.Errorf("no timeout → %v, want an explicit 0s", got)
+	}
+	if stream.GetMaxStreamDuration() != nil {
+		t.Errorf("no timeout → max_stream_duration %v, want none", stream.GetMaxStreamDuration())
 	}
 }
 

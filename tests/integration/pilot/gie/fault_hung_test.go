@@ -7,7 +7,6 @@ package gie
 
 import (
 	"context"
-	"errors"
 	"net"
 	"strconv"
 	"sync"
@@ -33,36 +32,31 @@ const hungIP = "10.244.0.18"
 // EPP: a tiny fake ext_proc server (hungEPP) at 10.244.0.18:9002 in the
 // test's network namespace, behind its own EPP Service, for the pool
 // "hung" (FailOpen, the seed's pods); its route (x-gie-pool: hung) sets
-// HTTPRoute timeouts.request 300ms, which pilot-discovery writes as the
-// RouteAction timeout. The harness's lightweight EPP serves only the seed's
-// pool. Request shape: GET /health, bodiless, so nothing but the request
-// headers message is ever owed an answer, and FailOpen would apply to any
-// failure.
+// HTTPRoute timeouts.request 300ms. The harness's lightweight EPP serves
+// only the seed's pool. Request shape: GET /health, bodiless, so nothing
+// but the request headers message is ever owed an answer, and FailOpen
+// would apply to any failure.
 //
-// What happens, and this test documents it: the request does NOT end at
-// the route timeout. In Envoy the route timeout is the router's: it
-// "spans between the point at which the entire downstream request (i.e.
-// end-of-stream) has been processed and when the upstream response has been
-// completely processed" (RouteAction.timeout), and the router never sees a
-// request the ext_proc filter is still holding; with FULL_DUPLEX_STREAMED
-// body modes Envoy starts no per-message timer either (message_timeout is
-// not applied), and the processor never failed, so failure_mode_allow has
-// nothing to allow. The test data plane does the same: the route timeout
-// starts in its router, after ext_proc. What bounds the request is the
-// client, or Envoy's stream_idle_timeout (5 minutes by default; not
-// modelled by the test data plane). pilot-discovery's comment on
-// extProcOverride (pilot/pkg/networking/core/extproc.go) says the route
-// timeout bounds a hung EPP: on Envoy it does not (RouteAction
-// max_stream_duration, which the connection manager enforces from route
-// selection, would).
+// Why this needs care: with FULL_DUPLEX_STREAMED body modes Envoy starts no
+// per-message timer (message_timeout is not applied), the processor never
+// fails, so failure_mode_allow has nothing to allow, and RouteAction.timeout
+// is the router's: it starts once the whole request has reached the router,
+// which never sees a request the ext_proc filter is still holding. So
+// pilot-discovery writes timeouts.request as RouteAction.max_stream_duration
+// too (pilot/pkg/networking/core/route.go, buildAction), which Envoy's
+// connection manager counts from the stream's start: the request ends at
+// the route timeout with Envoy's local reply 504 "downstream duration
+// timeout" (504, not 408, because the bodiless request was fully received).
+// The test data plane implements the same rule (pkg/test/dataplane,
+// handler.go).
 //
-// Proves: the route with the 300ms timeout is in effect; the hung EPP
-// receives the request's headers; the client gets no response at all for 10
-// times the route timeout (its own deadline then ends the wait), no model
-// server receives the request, failure_mode_allow is not used, and no
-// per-message timeout fires; once the client has gone, the data plane
-// cancels the EPP stream (no stream is leaked); the seed's pool beside it
-// keeps landing on its picks.
+// Proves: the route with the 300ms bound is in effect; the hung EPP
+// receives the request's headers; the client gets 504 "downstream duration
+// timeout" no sooner than 300ms and well before its own deadline (10 times
+// that); no model server receives the request, failure_mode_allow is not
+// used, and no per-message timeout fires; the data plane ends the EPP stream
+// (no stream is leaked); the seed's pool beside it keeps landing on its
+// picks.
 func TestEPPHung(t *testing.T) {
 	h := newHarness(t, options{EPP: epp.LWEPP, SpareIPs: []string{hungIP}})
 	hung := startHungEPP(t, h, net.JoinHostPort(hungIP, strconv.Itoa(seed.EPPPort)))
@@ -75,21 +69,22 @@ func TestEPPHung(t *testing.T) {
 	h.createRoute(r)
 	h.waitEndpoints(eppClusterOf(svc), []string{net.JoinHostPort(hungIP, strconv.Itoa(seed.EPPPort))})
 	h.waitEndpoints(shadowClusterOf(pool), []string{ep(pod13), ep(pod14), ep(pod15)})
-	h.waitRouteConfig("the hung pool's route with its 300ms timeout",
-		routesTo(`"exact":"hung"`, shadowClusterOf(pool), eppClusterOf(svc), `"timeout":"0.300s"`))
+	h.waitRouteConfig("the hung pool's route with its 300ms stream bound",
+		routesTo(`"exact":"hung"`, shadowClusterOf(pool), eppClusterOf(svc), `"maxStreamDuration":{"maxStreamDuration":"0.300s"}`))
 	h.waitPicking(get())
 
 	dp := h.dataPlane()
-	var allowed0, timeouts0 int64
+	var allowed0, timeouts0, reached0 int64
 	if dp != nil {
 		c := dp.ExtProcCounters()
-		allowed0, timeouts0 = c.FailureModeAllowed.Load(), c.MessageTimeouts.Load()
+		allowed0, timeouts0, reached0 = c.FailureModeAllowed.Load(), c.MessageTimeouts.Load(), dp.Counters().MaxDurationReached
 	}
 	received := servedTotal(h)
 	clientWait := 10 * routeTimeout
 	ctx, cancel := context.WithTimeout(t.Context(), clientWait)
 	defer cancel()
 	done := make(chan result, 1)
+	start := time.Now()
 	go func() { done <- h.send(ctx, onPool(get(), pool)) }()
 
 	// The hung EPP gets the request's headers (and never answers).
@@ -102,13 +97,17 @@ func TestEPPHung(t *testing.T) {
 		t.Fatalf("the hung EPP saw no stream within %v", waitConfig)
 	}
 	res := <-done
-	if res.Err == nil || res.Status != 0 || !errors.Is(res.Err, context.DeadlineExceeded) {
-		t.Fatalf("%v: want no response at all until the client's own deadline (%v), since the route timeout (%v) does not cover a request held by ext_proc", res, clientWait, routeTimeout)
+	took := time.Since(start)
+	if res.Err != nil || res.Status != 504 || string(res.Body) != "downstream duration timeout" {
+		t.Fatalf("%v: want 504 \"downstream duration timeout\" at the route's %v bound", res, routeTimeout)
+	}
+	if took < routeTimeout {
+		t.Fatalf("answered after %v, before the route's %v bound", took, routeTimeout)
 	}
 	if id != res.ID {
 		t.Fatalf("the hung EPP's stream carried request id %q, want %q", id, res.ID)
 	}
-	t.Logf("hung EPP, route timeout %v: the client waited its full %v and got no response (%v)", routeTimeout, clientWait, res.Err)
+	t.Logf("hung EPP, route timeout %v: 504 %q after %v", routeTimeout, res.Body, took.Round(time.Millisecond))
 	if got := servedTotal(h) - received; got != 0 {
 		t.Fatalf("model servers answered %d requests; none got past the hung EPP", got)
 	}
@@ -120,13 +119,16 @@ func TestEPPHung(t *testing.T) {
 		if got := c.MessageTimeouts.Load() - timeouts0; got != 0 {
 			t.Fatalf("%d per-message timeouts: FULL_DUPLEX_STREAMED applies none", got)
 		}
+		if got := dp.Counters().MaxDurationReached - reached0; got != 1 {
+			t.Fatalf("%d requests ended by max_stream_duration, want 1", got)
+		}
 	}
 
-	// The client went away: the data plane cancels the EPP stream.
+	// The stream's end reaches the EPP: no stream is leaked.
 	select {
 	case <-hung.cancelled:
 	case <-time.After(waitConfig):
-		t.Fatalf("the hung EPP's stream was not cancelled within %v of the client giving up", waitConfig)
+		t.Fatalf("the hung EPP's stream was not cancelled within %v of the local reply", waitConfig)
 	}
 
 	// The seed's pool beside it is unaffected.
