@@ -1,0 +1,9 @@
+// Copyright infermesh authors
+// SPDX-License-Identifier: Apache-2.0
+
+//go:build !linux
+
+package bootstrap
+
+// releaseBinaryPages is Linux-only; elsewhere it releases nothing.
+func releaseBinaryPages() (int64, error) { return 0, nil }
