@@ -13,7 +13,7 @@ BENCH ?= .
 COUNT ?= 1
 PKG ?= ./...
 
-.PHONY: all build demo test lint unit integ k8s-test-binaries bench bench-compare fuzz clean
+.PHONY: all build demo test lint vet staticcheck unit integ k8s-test-binaries bench bench-compare fuzz clean
 
 all: build
 
@@ -31,11 +31,16 @@ demo: build
 test:
 	GO=$(GO) hack/test.sh
 
-lint:
+# Static checks: vet and gofmt, then staticcheck.
+lint: vet staticcheck
+
+vet:
 	$(GO) vet ./...
 	$(GO) vet -tags=integ ./tests/...
 	@out=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \
 	if [ -n "$$out" ]; then echo "gofmt would change:"; echo "$$out"; exit 1; fi
+
+staticcheck:
 	$(GO) run $(STATICCHECK) ./...
 
 # Unit tests under the race detector: the fast loop.
@@ -49,15 +54,16 @@ unit:
 k8s-test-binaries:
 	hack/k8s-test-binaries.sh
 
-# Integration tests against real components (build tag integ), one package at
-# a time, after building (or reusing) the Kubernetes binaries and the endpoint
+# Integration tests against real components (build tag integ), two packages
+# at a time (those that create network namespaces use disjoint addresses),
+# after building (or reusing) the Kubernetes binaries and the endpoint
 # pickers (hack/epp-binaries.sh: GIE v1.6.0 lwepp and v1.0.0 epp, cached in
 # $${INFERMESH_CACHE:-~/.cache/infermesh}/epp; the script prints the folder
 # holding both).
 integ:
 	dir=$$(hack/k8s-test-binaries.sh) && \
 	eppbin=$$(hack/epp-binaries.sh) && \
-	KUBE_TEST_BINARIES=$$dir/bin EPP_TEST_BINARIES=$$eppbin $(GO) test -tags=integ -p 1 -timeout 30m -count=1 ./tests/...
+	KUBE_TEST_BINARIES=$$dir/bin EPP_TEST_BINARIES=$$eppbin $(GO) test -tags=integ -p 2 -timeout 30m -count=1 ./tests/...
 
 # Benchmarks are never part of `make test`.
 bench:

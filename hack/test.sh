@@ -2,37 +2,49 @@
 # Copyright infermesh authors
 # SPDX-License-Identifier: Apache-2.0
 #
-# `make test`: every check CI runs (.ci/run calls `make test`): lint, unit
-# tests, then the integration suites. The integration suites need binaries
-# that are built once per machine and cached (hack/k8s-test-binaries.sh:
-# kube-apiserver, kube-controller-manager, etcd; hack/epp-binaries.sh: the
-# endpoint pickers). On a fresh machine those builds take about 20 minutes
-# of the CI budget, so they start in the background at once and overlap
-# lint and unit (which leave cores idle while tests sleep or link); the
-# suites that need no endpoint picker run while the picker build finishes.
-# With the caches warm both scripts return in a fraction of a second.
+# `make test`: every check CI runs (.ci/run calls `make test`): vet and
+# gofmt, the unit tests under the race detector, staticcheck, and the
+# integration suites.
 #
-# Output: lint and test output as `make lint unit` and `go test` print it;
-# each background build's log is printed when it is waited for. Exit status:
-# non-zero on the first failure; background builds are stopped on exit.
+# Scheduled for the 2-core CI budget (architecture/ci.md). On a fresh
+# machine almost all of the work is compiling, and the integration suites
+# mostly wait on the processes they start. So:
+#   - the binaries the suites need, built once per machine and cached
+#     (hack/k8s-test-binaries.sh: kube-apiserver, kube-controller-manager,
+#     etcd; hack/epp-binaries.sh: the endpoint pickers), start building in
+#     the background at once;
+#   - vet, gofmt and the unit tests run in the foreground meanwhile;
+#   - staticcheck runs beside the integration suites, filling the cores
+#     they leave idle;
+#   - the integration packages run two at a time.
+# With the caches warm both build scripts return in a fraction of a second.
+#
+# Output: each step's output as make and go test print it; background logs
+# (the builds', staticcheck's) are printed when waited for; "==> hack/test.sh:"
+# lines give the elapsed time. Exit status: non-zero if any step failed;
+# background work is stopped when the script exits.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 GO=${GO:-go}
 
 start=$SECONDS
-# step NAME: print how long the run has taken so far (CI logs show where the
-# budget goes).
 step() { echo "==> hack/test.sh: $1 at $((SECONDS - start)) s" >&2; }
 
 logs=$(mktemp -d)
-set -m # background jobs get their own process group, so they can be stopped whole
-hack/k8s-test-binaries.sh >"$logs/k8s.out" 2>"$logs/k8s.log" &
-k8s_pid=$!
-hack/epp-binaries.sh >"$logs/epp.out" 2>"$logs/epp.log" &
-epp_pid=$!
-set +m
+pids=()
+# background NAME CMD...: run CMD in its own process group (so it can be
+# stopped whole), stdout to $logs/NAME.out, stderr to $logs/NAME.log.
+background() {
+	local name=$1
+	shift
+	set -m
+	"$@" >"$logs/$name.out" 2>"$logs/$name.log" &
+	set +m
+	pids+=($!)
+	eval "${name}_pid=$!"
+}
 cleanup() {
-	for pid in $k8s_pid $epp_pid; do
+	for pid in "${pids[@]}"; do
 		kill -- -"$pid" 2>/dev/null || true
 	done
 	wait 2>/dev/null || true
@@ -40,41 +52,47 @@ cleanup() {
 }
 trap cleanup EXIT
 
-# finish NAME PID: wait for a background build and print its log; exit on
-# failure.
+# finish NAME: wait for a background job, print its output; returns its
+# exit status.
 finish() {
-	local rc=0
-	wait "$2" || rc=$?
+	local pid_var="$1_pid" rc=0
+	wait "${!pid_var}" || rc=$?
 	sed "s/^/[$1] /" "$logs/$1.log" >&2
 	if [ "$rc" -ne 0 ]; then
-		echo "hack/test.sh: building the $1 binaries failed (exit $rc)" >&2
-		exit "$rc"
+		echo "hack/test.sh: $1 failed (exit $rc)" >&2
 	fi
+	return "$rc"
 }
 
-make lint unit GO="$GO"
-step "lint and unit done"
+background k8s hack/k8s-test-binaries.sh
+background epp hack/epp-binaries.sh
 
-finish k8s "$k8s_pid"
-step "Kubernetes binaries ready"
+make vet unit GO="$GO"
+step "vet, gofmt and unit tests done"
+
+finish k8s
+finish epp
+step "integration binaries ready"
 kube_bin=$(cat "$logs/k8s.out")/bin
+epp_bin=$(cat "$logs/epp.out")
 
-# Integration packages, one at a time (they share pod addresses in their
-# network namespaces); those that need no endpoint picker first.
-epp_pkgs=(./tests/integration/epp ./tests/integration/pilot/gie)
-mapfile -t all < <($GO list -tags=integ ./tests/...)
-others=()
-for p in "${all[@]}"; do
-	case "$p" in
-	*/tests/integration/epp | */tests/integration/pilot/gie) ;;
-	*) others+=("$p") ;;
-	esac
-done
-KUBE_TEST_BINARIES=$kube_bin $GO test -tags=integ -p 1 -timeout 30m -count=1 "${others[@]}"
-step "integration suites without endpoint pickers done"
+# staticcheck (make staticcheck) prints its findings on stdout.
+background staticcheck make staticcheck GO="$GO"
 
-finish epp "$epp_pid"
-step "endpoint picker binaries ready"
-KUBE_TEST_BINARIES=$kube_bin EPP_TEST_BINARIES=$(cat "$logs/epp.out") \
-	$GO test -tags=integ -p 1 -timeout 30m -count=1 "${epp_pkgs[@]}"
-step "all done"
+integ_rc=0
+KUBE_TEST_BINARIES=$kube_bin EPP_TEST_BINARIES=$epp_bin \
+	"$GO" test -tags=integ -p 2 -timeout 30m -count=1 ./tests/... || integ_rc=$?
+step "integration suites done"
+
+sc_rc=0
+finish staticcheck || sc_rc=$?
+if [ -s "$logs/staticcheck.out" ]; then
+	cat "$logs/staticcheck.out"
+fi
+step "staticcheck done"
+
+if [ "$integ_rc" -ne 0 ] || [ "$sc_rc" -ne 0 ]; then
+	echo "hack/test.sh: FAILED (integration suites exit $integ_rc, staticcheck exit $sc_rc)" >&2
+	exit 1
+fi
+step "all passed"

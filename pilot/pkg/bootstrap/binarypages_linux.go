@@ -11,6 +11,7 @@ import (
 	"os"
 	"strconv"
 	"strings"
+	"time"
 
 	"golang.org/x/sys/unix"
 )
@@ -121,4 +122,14 @@ func parseSmaps(sc *bufio.Scanner) ([]mapping, error) {
 		out = append(out, m)
 	}
 	return out, sc.Err()
+}
+
+// processCPU is the CPU time (user and system) this process has used so
+// far (getrusage(2), RUSAGE_SELF).
+func processCPU() (time.Duration, bool) {
+	var ru unix.Rusage
+	if err := unix.Getrusage(unix.RUSAGE_SELF, &ru); err != nil {
+		return 0, false
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano()), true
 }

@@ -257,13 +257,16 @@ func (s *Server) Run(ctx context.Context, ads, httpLis net.Listener) error {
 	return err
 }
 
-// releaseStartupMemory waits until the first configuration is published,
-// then hands the startup's garbage back to the operating system once
-// (debug.FreeOSMemory: a collection, then a scavenge). Startup decodes every
-// input at once; without this the runtime keeps that peak resident until
-// its periodic collection and scavenger catch up, minutes later, which is
-// what an operator's RSS graph would show. It also drops the pages of the
-// executable that initialisation mapped (releaseBinaryPages).
+// releaseStartupMemory hands the startup's garbage back to the operating
+// system, twice: when the first configuration is published, and again the
+// first time the process is quiet (quietCPU or less over quietWindow),
+// which is when the initial status writes, shadow Service applies and
+// pushes are over; it stops watching after quietDeadline. Each release is
+// debug.FreeOSMemory (a collection, then a scavenge) and
+// releaseBinaryPages (the executable's pages that startup mapped).
+// Startup decodes every input at once; without this the runtime keeps that
+// peak resident (its scavenger stops at the heap goal, twice the live heap
+// by default), which is what an operator's RSS graph would show.
 func (s *Server) releaseStartupMemory(ctx context.Context) {
 	t := time.NewTicker(100 * time.Millisecond)
 	defer t.Stop()
@@ -274,11 +277,62 @@ func (s *Server) releaseStartupMemory(ctx context.Context) {
 		case <-t.C:
 		}
 	}
+	releaseMemory("first publish")
+	if waitQuiet(ctx, quietWindow, quietCPU, quietDeadline) {
+		releaseMemory("startup settled")
+	}
+}
+
+// The quiet point after startup: at most quietCPU of CPU time over
+// quietWindow, looked for until quietDeadline after the first publish.
+const (
+	quietWindow   = 10 * time.Second
+	quietCPU      = 100 * time.Millisecond
+	quietDeadline = 10 * time.Minute
+)
+
+// waitQuiet reports whether the process used at most cpu of CPU time in
+// some window of length window (checked each second) within deadline; false
+// when ctx ends, the deadline passes, or the CPU time cannot be read.
+func waitQuiet(ctx context.Context, window, cpu, deadline time.Duration) bool {
+	type sample struct {
+		at  time.Time
+		cpu time.Duration
+	}
+	var samples []sample
+	end := time.Now().Add(deadline)
+	t := time.NewTicker(time.Second)
+	defer t.Stop()
+	for time.Now().Before(end) {
+		used, ok := processCPU()
+		if !ok {
+			return false
+		}
+		now := time.Now()
+		samples = append(samples, sample{now, used})
+		for len(samples) > 1 && now.Sub(samples[1].at) >= window {
+			samples = samples[1:]
+		}
+		if first := samples[0]; now.Sub(first.at) >= window && used-first.cpu <= cpu {
+			return true
+		}
+		select {
+		case <-ctx.Done():
+			return false
+		case <-t.C:
+		}
+	}
+	return false
+}
+
+// releaseMemory returns free heap and the executable's read-only pages to
+// the operating system, logging what it did at debug level.
+func releaseMemory(when string) {
 	debug.FreeOSMemory()
 	n, err := releaseBinaryPages()
 	if err != nil {
-		slog.Warn("bootstrap: releasing the executable's startup pages", "error", err)
+		slog.Warn("bootstrap: releasing the executable's pages", "when", when, "error", err)
 		return
 	}
-	slog.Debug("bootstrap: released the executable's startup pages", "MiB", n>>20)
+	slog.Debug("bootstrap: released free heap and the executable's pages", "when", when, "binaryMiB", n>>20)
 }

@@ -24,8 +24,15 @@ import (
 	"github.com/infermesh/infermesh/pkg/test/kubeenv"
 )
 
-// podAddr is the only non-loopback address this test sends traffic to.
-const podAddr = "10.244.0.13"
+// The addresses of this package's namespaces: 10.244.30.0/24, which no other
+// integration package uses, so packages can run at once (`go test -p 2`;
+// pilot/gie uses 10.244.0.x, epp 10.244.31.x).
+const (
+	// podAddr is the only non-loopback address this test sends traffic to.
+	podAddr = "10.244.30.13"
+	// takenAddr is routed by one namespace and then claimed by another.
+	takenAddr = "10.244.30.14"
+)
 
 func TestServerInNamespaceIsReachableAndCleanedUp(t *testing.T) {
 	name := fmt.Sprintf("kubeenv-netns-test-%d", time.Now().UnixNano()%1e6)
@@ -101,7 +108,7 @@ func netnsList(t *testing.T) string {
 // names the step and that the cleanup still deletes the half-built namespace.
 func TestFailedSetupIsCleanedUp(t *testing.T) {
 	suffix := time.Now().UnixNano() % 1e6
-	first := kubeenv.NewNetNS(t, fmt.Sprintf("kubeenv-netns-a-%d", suffix), "10.244.0.14")
+	first := kubeenv.NewNetNS(t, fmt.Sprintf("kubeenv-netns-a-%d", suffix), takenAddr)
 	second := fmt.Sprintf("kubeenv-netns-b-%d", suffix)
 
 	rec := &recordingTB{TB: t}
@@ -111,7 +118,7 @@ func TestFailedSetupIsCleanedUp(t *testing.T) {
 		kubeenv.NewNetNS(rec, second, first.Addrs[0].String())
 	}()
 	<-done
-	if !rec.fatal || !strings.Contains(strings.Join(rec.msgs, "\n"), "route add 10.244.0.14/32") {
+	if !rec.fatal || !strings.Contains(strings.Join(rec.msgs, "\n"), "route add "+takenAddr+"/32") {
 		t.Fatalf("NewNetNS with a taken address: fatal %v, messages %q", rec.fatal, rec.msgs)
 	}
 	t.Logf("the failure as a test sees it: %s", rec.msgs[0])
