@@ -7,8 +7,10 @@ package bootstrap
 
 import (
 	"bufio"
+	"context"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 )
@@ -90,5 +92,44 @@ func TestReleaseBinaryPages(t *testing.T) {
 	}
 	if again, err := releaseBinaryPages(); err != nil || again >= n {
 		t.Fatalf("second release %d bytes (%v), want less than the first %d", again, err, n)
+	}
+}
+
+// waitQuiet on a CPU clock the test drives: quiet once a whole window
+// passed without CPU use, never while each tick costs more than the
+// allowance, and not when the clock cannot be read.
+func TestWaitQuiet(t *testing.T) {
+	const tick, window, allowance = 10 * time.Millisecond, 50 * time.Millisecond, 5 * time.Millisecond
+	clock := func(perRead time.Duration) func() (time.Duration, bool) {
+		var total time.Duration
+		return func() (time.Duration, bool) { total += perRead; return total, true }
+	}
+	start := time.Now()
+	if !waitQuiet(t.Context(), window, allowance, 5*time.Second, tick, clock(0)) {
+		t.Fatal("no CPU used: not quiet within 5 s")
+	}
+	if took := time.Since(start); took < window {
+		t.Fatalf("quiet after %v, before one whole window of %v", took, window)
+	}
+	// 6 ms per read is over the 5 ms allowance between any two reads, so no
+	// window is quiet even when a loaded machine delays ticks.
+	if waitQuiet(t.Context(), window, allowance, 300*time.Millisecond, tick, clock(6*time.Millisecond)) {
+		t.Fatal("busy: quiet anyway")
+	}
+	// 0.5 ms per tick is 2.5-3 ms per window: quiet.
+	if !waitQuiet(t.Context(), window, allowance, 5*time.Second, tick, clock(500*time.Microsecond)) {
+		t.Fatal("light use under the allowance: not quiet")
+	}
+	if waitQuiet(t.Context(), window, allowance, 5*time.Second, tick, func() (time.Duration, bool) { return 0, false }) {
+		t.Fatal("an unreadable clock: quiet anyway")
+	}
+	ctx, cancel := context.WithCancel(t.Context())
+	cancel()
+	if waitQuiet(ctx, window, allowance, 5*time.Second, tick, clock(2*time.Millisecond)) {
+		t.Fatal("a cancelled context: quiet anyway")
+	}
+	// The real clock of this process can be read.
+	if _, ok := processCPU(); !ok {
+		t.Fatal("processCPU failed")
 	}
 }

@@ -278,7 +278,7 @@ func (s *Server) releaseStartupMemory(ctx context.Context) {
 		}
 	}
 	releaseMemory("first publish")
-	if waitQuiet(ctx, quietWindow, quietCPU, quietDeadline) {
+	if waitQuiet(ctx, quietWindow, quietCPU, quietDeadline, time.Second, processCPU) {
 		releaseMemory("startup settled")
 	}
 }
@@ -292,28 +292,29 @@ const (
 )
 
 // waitQuiet reports whether the process used at most cpu of CPU time in
-// some window of length window (checked each second) within deadline; false
-// when ctx ends, the deadline passes, or the CPU time cannot be read.
-func waitQuiet(ctx context.Context, window, cpu, deadline time.Duration) bool {
+// some window of length window (used, the CPU time so far, is read every
+// tick) within deadline; false when ctx ends, the deadline passes, or used
+// fails.
+func waitQuiet(ctx context.Context, window, cpu, deadline, tick time.Duration, used func() (time.Duration, bool)) bool {
 	type sample struct {
 		at  time.Time
 		cpu time.Duration
 	}
 	var samples []sample
 	end := time.Now().Add(deadline)
-	t := time.NewTicker(time.Second)
+	t := time.NewTicker(tick)
 	defer t.Stop()
 	for time.Now().Before(end) {
-		used, ok := processCPU()
+		total, ok := used()
 		if !ok {
 			return false
 		}
 		now := time.Now()
-		samples = append(samples, sample{now, used})
+		samples = append(samples, sample{now, total})
 		for len(samples) > 1 && now.Sub(samples[1].at) >= window {
 			samples = samples[1:]
 		}
-		if first := samples[0]; now.Sub(first.at) >= window && used-first.cpu <= cpu {
+		if first := samples[0]; now.Sub(first.at) >= window && total-first.cpu <= cpu {
 			return true
 		}
 		select {
