@@ -14,11 +14,26 @@ import (
 )
 
 // countingClock counts the timers the debouncer creates, so a test knows
-// when it is waiting on a new one.
+// when it is waiting on a new one, and its reads of the time, so a test knows
+// when it recorded a push's time (it reads the clock right after push).
 type countingClock struct {
 	*clocktesting.FakeClock
 	mu     sync.Mutex
 	timers int
+	nows   int
+}
+
+func (c *countingClock) Now() time.Time {
+	c.mu.Lock()
+	c.nows++
+	c.mu.Unlock()
+	return c.FakeClock.Now()
+}
+
+func (c *countingClock) nowCount() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.nows
 }
 
 func (c *countingClock) NewTimer(d time.Duration) clock.Timer {
@@ -41,8 +56,10 @@ type debounceRig struct {
 	kick   chan struct{}
 	mu     sync.Mutex
 	pushes []time.Duration
-	start  time.Time
-	pushed chan struct{}
+	// pushNows is the clock's read count when the last push was made.
+	pushNows int
+	start    time.Time
+	pushed   chan struct{}
 }
 
 func newDebounceRig(t *testing.T, quiet, maxDelay time.Duration) *debounceRig {
@@ -56,6 +73,7 @@ func newDebounceRig(t *testing.T, quiet, maxDelay time.Duration) *debounceRig {
 		d.run(ctx, r.kick, func() {
 			r.mu.Lock()
 			r.pushes = append(r.pushes, r.clk.Since(start))
+			r.pushNows = r.clk.nowCount()
 			r.mu.Unlock()
 			r.pushed <- struct{}{}
 		})
@@ -90,8 +108,18 @@ func (r *debounceRig) waitPush() time.Duration {
 		r.t.Fatal("no push")
 	}
 	r.mu.Lock()
-	defer r.mu.Unlock()
-	return r.pushes[len(r.pushes)-1]
+	at, n := r.pushes[len(r.pushes)-1], r.pushNows
+	r.mu.Unlock()
+	// The debouncer records the push's time after push returns; a clock step
+	// before that would move the recorded time (a race seen under load).
+	deadline := time.Now().Add(5 * time.Second)
+	for r.clk.nowCount() == n {
+		if time.Now().After(deadline) {
+			r.t.Fatal("debouncer did not record the push's time")
+		}
+		time.Sleep(time.Millisecond)
+	}
+	return at
 }
 
 func (r *debounceRig) noPush() {
