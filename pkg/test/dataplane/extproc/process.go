@@ -240,6 +240,13 @@ func (r *run) loop() {
 			r.abort(io.ErrClosedPipe)
 			return
 		case ev := <-recvCh:
+			if r.ctx.Err() != nil {
+				// The request ended first (its end cancels the stream):
+				// Envoy destroys the filter and never sees the stream's
+				// close, so no failure_mode_allow continuation.
+				r.abort(r.ctx.Err())
+				return
+			}
 			if ev.st != r.stream {
 				continue // a stream this filter already closed
 			}
@@ -368,7 +375,14 @@ func (r *run) open() bool {
 		r.onStreamEnd(err)
 		return !r.complete
 	}
-	sctx, cancel := context.WithCancel(r.ctx)
+	// The stream carries no deadline, as Envoy's does not while
+	// grpc_service.timeout is unset: a grpc-timeout taken from the
+	// request's deadline (max_stream_duration) would let the processor end
+	// the stream first, which failure_mode_allow turns into a continuation
+	// upstream. The request's end still cancels it.
+	sctx, cancelStream := context.WithCancel(context.WithoutCancel(r.ctx))
+	stop := context.AfterFunc(r.ctx, cancelStream)
+	cancel := func() { stop(); cancelStream() }
 	st, err := extprocsvc.NewExternalProcessorClient(conn).Process(sctx)
 	if err != nil {
 		cancel()

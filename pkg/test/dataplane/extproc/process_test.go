@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"strings"
 	"testing"
+	"time"
 
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	extprocv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/http/ext_proc/v3"
@@ -351,6 +352,52 @@ func TestProcessHungProcessorEndsWithContext(t *testing.T) {
 	f.waitDone(t)
 	if up.calls() != 0 {
 		t.Error("upstream called while the processor was hung")
+	}
+}
+
+// The request's deadline (the route's max_stream_duration) does not travel
+// to the processor: Envoy's ext_proc stream has no deadline while
+// grpc_service.timeout is unset, as pilot-discovery leaves it. With a
+// grpc-timeout on the stream, a hung processor's side could end the stream
+// first (its timer fires a little before ours under load), and a
+// failure_mode_allow request would continue upstream instead of ending with
+// the request's own 504. When the request's context ends, the stream ends
+// too.
+func TestProcessStreamCarriesNoDeadline(t *testing.T) {
+	hasDeadline := make(chan bool, 1)
+	f, dial := startProcessor(t, func(s extprocsvc.ExternalProcessor_ProcessServer, f *fakeProcessor) error {
+		_, ok := s.Context().Deadline()
+		hasDeadline <- ok
+		if _, err := f.recv(s); err != nil {
+			return err
+		}
+		<-s.Context().Done()
+		return nil
+	})
+	// Far enough away that only the test's cancel ends the request.
+	ctx, cancel := context.WithTimeout(context.Background(), time.Hour)
+	defer cancel()
+	up := &fakeUpstream{}
+	errc := make(chan error, 1)
+	cfg := testConfig(true)
+	go func() {
+		_, err := Process(ctx, cfg, dial, getRequest(), up.call)
+		errc <- err
+	}()
+	<-f.first
+	if <-hasDeadline {
+		t.Error("the processor's stream has a deadline: the request's deadline was sent as grpc-timeout")
+	}
+	cancel()
+	if err := <-errc; !errors.Is(err, context.Canceled) {
+		t.Fatalf("err = %v, want context.Canceled", err)
+	}
+	f.waitDone(t) // the request's end reached the processor
+	if up.calls() != 0 {
+		t.Error("upstream called while the processor was hung")
+	}
+	if n := cfg.Counters.FailureModeAllowed.Load(); n != 0 {
+		t.Errorf("%d failure_mode_allow continuations after the request ended", n)
 	}
 }
 

@@ -99,7 +99,8 @@ func TestEPPHung(t *testing.T) {
 	res := <-done
 	took := time.Since(start)
 	if res.Err != nil || res.Status != 504 || string(res.Body) != "downstream duration timeout" {
-		t.Fatalf("%v: want 504 \"downstream duration timeout\" at the route's %v bound", res, routeTimeout)
+		t.Fatalf("%v after %v (the hung EPP's stream: request %q): want 504 \"downstream duration timeout\" at the route's %v bound",
+			res, took.Round(time.Millisecond), id, routeTimeout)
 	}
 	if took < routeTimeout {
 		t.Fatalf("answered after %v, before the route's %v bound", took, routeTimeout)
