@@ -5,9 +5,9 @@
 
 // Package xdsbench benchmarks change-to-push latency of pilot-discovery
 // against a real cluster (issue 5, acceptance 5): from an API server write
-// that changes a pool's EndpointSlice to a proxy's delta ADS stream
-// receiving the new ClusterLoadAssignment. It is not part of make test; run
-// it with
+// that changes a pool's EndpointSlice or HTTPRoute to a proxy's delta ADS
+// stream receiving the new ClusterLoadAssignment or RouteConfiguration. It
+// is not part of make test; run it with
 //
 //	KUBE_TEST_BINARIES=$(hack/k8s-test-binaries.sh)/bin \
 //	  go test -tags=integ -run '^$' -bench . -benchtime 100x -timeout 30m ./tests/integration/xdsbench/
@@ -27,6 +27,7 @@ import (
 
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	endpointv3 "github.com/envoyproxy/go-control-plane/envoy/config/endpoint/v3"
+	routev3 "github.com/envoyproxy/go-control-plane/envoy/config/route/v3"
 	discoveryv3 "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
 	"github.com/envoyproxy/go-control-plane/pkg/resource/v3"
 	"golang.org/x/sync/errgroup"
@@ -35,10 +36,14 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes"
 	discoveryclient "k8s.io/client-go/kubernetes/typed/discovery/v1"
 	inferencev1 "sigs.k8s.io/gateway-api-inference-extension/api/v1"
 	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
+	gatewayclient "sigs.k8s.io/gateway-api/pkg/client/clientset/versioned"
 
 	"github.com/infermesh/infermesh/pilot/pkg/config/kube/gateway"
 	"github.com/infermesh/infermesh/pilot/pkg/networking/core"
@@ -87,6 +92,9 @@ const (
 //   - endpointslice: an EndpointSlice write (see benchSliceWrite), an input
 //     pilot-discovery watches itself: API server -> watch -> registry ->
 //     translation and push -> gRPC.
+//   - httproute: an HTTPRoute write (see benchRouteWrite), a configuration
+//     change: API server -> watch -> route collections -> the Gateway's
+//     translation (its 100 routes) -> RDS push -> gRPC.
 //
 // Metrics: p50-ms, p99-ms and max-ms (targets: p50 under 20 ms, p99 under
 // 50 ms; the API server's own watch latency here is about 1.5 ms p50 and
@@ -134,20 +142,23 @@ func BenchmarkChangeToPush(b *testing.B) {
 	// controller's catch-up finish: no response on any stream for 3s.
 	waitQuiet(b, clients)
 	b.Logf("quiet after %v", time.Since(began).Round(time.Millisecond))
-	b.Run("pod-status", func(b *testing.B) { benchPodStatus(b, kc, clients, extras) })
+	// Whether each pool's extra pod is ready now; kept across -count runs.
+	ready := make([]bool, pools)
+	b.Run("pod-status", func(b *testing.B) { benchPodStatus(b, kc, clients, extras, ready) })
 	// The benchmark's own EndpointSlices are created by the first run of
 	// the sub-benchmark and reused by the next (-count).
 	var owned []*discoveryv1.EndpointSlice
 	b.Run("endpointslice", func(b *testing.B) { owned = benchSliceWrite(b, kc, clients, owned) })
+	b.Run("httproute", func(b *testing.B) { benchRouteWrite(b, admin.GatewayAPI(), clients) })
 }
 
 // benchPodStatus is the pod-status variant: each op flips one pool's extra
 // pod with a pod status write, and kube-controller-manager's EndpointSlice
-// controller turns that into an EndpointSlice change.
-func benchPodStatus(b *testing.B, kc kubernetes.Interface, clients []*deltaClient, extras []*corev1.Pod) {
+// controller turns that into an EndpointSlice change. ready is whether each
+// extra pod is ready now; the ops update it.
+func benchPodStatus(b *testing.B, kc kubernetes.Interface, clients []*deltaClient, extras []*corev1.Pod, ready []bool) {
 	ctx := b.Context()
 	sliceWatcher := watchSlices(b, kc)
-	ready := make([]bool, pools)
 	var lat, sliceLat, pilotLat []time.Duration
 	i := 0
 	for b.Loop() {
@@ -161,7 +172,8 @@ func benchPodStatus(b *testing.B, kc kubernetes.Interface, clients []*deltaClien
 		}
 		at := awaitAssignment(b, clients[pool%gateways], pool, ip, ready[pool])
 		lat = append(lat, at.Sub(start))
-		sliceAt := sliceWatcher.await(b, gateway.ShadowServiceName(poolName(pool)), ip, ready[pool])
+		svc := gateway.ShadowServiceName(poolName(pool))
+		sliceAt := sliceWatcher.await(b, "EndpointSlice of "+svc, sliceHas(svc, ip, ready[pool]))
 		sliceLat = append(sliceLat, sliceAt.Sub(start))
 		pilotLat = append(pilotLat, at.Sub(sliceAt))
 	}
@@ -209,6 +221,83 @@ func benchSliceWrite(b *testing.B, kc kubernetes.Interface, clients []*deltaClie
 	report(b, "", lat)
 	b.ReportMetric(ms(lat[len(lat)-1]), "max-ms")
 	return owned
+}
+
+// benchRouteWrite is the httproute variant: the write is to a
+// configuration object. Each op sets, with one JSON patch, a
+// RequestHeaderModifier filter on one pool's HTTPRoute rule (header
+// x-bench-op, a value unique to the op), and latency runs from the Patch
+// call to the Gateway's delta client reading a RouteConfiguration whose
+// virtual host for the pool's hostname carries that header. The route's
+// status write that follows (observedGeneration) is not waited for. A
+// watch on the HTTPRoutes splits it: watch-p50-ms/watch-p99-ms up to the
+// watch event, pilot-p50-ms/pilot-p99-ms from there to the ADS response.
+func benchRouteWrite(b *testing.B, gw gatewayclient.Interface, clients []*deltaClient) {
+	ctx := b.Context()
+	api := gw.GatewayV1().HTTPRoutes(ns)
+	routeWatcher := watchRoutes(b, gw)
+	waitQuiet(b, clients)
+	run := time.Now().UnixNano()
+	var lat, watchLat, pilotLat []time.Duration
+	i := 0
+	for b.Loop() {
+		pool := i % pools
+		value := fmt.Sprintf("%d-%d", run, i)
+		i++
+		patch := fmt.Sprintf(`[{"op":"add","path":"/spec/rules/0/filters","value":[`+
+			`{"type":"RequestHeaderModifier","requestHeaderModifier":{"set":[{"name":%q,"value":%q}]}}]}]`, benchHeader, value)
+		start := time.Now()
+		if _, err := api.Patch(ctx, poolName(pool), types.JSONPatchType, []byte(patch), metav1.PatchOptions{}); err != nil {
+			b.Fatal(err)
+		}
+		at := awaitRoute(b, clients[pool%gateways], routeHost(pool), value)
+		lat = append(lat, at.Sub(start))
+		watchAt := routeWatcher.await(b, "HTTPRoute "+poolName(pool), routeSets(poolName(pool), value))
+		watchLat = append(watchLat, watchAt.Sub(start))
+		pilotLat = append(pilotLat, at.Sub(watchAt))
+	}
+	b.StopTimer()
+	report(b, "", lat)
+	b.ReportMetric(ms(lat[len(lat)-1]), "max-ms")
+	report(b, "watch-", watchLat)
+	report(b, "pilot-", pilotLat)
+}
+
+// benchHeader is the request header benchRouteWrite sets.
+const benchHeader = "x-bench-op"
+
+// awaitRoute reads c's responses until a RouteConfiguration (checked with
+// ValidateAll) has, in the virtual host for host, a route that sets
+// benchHeader to value, and returns when that response was read.
+func awaitRoute(b *testing.B, c *deltaClient, host, value string) time.Time {
+	b.Helper()
+	for {
+		r := c.recv(b, opWait)
+		if r.resp.GetTypeUrl() != resource.RouteType {
+			continue
+		}
+		for _, res := range r.resp.GetResources() {
+			rc := &routev3.RouteConfiguration{}
+			if err := res.GetResource().UnmarshalTo(rc); err != nil {
+				b.Fatal(err)
+			}
+			if err := rc.ValidateAll(); err != nil {
+				b.Fatalf("%s: %v", rc.GetName(), err)
+			}
+			for _, vh := range rc.GetVirtualHosts() {
+				if !slices.Contains(vh.GetDomains(), host) {
+					continue
+				}
+				for _, rt := range vh.GetRoutes() {
+					for _, h := range rt.GetRequestHeadersToAdd() {
+						if h.GetHeader().GetKey() == benchHeader && h.GetHeader().GetValue() == value {
+							return r.at
+						}
+					}
+				}
+			}
+		}
+	}
 }
 
 // createBenchSlices creates, per pool, the benchmark's EndpointSlice for
@@ -284,20 +373,54 @@ func waitQuiet(b *testing.B, clients []*deltaClient) {
 	}
 }
 
-// sliceWatch is a watch on the benchmark namespace's EndpointSlices; each
-// event is stamped with the time it was read.
-type sliceWatch struct {
-	events chan sliceEvent
+// objectWatch is a watch on one kind of object in the benchmark namespace;
+// each event is stamped with the time it was read.
+type objectWatch[T runtime.Object] struct {
+	events chan stamped[T]
 }
 
-type sliceEvent struct {
-	slice *discoveryv1.EndpointSlice
-	at    time.Time
+type stamped[T any] struct {
+	obj T
+	at  time.Time
 }
 
-// watchSlices starts watching EndpointSlices from now on (list, then watch
-// from the list's resourceVersion, so no initial events).
-func watchSlices(b *testing.B, kc kubernetes.Interface) *sliceWatch {
+// watchFrom stamps the events of w (started from a list's resourceVersion,
+// so no initial events) until the benchmark ends.
+func watchFrom[T runtime.Object](b *testing.B, w watch.Interface) *objectWatch[T] {
+	ow := &objectWatch[T]{events: make(chan stamped[T], 1<<14)}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for ev := range w.ResultChan() {
+			if o, ok := ev.Object.(T); ok {
+				ow.events <- stamped[T]{obj: o, at: time.Now()}
+			}
+		}
+	}()
+	b.Cleanup(func() { w.Stop(); <-done })
+	return ow
+}
+
+// await returns when the first event for which match holds was read; what
+// names it in the failure.
+func (ow *objectWatch[T]) await(b *testing.B, what string, match func(T) bool) time.Time {
+	b.Helper()
+	t := time.NewTimer(opWait)
+	defer t.Stop()
+	for {
+		select {
+		case ev := <-ow.events:
+			if match(ev.obj) {
+				return ev.at
+			}
+		case <-t.C:
+			b.Fatalf("no watch event of %s within %v", what, opWait)
+		}
+	}
+}
+
+// watchSlices watches the benchmark namespace's EndpointSlices from now on.
+func watchSlices(b *testing.B, kc kubernetes.Interface) *objectWatch[*discoveryv1.EndpointSlice] {
 	b.Helper()
 	api := kc.DiscoveryV1().EndpointSlices(ns)
 	list, err := api.List(b.Context(), metav1.ListOptions{})
@@ -308,41 +431,59 @@ func watchSlices(b *testing.B, kc kubernetes.Interface) *sliceWatch {
 	if err != nil {
 		b.Fatal(err)
 	}
-	sw := &sliceWatch{events: make(chan sliceEvent, 1<<14)}
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		for ev := range w.ResultChan() {
-			if s, ok := ev.Object.(*discoveryv1.EndpointSlice); ok {
-				sw.events <- sliceEvent{slice: s, at: time.Now()}
-			}
-		}
-	}()
-	b.Cleanup(func() { w.Stop(); <-done })
-	return sw
+	return watchFrom[*discoveryv1.EndpointSlice](b, w)
 }
 
-// await returns when the EndpointSlice event of Service service first
-// showed ip with the given readiness.
-func (sw *sliceWatch) await(b *testing.B, service, ip string, ready bool) time.Time {
+// sliceHas reports whether the EndpointSlice is of Service service and
+// shows ip with the given readiness.
+func sliceHas(service, ip string, ready bool) func(*discoveryv1.EndpointSlice) bool {
+	return func(s *discoveryv1.EndpointSlice) bool {
+		if s.Labels[discoveryv1.LabelServiceName] != service {
+			return false
+		}
+		for _, e := range s.Endpoints {
+			r := e.Conditions.Ready != nil && *e.Conditions.Ready
+			if slices.Contains(e.Addresses, ip) && r == ready {
+				return true
+			}
+		}
+		return false
+	}
+}
+
+// watchRoutes watches the benchmark namespace's HTTPRoutes from now on.
+func watchRoutes(b *testing.B, gw gatewayclient.Interface) *objectWatch[*gwv1.HTTPRoute] {
 	b.Helper()
-	t := time.NewTimer(opWait)
-	defer t.Stop()
-	for {
-		select {
-		case ev := <-sw.events:
-			if ev.slice.Labels[discoveryv1.LabelServiceName] != service {
+	api := gw.GatewayV1().HTTPRoutes(ns)
+	list, err := api.List(b.Context(), metav1.ListOptions{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	w, err := api.Watch(b.Context(), metav1.ListOptions{ResourceVersion: list.ResourceVersion})
+	if err != nil {
+		b.Fatal(err)
+	}
+	return watchFrom[*gwv1.HTTPRoute](b, w)
+}
+
+// routeSets reports whether the HTTPRoute is name and its first rule sets
+// benchHeader to value.
+func routeSets(name, value string) func(*gwv1.HTTPRoute) bool {
+	return func(r *gwv1.HTTPRoute) bool {
+		if r.Name != name || len(r.Spec.Rules) == 0 {
+			return false
+		}
+		for _, f := range r.Spec.Rules[0].Filters {
+			if f.RequestHeaderModifier == nil {
 				continue
 			}
-			for _, e := range ev.slice.Endpoints {
-				r := e.Conditions.Ready != nil && *e.Conditions.Ready
-				if slices.Contains(e.Addresses, ip) && r == ready {
-					return ev.at
+			for _, h := range f.RequestHeaderModifier.Set {
+				if string(h.Name) == benchHeader && h.Value == value {
+					return true
 				}
 			}
-		case <-t.C:
-			b.Fatalf("no EndpointSlice event of %s with %s ready=%v within %v", service, ip, ready, opWait)
 		}
+		return false
 	}
 }
 
@@ -366,6 +507,7 @@ func percentile(sorted []time.Duration, p int) time.Duration {
 func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
 
 func poolName(i int) string    { return fmt.Sprintf("pool-%04d", i) }
+func routeHost(i int) string   { return poolName(i) + ".example.com" }
 func gatewayName(g int) string { return fmt.Sprintf("gateway-%d", g) }
 
 // shadowCluster is pool i's shadow Service cluster.
@@ -421,7 +563,7 @@ func setUp(b *testing.B, c *kube.Client) []*corev1.Pod {
 		route := seed.HTTPRoute()
 		route.Namespace, route.Name = ns, name
 		route.Spec.ParentRefs[0].Name = gwv1.ObjectName(gatewayName(i % gateways))
-		route.Spec.Hostnames = []gwv1.Hostname{gwv1.Hostname(name + ".example.com")}
+		route.Spec.Hostnames = []gwv1.Hostname{gwv1.Hostname(routeHost(i))}
 		route.Spec.Rules[0].BackendRefs[0].Name = gwv1.ObjectName(name)
 		if _, err := c.GatewayAPI().GatewayV1().HTTPRoutes(ns).Create(ctx, route, metav1.CreateOptions{}); err != nil {
 			return err
@@ -449,8 +591,8 @@ func setUp(b *testing.B, c *kube.Client) []*corev1.Pod {
 	return extras
 }
 
-// deltaClient is one DeltaAggregatedResources stream with a wildcard EDS
-// subscription. Its reader goroutine stamps each response with the time it
+// deltaClient is one DeltaAggregatedResources stream with wildcard EDS and
+// RDS subscriptions. Its reader goroutine stamps each response with the time it
 // was read and acks it at once, so the next change is never held back by
 // the client.
 type deltaClient struct {
@@ -484,8 +626,10 @@ func newDeltaClient(b *testing.B, conn *grpc.ClientConn, node *corev3.Node) *del
 	if err != nil {
 		b.Fatal(err)
 	}
-	if err := s.Send(&discoveryv3.DeltaDiscoveryRequest{Node: node, TypeUrl: resource.EndpointType}); err != nil {
-		b.Fatal(err)
+	for _, typ := range []string{resource.EndpointType, resource.RouteType} {
+		if err := s.Send(&discoveryv3.DeltaDiscoveryRequest{Node: node, TypeUrl: typ}); err != nil {
+			b.Fatal(err)
+		}
 	}
 	c := &deltaClient{node: node, in: make(chan received, 1024), errs: make(chan error, 1)}
 	done := make(chan struct{})
