@@ -158,8 +158,8 @@ func BenchmarkChangeToPush(b *testing.B) {
 // extra pod is ready now; the ops update it.
 func benchPodStatus(b *testing.B, kc kubernetes.Interface, clients []*deltaClient, extras []*corev1.Pod, ready []bool) {
 	ctx := b.Context()
-	sliceWatcher := watchSlices(b, kc)
-	var lat, sliceLat, pilotLat []time.Duration
+	sliceWatcher := watchNew[*discoveryv1.EndpointSlice, *discoveryv1.EndpointSliceList](b, kc.DiscoveryV1().EndpointSlices(ns))
+	lat := splitAt{at: "slice-"}
 	i := 0
 	for b.Loop() {
 		pool := i % pools
@@ -171,17 +171,11 @@ func benchPodStatus(b *testing.B, kc kubernetes.Interface, clients []*deltaClien
 			b.Fatal(err)
 		}
 		at := awaitAssignment(b, clients[pool%gateways], pool, ip, ready[pool])
-		lat = append(lat, at.Sub(start))
 		svc := gateway.ShadowServiceName(poolName(pool))
-		sliceAt := sliceWatcher.await(b, "EndpointSlice of "+svc, sliceHas(svc, ip, ready[pool]))
-		sliceLat = append(sliceLat, sliceAt.Sub(start))
-		pilotLat = append(pilotLat, at.Sub(sliceAt))
+		lat.add(start, sliceWatcher.await(b, "EndpointSlice of "+svc, sliceHas(svc, ip, ready[pool])), at)
 	}
 	b.StopTimer()
-	report(b, "", lat)
-	b.ReportMetric(ms(lat[len(lat)-1]), "max-ms")
-	report(b, "slice-", sliceLat)
-	report(b, "pilot-", pilotLat)
+	lat.report(b)
 }
 
 // benchSliceWrite is the endpointslice variant: the write is to an input
@@ -235,10 +229,10 @@ func benchSliceWrite(b *testing.B, kc kubernetes.Interface, clients []*deltaClie
 func benchRouteWrite(b *testing.B, gw gatewayclient.Interface, clients []*deltaClient) {
 	ctx := b.Context()
 	api := gw.GatewayV1().HTTPRoutes(ns)
-	routeWatcher := watchRoutes(b, gw)
+	routeWatcher := watchNew[*gwv1.HTTPRoute, *gwv1.HTTPRouteList](b, api)
 	waitQuiet(b, clients)
 	run := time.Now().UnixNano()
-	var lat, watchLat, pilotLat []time.Duration
+	lat := splitAt{at: "watch-"}
 	i := 0
 	for b.Loop() {
 		pool := i % pools
@@ -251,16 +245,10 @@ func benchRouteWrite(b *testing.B, gw gatewayclient.Interface, clients []*deltaC
 			b.Fatal(err)
 		}
 		at := awaitRoute(b, clients[pool%gateways], routeHost(pool), value)
-		lat = append(lat, at.Sub(start))
-		watchAt := routeWatcher.await(b, "HTTPRoute "+poolName(pool), routeSets(poolName(pool), value))
-		watchLat = append(watchLat, watchAt.Sub(start))
-		pilotLat = append(pilotLat, at.Sub(watchAt))
+		lat.add(start, routeWatcher.await(b, "HTTPRoute "+poolName(pool), routeSets(poolName(pool), value)), at)
 	}
 	b.StopTimer()
-	report(b, "", lat)
-	b.ReportMetric(ms(lat[len(lat)-1]), "max-ms")
-	report(b, "watch-", watchLat)
-	report(b, "pilot-", pilotLat)
+	lat.report(b)
 }
 
 // benchHeader is the request header benchRouteWrite sets.
@@ -350,6 +338,29 @@ func awaitAssignment(b *testing.B, c *deltaClient, pool int, ip string, ready bo
 	}
 }
 
+// splitAt collects each op's latency, from the write to the ADS response,
+// split at the watch event of the written object: <at>p50-ms/<at>p99-ms
+// up to the event, pilot-p50-ms/pilot-p99-ms from there.
+type splitAt struct {
+	at                   string
+	total, before, after []time.Duration
+}
+
+func (s *splitAt) add(start, event, response time.Time) {
+	s.total = append(s.total, response.Sub(start))
+	s.before = append(s.before, event.Sub(start))
+	s.after = append(s.after, response.Sub(event))
+}
+
+// report reports the percentiles of all three and the largest total as
+// max-ms.
+func (s *splitAt) report(b *testing.B) {
+	report(b, "", s.total)
+	b.ReportMetric(ms(s.total[len(s.total)-1]), "max-ms")
+	report(b, s.at, s.before)
+	report(b, "pilot-", s.after)
+}
+
 // report sorts d and reports its p50 and p99 as <name>p50-ms and <name>p99-ms.
 func report(b *testing.B, name string, d []time.Duration) {
 	slices.Sort(d)
@@ -419,19 +430,25 @@ func (ow *objectWatch[T]) await(b *testing.B, what string, match func(T) bool) t
 	}
 }
 
-// watchSlices watches the benchmark namespace's EndpointSlices from now on.
-func watchSlices(b *testing.B, kc kubernetes.Interface) *objectWatch[*discoveryv1.EndpointSlice] {
+// listWatcher is a typed client's List and Watch of one kind.
+type listWatcher[L metav1.ListInterface] interface {
+	List(ctx context.Context, opts metav1.ListOptions) (L, error)
+	Watch(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error)
+}
+
+// watchNew watches api's objects (of type T) from now on: a list, then a
+// watch from the list's resourceVersion, so no initial events.
+func watchNew[T runtime.Object, L metav1.ListInterface](b *testing.B, api listWatcher[L]) *objectWatch[T] {
 	b.Helper()
-	api := kc.DiscoveryV1().EndpointSlices(ns)
 	list, err := api.List(b.Context(), metav1.ListOptions{})
 	if err != nil {
 		b.Fatal(err)
 	}
-	w, err := api.Watch(b.Context(), metav1.ListOptions{ResourceVersion: list.ResourceVersion})
+	w, err := api.Watch(b.Context(), metav1.ListOptions{ResourceVersion: list.GetResourceVersion()})
 	if err != nil {
 		b.Fatal(err)
 	}
-	return watchFrom[*discoveryv1.EndpointSlice](b, w)
+	return watchFrom[T](b, w)
 }
 
 // sliceHas reports whether the EndpointSlice is of Service service and
@@ -449,21 +466,6 @@ func sliceHas(service, ip string, ready bool) func(*discoveryv1.EndpointSlice) b
 		}
 		return false
 	}
-}
-
-// watchRoutes watches the benchmark namespace's HTTPRoutes from now on.
-func watchRoutes(b *testing.B, gw gatewayclient.Interface) *objectWatch[*gwv1.HTTPRoute] {
-	b.Helper()
-	api := gw.GatewayV1().HTTPRoutes(ns)
-	list, err := api.List(b.Context(), metav1.ListOptions{})
-	if err != nil {
-		b.Fatal(err)
-	}
-	w, err := api.Watch(b.Context(), metav1.ListOptions{ResourceVersion: list.ResourceVersion})
-	if err != nil {
-		b.Fatal(err)
-	}
-	return watchFrom[*gwv1.HTTPRoute](b, w)
 }
 
 // routeSets reports whether the HTTPRoute is name and its first rule sets
