@@ -108,24 +108,16 @@ func (s benchSub) SubscribedResources() map[string]struct{} { return nil }
 // delivery and the CLA transformation.
 func BenchmarkEndpointChangeOnePool(b *testing.B) {
 	s := startBenchServer(b)
-	endpoints, reg, debug := s.endpoints, s.reg, s.debug
-	watch := func(returned map[string]string, nonce string) (chan cachev3.DeltaResponse, func()) {
-		return s.watch(resourcev3.EndpointType, returned, nonce)
-	}
-	recv := s.recv
 	// The first request is answered after the first publish, with every
 	// assignment.
-	ch, _ := watch(map[string]string{}, "")
-	first := recv(ch)
+	ch, _ := s.watch(resourcev3.EndpointType, map[string]string{}, "")
+	first := s.recv(ch)
 	if len(first.GetResources()) != 2*benchPools {
 		b.Fatalf("initial EDS response has %d assignments, want %d", len(first.GetResources()), 2*benchPools)
 	}
-	returned := map[string]string{}
-	for _, r := range first.GetResources() {
-		returned[r.GetName()] = r.GetVersion()
-	}
-	cla0, gw0 := benchTransformations(b, debug)
-	push0, pushes0 := benchPushTime(b, reg)
+	returned := versions(first)
+	cla0, gw0 := benchTransformations(b, s.debug)
+	push0, pushes0 := benchPushTime(b, s.reg)
 
 	b.ReportAllocs()
 	b.ResetTimer()
@@ -133,11 +125,11 @@ func BenchmarkEndpointChangeOnePool(b *testing.B) {
 		b.StopTimer()
 		pool := i % benchPools
 		extra := fmt.Sprintf("10.250.%d.%d", (i/250)%250, i%250+1)
-		ch, cancelWatch := watch(returned, "bench")
+		ch, cancelWatch := s.watch(resourcev3.EndpointType, returned, "bench")
 		b.StartTimer()
 
-		endpoints.UpdateObject(benchPoolEndpoints(pool, extra))
-		r := recv(ch)
+		s.endpoints.UpdateObject(benchPoolEndpoints(pool, extra))
+		r := s.recv(ch)
 
 		b.StopTimer()
 		cancelWatch()
@@ -147,8 +139,8 @@ func BenchmarkEndpointChangeOnePool(b *testing.B) {
 	}
 	b.StopTimer()
 
-	cla1, gw1 := benchTransformations(b, debug)
-	push1, pushes1 := benchPushTime(b, reg)
+	cla1, gw1 := benchTransformations(b, s.debug)
+	push1, pushes1 := benchPushTime(b, s.reg)
 	if cla1-cla0 != uint64(b.N) || gw1 != gw0 {
 		b.Fatalf("over %d ops: %d CLA and %d Gateway transformation runs, want %d and 0", b.N, cla1-cla0, gw1-gw0, b.N)
 	}
@@ -239,6 +231,16 @@ func (s *benchServer) recv(ch chan cachev3.DeltaResponse) *discoveryv3.DeltaDisc
 	return nil
 }
 
+// versions are the names and versions a delta response carries: what a
+// stream holds after it.
+func versions(r *discoveryv3.DeltaDiscoveryResponse) map[string]string {
+	out := map[string]string{}
+	for _, res := range r.GetResources() {
+		out[res.GetName()] = res.GetVersion()
+	}
+	return out
+}
+
 // BenchmarkRouteChangeOneGateway: on the same running Server, one op
 // changes the hostname of one of the Gateway's 1,000 routes (a static
 // collection update of the Gateway model) and waits until the Cache
@@ -255,7 +257,7 @@ func BenchmarkRouteChangeOneGateway(b *testing.B) {
 	if len(first.GetResources()) != 1 {
 		b.Fatalf("initial RDS response has %d route configurations, want 1", len(first.GetResources()))
 	}
-	returned := map[string]string{first.GetResources()[0].GetName(): first.GetResources()[0].GetVersion()}
+	returned := versions(first)
 	push0, pushes0 := benchPushTime(b, s.reg)
 
 	b.ReportAllocs()
