@@ -90,6 +90,7 @@ var allowedFields = fieldSet(
 	"envoy.extensions.filters.http.cors.v3.CorsPolicy.expose_headers",
 	"envoy.extensions.filters.http.cors.v3.CorsPolicy.max_age",
 	"envoy.extensions.filters.http.cors.v3.CorsPolicy.allow_credentials",
+	"envoy.extensions.filters.http.cors.v3.CorsPolicy.forward_not_matching_preflights",
 
 	// RouteConfiguration (RDS).
 	"envoy.config.route.v3.RouteConfiguration.name",

@@ -30,10 +30,12 @@
 //     the previous version serves), listeners, Snapshot, WaitFor, counters.
 //   - listener.go, route.go, cluster.go: compile Listener, RouteConfiguration
 //     and Cluster; any error NACKs the response.
-//   - handler.go, cors.go, upstream.go: serving: the connection manager,
-//     virtual host and route selection, the CORS and ext_proc filters (the
-//     latter through package extproc), and the router with the override_host
-//     load balancer.
+//   - handler.go, filterchain.go, cors.go, upstream.go: serving: the
+//     connection manager, virtual host and route selection, the HTTP filter
+//     chain as Envoy's FilterManager runs it (decoders in order, encoders in
+//     reverse, a filter's own reply through every encoder filter), the CORS
+//     and ext_proc filters (the latter through package extproc), and the
+//     router with the override_host load balancer.
 //
 // # Where it knowingly differs from Envoy
 //

@@ -15,9 +15,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	extprocv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/http/ext_proc/v3"
-	"google.golang.org/protobuf/types/known/structpb"
-
 	"github.com/infermesh/infermesh/pkg/test/dataplane/extproc"
 )
 
@@ -37,7 +34,7 @@ func (h *listenerHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	ac := dp.active.Load()
 	l := ac.listeners[h.name]
 	if l == nil {
-		writeResponse(w, localReply(http.StatusServiceUnavailable, ""), nil)
+		writeResponse(w, localReply(http.StatusServiceUnavailable, ""))
 		return
 	}
 	body := &downstreamBody{ReadCloser: r.Body}
@@ -51,18 +48,16 @@ func (h *listenerHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		req.Body = http.NoBody
 	}
 	if r.Method == http.MethodConnect || !strings.HasPrefix(req.Path, "/") {
-		writeResponse(w, localReply(http.StatusNotFound, ""), nil)
+		writeResponse(w, localReply(http.StatusNotFound, ""))
 		return
 	}
 	h.connectionManagerHeaders(req, r)
 	table := ac.routes[l.rdsName]
 	sel, ok := dp.selectRoute(table, l, req)
 	if !ok {
-		writeResponse(w, localReply(http.StatusNotFound, ""), nil)
+		writeResponse(w, localReply(http.StatusNotFound, ""))
 		return
 	}
-	pf := sel.perFilter()
-	var corsHeaders http.Header
 	ctx := r.Context()
 	if d := sel.r.maxStreamDuration; d > 0 {
 		// The connection manager arms the route's max_stream_duration once
@@ -81,57 +76,9 @@ func (h *listenerHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		})
 		defer stop()
 	}
-	var ep *httpFilter
-	for i := range l.filters {
-		f := &l.filters[i]
-		switch f.name {
-		case filterCORS:
-			if f.disabled && pf.cors == nil {
-				continue
-			}
-			reply, add := applyCORS(pf.cors, req)
-			if reply != nil {
-				writeResponse(w, reply, nil)
-				return
-			}
-			corsHeaders = add
-		case filterExtProc:
-			ep = f
-		}
-	}
-	// The ext_proc filter (if configured) wraps the router.
-	var resp *extproc.Response
-	var err error
-	if ep != nil {
-		cfg, run, cerr := extproc.Effective(ep.extProc, ep.disabled, pf.extProc)
-		switch {
-		case cerr != nil:
-			dp.log.Error("dataplane: ext_proc config", "route", sel.r.name, "error", cerr)
-			resp = localReply(http.StatusInternalServerError, "")
-		case run:
-			cfg.Counters = &dp.extProc
-			up := func(ctx2 context.Context, req2 *extproc.Request, md map[string]*structpb.Struct) (*extproc.Response, map[string]*structpb.Struct, error) {
-				s := sel
-				if cfg.RouteCacheAction != extprocv3.ExternalProcessor_RETAIN {
-					// The route cache is cleared: route again on the
-					// mutated request (the weighted pick stays if the route
-					// does).
-					s2, ok := dp.selectRoute(table, l, req2)
-					if !ok {
-						return localReply(http.StatusNotFound, ""), nil, nil
-					}
-					if s2.r != s.r {
-						s = s2
-					}
-				}
-				return dp.router(ctx2, ac, s, req2, md)
-			}
-			resp, err = extproc.Process(ctx, cfg, dp.dialGRPC, req, up)
-		}
-	}
-	if resp == nil && err == nil {
-		resp, _, err = dp.router(ctx, ac, sel, req, nil)
-	}
+	// The HTTP filters (CORS, ext_proc) and the router.
+	fc := newFilterChain(dp, ac, l, table, sel)
+	resp, err := fc.run(ctx, req)
 	if err != nil && resp == nil && context.Cause(ctx) == errMaxStreamDuration {
 		// No response started: Envoy's local reply, 504 when the whole
 		// request was received, else 408 (Utility::maybeRequestTimeoutCode).
@@ -143,6 +90,7 @@ func (h *listenerHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			status = http.StatusGatewayTimeout
 		}
 		resp, err = localReply(status, bodyDurationTimeout), nil
+		fc.hcmReply(resp)
 	}
 	if err != nil {
 		dp.log.Debug("dataplane: request ended", "route", sel.r.name, "error", err)
@@ -151,7 +99,7 @@ func (h *listenerHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			panic(http.ErrAbortHandler)
 		}
 	}
-	writeResponse(w, resp, corsHeaders)
+	writeResponse(w, resp)
 }
 
 // connectionManagerHeaders are what Envoy's HCM adds before the filters
@@ -215,13 +163,10 @@ func stripPort(host string) string {
 
 // writeResponse sends resp downstream, flushing as the body arrives
 // (streamed LLM responses), then its trailers.
-func writeResponse(w http.ResponseWriter, resp *extproc.Response, extra http.Header) {
+func writeResponse(w http.ResponseWriter, resp *extproc.Response) {
 	hdr := w.Header()
 	for k, vs := range resp.Headers {
 		hdr[k] = append([]string(nil), vs...)
-	}
-	for k, vs := range extra {
-		hdr[k] = append(hdr[k], vs...)
 	}
 	hdr.Del("Transfer-Encoding")
 	hdr.Del("Connection")

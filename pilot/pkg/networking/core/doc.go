@@ -19,6 +19,8 @@
 //   - route.go, route_hosts.go, route_match.go, route_filters.go,
 //     route_order.go: one RouteConfiguration per port, virtual hosts per
 //     hostname, routes in Gateway API precedence order.
+//   - route_cors.go: the route that answers CORS preflights of a pool's
+//     rule without its EPP.
 //   - cluster.go: EDS clusters named outbound|<port>||<host> for Services,
 //     InferencePool shadow Services (OverrideHost load balancing) and
 //     Endpoint Pickers (HTTP/2, optional TLS).

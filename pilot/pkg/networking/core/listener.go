@@ -64,7 +64,11 @@ func groupByPort(gw *model.Gateway) ([]portGroup, error) {
 //     (strip_any_host_port), so domains need no ":port" variants;
 //   - runs the HTTP filters cors, then ext_proc when opts.InferenceEnabled
 //     (see extProcBaseFilter: disabled and inert until a route enables it),
-//     then router.
+//     then router. CORS first (Istio puts ext_proc first) so that a reply
+//     ext_proc makes while decoding a CORS request (an EPP error or
+//     ImmediateResponse) still gets the CORS headers; architecture/xds.md
+//     gives the reasoning, and preflightRoute why no order keeps CORS
+//     preflights from the EPP.
 //
 // HTTPS ports (Gateway listener protocol HTTPS) get one filter chain per
 // Gateway listener, matched on SNI by its hostname, terminating TLS with the

@@ -35,7 +35,9 @@ type routeEntry struct {
 //
 // Every Gateway API match of every rule becomes one Envoy route named
 // "<namespace>.<name>.<rule index>" (routes of one rule share the name).
-// What a rule does is documented on buildAction.
+// What a rule does is documented on buildAction. A rule with a CORS filter
+// and an InferencePool backend gets, just before each of its routes, one
+// that answers CORS preflights without the EPP (preflightRoute).
 func BuildRouteConfigurations(gw *model.Gateway, opts Options) ([]*routev3.RouteConfiguration, error) {
 	opts = opts.WithDefaults()
 	groups, err := groupByPort(gw)
@@ -163,6 +165,15 @@ func buildRoutes(r *model.Route, g portGroup, opts Options) ([]routeEntry, error
 			k := m.key
 			k.created, k.nsName, k.kind = r.CreationTimestamp, r.Namespace+"/"+r.Name, r.Kind
 			k.ruleIndex, k.match = rule.Index, mi
+			pre, err := preflightRoute(rt)
+			if err != nil {
+				return nil, fmt.Errorf("rule %d: CORS preflight route: %w", rule.Index, err)
+			}
+			if pre != nil {
+				pk := k
+				pk.preflight = true
+				out = append(out, routeEntry{key: pk, route: pre})
+			}
 			out = append(out, routeEntry{key: k, route: rt})
 		}
 	}

@@ -35,7 +35,9 @@ func grpcPathLen(service, method string) int { return len(service)*4096 + len(me
 //  4. the most query parameter matches;
 //  5. the oldest route (creationTimestamp);
 //  6. namespace/name alphabetically;
-//  7. rule index, then match index, within the route.
+//  7. rule index, then match index, within the route;
+//  8. a rule's CORS preflight route (preflightRoute) just before the route
+//     it was made from: it matches a subset of the same requests.
 //
 // GRPCRoute matches (GRPCRouteRule precedence) use pathGRPC and order by
 // the service's characters, then the method's, before headers.
@@ -50,6 +52,7 @@ type orderKey struct {
 	kind      string
 	ruleIndex int
 	match     int
+	preflight bool
 }
 
 func (a orderKey) less(b orderKey) bool {
@@ -80,7 +83,10 @@ func (a orderKey) less(b orderKey) bool {
 	if a.ruleIndex != b.ruleIndex {
 		return a.ruleIndex < b.ruleIndex
 	}
-	return a.match < b.match
+	if a.match != b.match {
+		return a.match < b.match
+	}
+	return a.preflight && !b.preflight
 }
 
 // sortEntries sorts in place by orderKey; the key is total, so the order is

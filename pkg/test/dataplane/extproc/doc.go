@@ -34,6 +34,10 @@
 //     failure_mode_allow once a FULL_DUPLEX_STREAMED body has reached the
 //     filter.
 //
+// ProcessResponse is the filter's encoder side alone, for a reply an
+// earlier decoder filter made (the CORS filter's preflight answer): Envoy
+// runs ext_proc's encodeHeaders on it although its decodeHeaders never ran.
+//
 // Only the behaviour the GIE EPP protocol needs is implemented; Effective
 // returns an error naming any set field outside it (see config.go).
 package extproc

@@ -84,6 +84,9 @@ func (r *run) failClosed(code int, details string) {
 
 func (r *run) localReply(resp *Response) {
 	resp.Details = strings.Join(strings.Fields(resp.Details), "_") // Envoy replaces white space in details
+	// Response headers have reached the filter: Envoy sends the reply
+	// directly to the codec (sendDirectLocalReply).
+	resp.Direct = r.upResp != nil
 	if r.delivered {
 		if r.respPipe != nil {
 			r.respPipe.finish(ErrStreamReset, nil)

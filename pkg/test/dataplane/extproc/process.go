@@ -39,6 +39,12 @@ type Response struct {
 	// itself: ImmediateResponse.details, or ext_proc_error_* for a failure.
 	// Empty for an upstream response.
 	Details string
+	// Direct marks a local reply the filter sent after response headers
+	// had reached it: Envoy's DownstreamFilterManager::sendLocalReply then
+	// uses sendDirectLocalReply, which writes to the codec and bypasses
+	// every encoder filter (source/common/http/filter_manager.cc), so no
+	// other filter may change it.
+	Direct bool
 }
 
 // Upstream forwards the (possibly mutated) request and returns the upstream
@@ -108,6 +114,27 @@ func Process(ctx context.Context, cfg Config, dial Dialer, req *Request, up Upst
 	return o.resp, o.err
 }
 
+// ProcessResponse runs a response through the filter's encoder side alone:
+// Envoy's Filter::encodeHeaders when the filter's decodeHeaders never ran,
+// which is how a local reply started by an earlier decoder filter (the
+// CORS filter's preflight answer) reaches it, since FilterManager sends
+// such a reply through every encoder filter from the start of the encoder
+// chain (commonEncodePrefix with no filter returns encoder_filters_.begin(),
+// source/common/http/filter_manager.cc). encodeHeaders merges the
+// per-route config itself ("in case the decodeHeaders() is not called when
+// processing local reply", ext_proc.cc) and, when the response header mode
+// is SEND, opens the stream with response_headers as its first message
+// (carrying protocol_config). Failures are handled as in Process:
+// failure_mode_allow continues with resp unchanged; otherwise the error
+// reply is Direct, as the response headers already exist.
+func ProcessResponse(ctx context.Context, cfg Config, dial Dialer, resp *Response) (*Response, error) {
+	r := newRun(ctx, cfg, dial, &Request{Headers: http.Header{}}, nil)
+	r.localIn = resp
+	go r.loop()
+	o := <-r.result
+	return o.resp, o.err
+}
+
 type outcome struct {
 	resp *Response
 	err  error
@@ -158,6 +185,7 @@ type run struct {
 	complete     bool // Envoy's processing_complete_
 	delivered    bool
 	md           map[string]*structpb.Struct
+	localIn      *Response // ProcessResponse: the response, no request phase
 
 	// request direction
 	reqHdrs        headerMap
@@ -220,7 +248,11 @@ func (r *run) deliver(resp *Response, err error) {
 
 func (r *run) loop() {
 	defer r.cleanup()
-	r.start()
+	if r.localIn != nil {
+		r.startEncodeOnly()
+	} else {
+		r.start()
+	}
 	for i := 0; i < maxLoopSteps && !r.finished(); i++ {
 		if r.gate && r.pendingErr != nil {
 			err := r.pendingErr
@@ -353,6 +385,14 @@ func (r *run) start() {
 		// body may be rewritten (shouldRemoveContentLength).
 		r.reqHdrs.remove("content-length")
 	}
+}
+
+// startEncodeOnly begins at the response phase: no request headers were
+// decoded, so nothing of the request goes to the processor.
+func (r *run) startEncodeOnly() {
+	r.gate = true
+	r.upStarted = true
+	r.onUpstream(upEvent{resp: r.localIn})
 }
 
 // open starts the stream if needed. A Dialer error is handled at once, as

@@ -1,0 +1,198 @@
+// Copyright infermesh authors
+// SPDX-License-Identifier: Apache-2.0
+
+package dataplane
+
+import (
+	"context"
+	"net/http"
+	"sync"
+
+	extprocv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/http/ext_proc/v3"
+	"google.golang.org/protobuf/types/known/structpb"
+
+	"github.com/infermesh/infermesh/pkg/test/dataplane/extproc"
+)
+
+// filterChain is one request's HTTP filters, run as Envoy's FilterManager
+// runs them (source/common/http/filter_manager.cc, filter_manager.h):
+//
+//   - filters are created for the selected route: one whose HttpFilter is
+//     disabled is created only when the route carries per-filter config
+//     for it (FilterChainOptionsImpl::filterDisabled);
+//   - decodeHeaders runs in configuration order, then the router;
+//   - encoder filters run in reverse configuration order
+//     (addStreamEncoderFilter prepends to encoder_filters_);
+//   - a response a decoder filter starts itself (the CORS filter's
+//     preflight answer through ActiveStreamDecoderFilter::encodeHeaders,
+//     or a sendLocalReply before any response headers) goes through
+//     FilterManager::encodeHeaders(nullptr, ...), whose commonEncodePrefix
+//     starts at encoder_filters_.begin(): every encoder filter, including
+//     those configured after that filter whose decodeHeaders never ran;
+//   - a local reply sent once response headers exist is written directly
+//     (sendDirectLocalReply, extproc.Response.Direct) and no encoder filter
+//     touches it.
+//
+// Filters here are nested: filter i's decode calls decode(i+1) and its
+// encode applies to what that returns. A local reply made by filter i is
+// first passed through the encoder side of filters n-1..i+1 (encodeOnly),
+// then filter i's own encode, and returns up through filters i-1..0.
+type filterChain struct {
+	dp      *DataPlane
+	ac      *activeConfig
+	l       *listenerConfig
+	table   *routeTable
+	sel     routeSel
+	pf      perFilterConfig
+	filters []*httpFilter
+	// cors holds the state of each CORS filter whose decodeHeaders ran,
+	// for the connection manager's own local replies (hcmReply). Filters
+	// after ext_proc decode on its upstream goroutine, hence the lock.
+	mu   sync.Mutex
+	cors []corsState
+}
+
+func newFilterChain(dp *DataPlane, ac *activeConfig, l *listenerConfig, table *routeTable, sel routeSel) *filterChain {
+	c := &filterChain{dp: dp, ac: ac, l: l, table: table, sel: sel, pf: sel.perFilter()}
+	for i := range l.filters {
+		f := &l.filters[i]
+		if f.name == filterCORS && f.disabled && c.pf.cors == nil {
+			continue // not created for this route
+		}
+		c.filters = append(c.filters, f)
+	}
+	return c
+}
+
+// run decodes req through every filter and the router and returns the
+// response as the encoder filters left it.
+func (c *filterChain) run(ctx context.Context, req *extproc.Request) (*extproc.Response, error) {
+	resp, _, err := c.decode(ctx, 0, req, nil)
+	return resp, err
+}
+
+// decode is filter i's decodeHeaders onwards (the router when i is past
+// the last filter); it has the shape of extproc.Upstream so that ext_proc
+// can wrap the rest of the chain.
+func (c *filterChain) decode(ctx context.Context, i int, req *extproc.Request, md map[string]*structpb.Struct) (*extproc.Response, map[string]*structpb.Struct, error) {
+	if i == len(c.filters) {
+		return c.dp.router(ctx, c.ac, c.sel, req, md)
+	}
+	switch c.filters[i].name {
+	case filterCORS:
+		return c.decodeCORS(ctx, i, req, md)
+	case filterExtProc:
+		return c.decodeExtProc(ctx, i, req, md)
+	}
+	return c.decode(ctx, i+1, req, md)
+}
+
+func (c *filterChain) decodeCORS(ctx context.Context, i int, req *extproc.Request, md map[string]*structpb.Struct) (*extproc.Response, map[string]*structpb.Struct, error) {
+	st, reply := corsDecode(c.pf.cors, req)
+	c.mu.Lock()
+	c.cors = append(c.cors, st)
+	c.mu.Unlock()
+	if reply != nil {
+		resp, err := c.localReply(ctx, i, reply)
+		if resp != nil && !resp.Direct {
+			st.encode(resp.Headers)
+		}
+		return resp, nil, err
+	}
+	resp, served, err := c.decode(ctx, i+1, req, md)
+	if resp != nil && !resp.Direct {
+		st.encode(resp.Headers)
+	}
+	return resp, served, err
+}
+
+func (c *filterChain) decodeExtProc(ctx context.Context, i int, req *extproc.Request, md map[string]*structpb.Struct) (*extproc.Response, map[string]*structpb.Struct, error) {
+	f := c.filters[i]
+	cfg, run, err := extproc.Effective(f.extProc, f.disabled, c.pf.extProc)
+	switch {
+	case err != nil:
+		c.dp.log.Error("dataplane: ext_proc config", "route", c.sel.r.name, "error", err)
+		return localReply(http.StatusInternalServerError, ""), nil, nil
+	case !run:
+		return c.decode(ctx, i+1, req, md)
+	}
+	cfg.Counters = &c.dp.extProc
+	up := func(ctx2 context.Context, req2 *extproc.Request, md2 map[string]*structpb.Struct) (*extproc.Response, map[string]*structpb.Struct, error) {
+		if cfg.RouteCacheAction != extprocv3.ExternalProcessor_RETAIN {
+			// The route cache is cleared: route again on the mutated
+			// request (the weighted pick stays if the route does).
+			s2, ok := c.dp.selectRoute(c.table, c.l, req2)
+			if !ok {
+				return localReply(http.StatusNotFound, ""), nil, nil
+			}
+			if s2.r != c.sel.r {
+				c.sel = s2
+			}
+		}
+		return c.decode(ctx2, i+1, req2, mergeMetadata(md, md2))
+	}
+	resp, err := extproc.Process(ctx, cfg, c.dp.dialGRPC, req, up)
+	return resp, nil, err
+}
+
+// localReply sends a reply made by filter i through the encoder side of
+// the filters after it (in encoder order), whose decodeHeaders never ran.
+func (c *filterChain) localReply(ctx context.Context, i int, resp *extproc.Response) (*extproc.Response, error) {
+	for k := len(c.filters) - 1; k > i; k-- {
+		if resp.Direct {
+			return resp, nil
+		}
+		var err error
+		if resp, err = c.encodeOnly(ctx, k, resp); err != nil || resp == nil {
+			return resp, err
+		}
+	}
+	return resp, nil
+}
+
+// encodeOnly is filter k's encodeHeaders for a response whose request it
+// never decoded: the CORS filter does nothing (is_cors_request_ is false);
+// ext_proc merges its per-route config and processes the response
+// (extproc.ProcessResponse).
+func (c *filterChain) encodeOnly(ctx context.Context, k int, resp *extproc.Response) (*extproc.Response, error) {
+	f := c.filters[k]
+	if f.name != filterExtProc {
+		return resp, nil
+	}
+	cfg, run, err := extproc.Effective(f.extProc, f.disabled, c.pf.extProc)
+	if err != nil {
+		c.dp.log.Error("dataplane: ext_proc config", "route", c.sel.r.name, "error", err)
+		return &extproc.Response{Status: http.StatusInternalServerError, Headers: http.Header{}, Body: http.NoBody, Trailers: http.Header{}, Direct: true}, nil
+	}
+	if !run {
+		return resp, nil
+	}
+	cfg.Counters = &c.dp.extProc
+	return extproc.ProcessResponse(ctx, cfg, c.dp.dialGRPC, resp)
+}
+
+// hcmReply passes a local reply of the connection manager itself (the
+// max_stream_duration 504/408) through the CORS filters that decoded the
+// request, in encoder order. ext_proc's encode is not run for it (see
+// architecture/dataplane.md).
+func (c *filterChain) hcmReply(resp *extproc.Response) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for k := len(c.cors) - 1; k >= 0; k-- {
+		c.cors[k].encode(resp.Headers)
+	}
+}
+
+func mergeMetadata(a, b map[string]*structpb.Struct) map[string]*structpb.Struct {
+	if len(a) == 0 {
+		return b
+	}
+	out := make(map[string]*structpb.Struct, len(a)+len(b))
+	for k, v := range a {
+		out[k] = v
+	}
+	for k, v := range b {
+		out[k] = v
+	}
+	return out
+}
