@@ -79,7 +79,8 @@ func TestCORSKeepsTheEPPOverride(t *testing.T) {
 		HTTP: rule, Backends: []model.Backend{{Weight: 1, Pool: p}},
 	}))
 	res := build(t, gw, Inputs{}, inferenceOn)
-	r := routesOf(t, res, "http.80", "llm.example.com:80")[0]
+	rs := routesOf(t, res, "http.80", "llm.example.com:80")
+	r := rs[len(rs)-1] // the rule's route; before it, its CORS preflight route (route_cors_test.go)
 	assertEPPOverride(t, extProcOf(t, r.TypedPerFilterConfig), seedEPPCluster, true)
 	cors := &corsv3.CorsPolicy{}
 	if a := r.TypedPerFilterConfig[FilterCORS]; a == nil {
