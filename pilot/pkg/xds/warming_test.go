@@ -7,6 +7,7 @@ import (
 	"bytes"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	endpointv3 "github.com/envoyproxy/go-control-plane/envoy/config/endpoint/v3"
 	listenerv3 "github.com/envoyproxy/go-control-plane/envoy/config/listener/v3"
@@ -116,17 +117,25 @@ func TestDeltaChangedRdsGetsItsRouteConfigurationAgain(t *testing.T) {
 	d.quiet("after the ACKs")
 	changeRds.Store(true)
 	replaceEPPCluster(e) // any change that translates the Gateway again
+	// Expect CDS (the EPP cluster), EDS (its assignment), LDS (the
+	// listener), then RDS: http.80 again, though it did not change.
 	seen := map[string][]string{}
-	for range 3 { // CDS, EDS, LDS, then RDS
-		r := d.recv()
-		for _, res := range r.GetResources() {
-			seen[r.GetTypeUrl()] = append(seen[r.GetTypeUrl()], res.GetName())
+	for {
+		select {
+		case r := <-d.in:
+			for _, res := range r.GetResources() {
+				seen[r.GetTypeUrl()] = append(seen[r.GetTypeUrl()], res.GetName())
+			}
+			d.send(&discoveryv3.DeltaDiscoveryRequest{TypeUrl: r.GetTypeUrl(), ResponseNonce: r.GetNonce()})
+			if r.GetTypeUrl() == resourcev3.RouteType {
+				if len(r.GetResources()) != 1 || r.GetResources()[0].GetName() != "http.80" {
+					t.Fatalf("want http.80 again, got %v", seen[resourcev3.RouteType])
+				}
+				return
+			}
+		case <-time.After(recvTimeout):
+			t.Fatalf("after the listener's Rds changed, http.80 was not sent again; the stream got %v", seen)
 		}
-		d.send(&discoveryv3.DeltaDiscoveryRequest{TypeUrl: r.GetTypeUrl(), ResponseNonce: r.GetNonce()})
-	}
-	r := d.recv()
-	if r.GetTypeUrl() != resourcev3.RouteType || len(r.GetResources()) != 1 || r.GetResources()[0].GetName() != "http.80" {
-		t.Fatalf("after the listener's Rds changed: want http.80 again, got %s with %d resources (before: %v)", r.GetTypeUrl(), len(r.GetResources()), seen)
 	}
 }
 
