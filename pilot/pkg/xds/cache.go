@@ -23,7 +23,9 @@ type gatewaySnapshot struct {
 	byKind [numKinds][]*entry
 	// edsNames is sorted.
 	edsNames []string
-	eds      map[string]bool
+	// warm are the warm keys of EDS and RDS names (warming.go); nil for
+	// the other kinds.
+	warm [numKinds]warmKeys
 }
 
 // Cache is the ADS server's configuration cache: the go-control-plane
@@ -160,7 +162,7 @@ func (c *Cache) respond(w *watch) bool {
 	}
 	desired := c.desired(snap, w.kind, w.sub)
 	if w.sotw != nil {
-		r := sotwResponseFor(w, desired)
+		r := sotwResponseFor(w, desired, snap.warm[w.kind])
 		if r == nil {
 			return false
 		}
@@ -175,7 +177,7 @@ func (c *Cache) respond(w *watch) bool {
 		}
 		return true
 	}
-	r := deltaResponseFor(w, desired)
+	r := deltaResponseFor(w, desired, snap.warm[w.kind])
 	if r == nil {
 		return false
 	}
@@ -345,7 +347,7 @@ func (c *Cache) Fetch(_ context.Context, req *cachev3.Request) (cachev3.Response
 		return nil, errors.New("xds: no configuration yet for gateway " + gw)
 	}
 	desired := c.desired(snap, k, fetchSubscription(req.GetResourceNames()))
-	v := setVersion(desired)
+	v := setVersion(desired, snap.warm[k])
 	if v == req.GetVersionInfo() {
 		return nil, errSkipFetch
 	}

@@ -57,7 +57,8 @@
 // across restarts. A response's version_info (SotW) or system_version_info
 // (delta) is a hash of the names and versions of everything the stream's
 // subscription covers. The cache records, through the subscription's
-// returned resources, the version of every resource it sent on the stream.
+// returned resources, the version of every resource it sent on the stream
+// (for EDS and RDS joined with a warm key, see Re-warming below).
 //
 // # When a request is answered
 //
@@ -75,6 +76,20 @@
 //   - Delta: the changed resources and, in removed_resources, the names the
 //     stream holds that no longer exist; the first request of a type is
 //     always answered, possibly empty.
+//   - Re-warming (warming.go): when a publish changes the version of a
+//     Gateway's EDS cluster that already existed (any change: a
+//     DestinationRule or BackendTLSPolicy on an EPP, a pool's protocol),
+//     Envoy replaces the cluster by a new one that waits for a
+//     ClusterLoadAssignment sent after it, and asks for nothing new (SotW:
+//     a request that looks like an ACK; delta: no request). So the
+//     cluster's assignment is sent again on every stream of that Gateway,
+//     SotW and delta, after the CDS response and even if unchanged. Likewise
+//     a route configuration is sent again when the Rds message of an HCM
+//     that names it changes (Envoy keys RDS subscriptions by that message).
+//     The rule is stateless: the version a stream records for an EDS or RDS
+//     resource is its own version joined with a key of its clusters' (or
+//     Rds messages') versions, so such a change makes the resource differ
+//     from what every stream holds.
 //   - A NACK (error_detail set on the request answering our latest nonce) is
 //     logged with node, Gateway, type, version and error, counted in
 //     infermesh_xds_nacks_total{type}, and not answered: the rejected

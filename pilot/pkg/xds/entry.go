@@ -84,9 +84,10 @@ func hashHex(h uint64) string {
 }
 
 // setVersion is the version of a set of entries: a hash of their sorted
-// names and versions. It is the SotW DiscoveryResponse.version_info and the
-// delta system_version_info.
-func setVersion(es []*entry) string {
+// names and versions (under keys, see warmKeys; nil for LDS and CDS). It is
+// the SotW DiscoveryResponse.version_info and the delta
+// system_version_info.
+func setVersion(es []*entry, keys warmKeys) string {
 	if len(es) == 0 {
 		return "empty"
 	}
@@ -99,13 +100,17 @@ func setVersion(es []*entry) string {
 	// to a streaming digest, at a fraction of the per-call cost).
 	n := 0
 	for _, e := range es {
-		n += len(e.name) + len(e.version) + 2
+		n += len(e.name) + len(e.version) + len(keys[e.name]) + 3
 	}
 	buf := make([]byte, 0, n)
 	for _, e := range es {
 		buf = append(buf, e.name...)
 		buf = append(buf, 0)
 		buf = append(buf, e.version...)
+		if k, ok := keys[e.name]; ok {
+			buf = append(buf, '/')
+			buf = append(buf, k...)
+		}
 		buf = append(buf, 0)
 	}
 	return hashHex(xxhash.Sum64(buf))

@@ -281,10 +281,7 @@ func (p *pusher) unlink(key string, unlinked map[string]bool) {
 
 // newSnapshot serializes a validated Gateway set.
 func newSnapshot(key string, res core.Resources, edsNames []string) (*gatewaySnapshot, error) {
-	snap := &gatewaySnapshot{key: key, edsNames: edsNames, eds: make(map[string]bool, len(edsNames))}
-	for _, n := range edsNames {
-		snap.eds[n] = true
-	}
+	snap := &gatewaySnapshot{key: key, edsNames: edsNames}
 	add := func(k kind, name string, m proto.Message) error {
 		e, err := newEntry(k, name, m)
 		if err != nil {
@@ -312,6 +309,16 @@ func newSnapshot(key string, res core.Resources, edsNames []string) (*gatewaySna
 		es := snap.byKind[k]
 		sort.Slice(es, func(i, j int) bool { return es[i].name < es[j].name })
 	}
+	versions := make(map[string]string, len(snap.byKind[kindCluster]))
+	for _, e := range snap.byKind[kindCluster] {
+		versions[e.name] = e.version
+	}
+	snap.warm[kindEndpoint] = edsWarmKeys(res.Clusters, versions)
+	rds, err := rdsWarmKeys(res.Listeners)
+	if err != nil {
+		return nil, err
+	}
+	snap.warm[kindRoute] = rds
 	return snap, nil
 }
 

@@ -14,16 +14,18 @@ import (
 )
 
 // sotwResponseFor decides what a state-of-the-world watch gets, given the
-// resources its subscription should have now (desired). The subscription's
-// ReturnedResources are name -> entry version of what this stream was last
-// sent (we set them; go-control-plane keeps them across requests and drops
-// names the proxy unsubscribes from).
+// resources its subscription should have now (desired) and the Gateway's
+// warm keys for the watch's type (EDS and RDS, see warmKeys). The
+// subscription's ReturnedResources are name -> version (keys.version) of
+// what this stream was last sent (we set them; go-control-plane keeps them
+// across requests and drops names the proxy unsubscribes from).
 //
 //   - LDS and CDS (full state of the world): the whole desired set, when it
 //     differs from what was returned, or on the first request of the type
 //     on the stream (response_nonce empty), even if empty.
 //   - EDS and RDS: only the desired resources whose version differs from the
-//     returned one (xDS protocol, "Grouping Resources into Responses": for
+//     returned one, which includes those whose cluster or Rds was replaced
+//     (warming.go) (xDS protocol, "Grouping Resources into Responses": for
 //     these types a SotW response may carry a subset; resources left out are
 //     kept by the client). Nothing is sent when nothing differs, not even on
 //     the first request: an empty response is a no-op for these types.
@@ -31,7 +33,7 @@ import (
 // A NACK (error_detail set) changes nothing here: what was rejected is what
 // was returned, so the watch parks until a new version exists. It returns
 // nil when there is nothing to send.
-func sotwResponseFor(w *watch, desired []*entry) cachev3.Response {
+func sotwResponseFor(w *watch, desired []*entry, keys warmKeys) cachev3.Response {
 	returned := w.sub.ReturnedResources()
 	first := w.nonce() == ""
 	switch w.kind {
@@ -43,28 +45,29 @@ func sotwResponseFor(w *watch, desired []*entry) cachev3.Response {
 		for _, e := range desired {
 			next[e.name] = e.version
 		}
-		return newSotwResponse(w.sotw, setVersion(desired), desired, next)
+		return newSotwResponse(w.sotw, setVersion(desired, nil), desired, next)
 	default:
 		var changed []*entry
 		for _, e := range desired {
-			if v, ok := returned[e.name]; !ok || v != e.version {
+			if v, ok := returned[e.name]; !ok || !keys.holds(v, e) {
 				changed = append(changed, e)
 			}
 		}
 		if len(changed) == 0 {
 			return nil
 		}
-		return newSotwResponse(w.sotw, setVersion(desired), changed, nextVersions(returned, changed, nil))
+		return newSotwResponse(w.sotw, setVersion(desired, keys), changed, nextVersions(returned, changed, nil, keys))
 	}
 }
 
 // deltaResponseFor decides what an incremental watch gets: every desired
-// resource whose version differs from what the stream holds (returned,
-// seeded from initial_resource_versions on a reconnect), and as removed
+// resource whose version (under keys, see sotwResponseFor) differs from
+// what the stream holds (returned, seeded from initial_resource_versions on
+// a reconnect), and as removed
 // every name the stream holds that is no longer desired. The first request
 // of a type on the stream is always answered, possibly empty, so the proxy
 // finishes its initial fetch. It returns nil when there is nothing to send.
-func deltaResponseFor(w *watch, desired []*entry) cachev3.DeltaResponse {
+func deltaResponseFor(w *watch, desired []*entry, keys warmKeys) cachev3.DeltaResponse {
 	returned := w.sub.ReturnedResources()
 	var changed []*entry
 	held := 0 // desired names the stream holds
@@ -73,7 +76,7 @@ func deltaResponseFor(w *watch, desired []*entry) cachev3.DeltaResponse {
 		if ok {
 			held++
 		}
-		if !ok || v != e.version {
+		if !ok || !keys.holds(v, e) {
 			changed = append(changed, e)
 		}
 	}
@@ -95,21 +98,22 @@ func deltaResponseFor(w *watch, desired []*entry) cachev3.DeltaResponse {
 	sort.Strings(removed)
 	rs := make([]*discoveryv3.Resource, len(changed))
 	for i, e := range changed {
-		rs[i] = e.resource
+		rs[i] = keys.resource(e)
 	}
-	return &deltaResponse{req: w.delta, version: setVersion(desired), resources: rs, removed: removed, next: nextVersions(returned, changed, removed)}
+	return &deltaResponse{req: w.delta, version: setVersion(desired, keys), resources: rs, removed: removed, next: nextVersions(returned, changed, removed, keys)}
 }
 
 // nextVersions is what the stream holds after a response: returned, with
-// changed set and removed deleted. Cloning the map is much cheaper than
-// building it entry by entry for a large subscription.
-func nextVersions(returned map[string]string, changed []*entry, removed []string) map[string]string {
+// changed set (to their versions under keys) and removed deleted. Cloning
+// the map is much cheaper than building it entry by entry for a large
+// subscription.
+func nextVersions(returned map[string]string, changed []*entry, removed []string, keys warmKeys) map[string]string {
 	next := maps.Clone(returned)
 	if next == nil {
 		next = make(map[string]string, len(changed))
 	}
 	for _, e := range changed {
-		next[e.name] = e.version
+		next[e.name] = keys.version(e)
 	}
 	for _, n := range removed {
 		delete(next, n)

@@ -58,6 +58,7 @@ var allowedFields = fieldSet(
 	"envoy.extensions.filters.network.http_connection_manager.v3.HttpFilter.disabled",
 	"envoy.config.core.v3.ConfigSource.ads",
 	"envoy.config.core.v3.ConfigSource.resource_api_version",
+	"envoy.config.core.v3.ConfigSource.initial_fetch_timeout",
 
 	// HTTP filters. Cors and Router have no fields we honour; any set field
 	// of theirs is refused.

@@ -31,6 +31,9 @@ const (
 	defaultCircuitLimit  = 1024 // Envoy's default for every threshold
 	defaultMaxRetries    = 3    // Envoy's default max_retries threshold
 	defaultConnectTimout = 5 * time.Second
+	// defaultInitialFetchTimeout is Envoy's when ConfigSource sets none
+	// (Config::Utility::configSourceInitialFetchTimeout).
+	defaultInitialFetchTimeout = 15 * time.Second
 )
 
 // clusterConfig is a compiled envoy.config.cluster.v3.Cluster (EDS only).
@@ -38,13 +41,15 @@ type clusterConfig struct {
 	name           string
 	edsName        string
 	connectTimeout time.Duration
-	http2          bool
-	tls            *tls.Config // nil: plaintext
-	maxConnections uint32
-	maxPending     uint32
-	maxRequests    uint32
-	maxRetries     uint32
-	overrideHost   *overrideHostPolicy
+	// initialFetchTimeout is eds_config.initial_fetch_timeout (0: none).
+	initialFetchTimeout time.Duration
+	http2               bool
+	tls                 *tls.Config // nil: plaintext
+	maxConnections      uint32
+	maxPending          uint32
+	maxRequests         uint32
+	maxRetries          uint32
+	overrideHost        *overrideHostPolicy
 }
 
 // overrideHostPolicy is OverrideHost with metadata sources and a round
@@ -73,6 +78,7 @@ func compileCluster(c *clusterv3.Cluster) (*clusterConfig, error) {
 	if c.GetEdsClusterConfig().GetEdsConfig().GetAds() == nil {
 		return nil, errors.New("eds_cluster_config.eds_config must be ADS")
 	}
+	cc.initialFetchTimeout = initialFetchTimeout(c.GetEdsClusterConfig().GetEdsConfig())
 	cc.edsName = c.GetEdsClusterConfig().GetServiceName()
 	if cc.edsName == "" {
 		cc.edsName = c.GetName()
@@ -139,6 +145,16 @@ func compileCluster(c *clusterv3.Cluster) (*clusterConfig, error) {
 		cc.tls = tc
 	}
 	return cc, nil
+}
+
+// initialFetchTimeout is how long a subscription from cs waits for its
+// first resource: the field if set (0 disables the timer), else Envoy's
+// 15 s default.
+func initialFetchTimeout(cs *corev3.ConfigSource) time.Duration {
+	if cs.GetInitialFetchTimeout() == nil {
+		return defaultInitialFetchTimeout
+	}
+	return cs.GetInitialFetchTimeout().AsDuration()
 }
 
 // compileLBPolicy takes the first policy (Envoy uses the first one it

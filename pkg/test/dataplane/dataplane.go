@@ -21,7 +21,6 @@ import (
 	listenerv3 "github.com/envoyproxy/go-control-plane/envoy/config/listener/v3"
 	routev3 "github.com/envoyproxy/go-control-plane/envoy/config/route/v3"
 	"google.golang.org/grpc"
-	"google.golang.org/protobuf/proto"
 
 	"github.com/infermesh/infermesh/pkg/test/dataplane/extproc"
 )
@@ -59,6 +58,7 @@ type DataPlane struct {
 	active           atomic.Pointer[activeConfig]
 	changed          chan struct{} // closed and replaced on every change
 	clusters         map[string]*clusterRuntime
+	warm             map[string]*clusterWarm   // by cluster name (warming.go)
 	listeners        map[string]*boundListener // by listener name
 	grpcConns        map[string]*grpc.ClientConn
 	closed           bool
@@ -151,7 +151,7 @@ func New(bootstrap []byte, opts Options) (*DataPlane, error) {
 	dp := &DataPlane{
 		opts: opts, log: opts.Logger, target: t, store: newStore(),
 		versions: map[string]string{}, resourceVersions: map[string]string{},
-		changed: make(chan struct{}), clusters: map[string]*clusterRuntime{},
+		changed: make(chan struct{}), clusters: map[string]*clusterRuntime{}, warm: map[string]*clusterWarm{},
 		listeners: map[string]*boundListener{}, grpcConns: map[string]*grpc.ClientConn{}, rand: r,
 	}
 	dp.active.Store(&activeConfig{})
@@ -213,12 +213,14 @@ func (dp *DataPlane) recordNACK(resp *response, msg string) {
 }
 
 // publishLocked computes the active configuration from the store (Envoy's
-// warming: a new or changed cluster waits for its endpoints, a new or
-// changed listener for its route configuration; until then the previous
-// version, if any, keeps serving), opens and closes listeners, and wakes
-// WaitFor. dp.mu is held.
+// warming: a new or changed cluster waits for an assignment sent after it
+// was created, or its initial fetch timeout (warming.go); a new or changed
+// listener for its route configuration; until then the previous version,
+// if any, keeps serving), opens and closes listeners, and wakes WaitFor.
+// dp.mu is held.
 func (dp *DataPlane) publishLocked() {
 	prev := dp.active.Load()
+	dp.pruneWarmLocked()
 	next := &activeConfig{
 		listeners: map[string]*listenerConfig{}, routes: map[string]*routeTable{},
 		clusters: map[string]*activeCluster{},
@@ -232,25 +234,8 @@ func (dp *DataPlane) publishLocked() {
 		next.snap.Versions[k] = v
 	}
 	for name, c := range dp.store.clusters {
-		eps, warm := dp.store.endpoints[c.cfg.edsName]
-		rt := dp.clusters[name]
-		switch {
-		case warm:
-			if rt == nil || !proto.Equal(rt.pb, c.pb) {
-				if rt != nil {
-					rt.close()
-				}
-				rt = newClusterRuntime(c.pb, c.cfg, dp.opts.Dial)
-				dp.clusters[name] = rt
-			}
-			next.clusters[name] = &activeCluster{rt: rt, addrs: eps.addrs}
-		case prev.clusters[name] != nil:
-			old := prev.clusters[name]
-			addrs := old.addrs
-			if e := dp.store.endpoints[old.rt.cfg.edsName]; e != nil {
-				addrs = e.addrs
-			}
-			next.clusters[name] = &activeCluster{rt: old.rt, addrs: addrs}
+		if ac := dp.activeClusterLocked(name, c, prev); ac != nil {
+			next.clusters[name] = ac
 		}
 	}
 	for name, rt := range dp.clusters {
@@ -400,6 +385,9 @@ func (dp *DataPlane) shutdown() {
 	dp.grpcConns = map[string]*grpc.ClientConn{}
 	for _, rt := range dp.clusters {
 		rt.close()
+	}
+	for _, w := range dp.warm {
+		w.stop()
 	}
 	dp.mu.Unlock()
 	for _, b := range ls {

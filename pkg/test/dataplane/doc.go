@@ -25,9 +25,13 @@
 //   - xds.go: the ADS client: LDS and CDS wildcard, then RDS for the route
 //     configurations the listeners name and EDS for the clusters' service
 //     names; ACK / NACK with version, nonce and error_detail.
-//   - dataplane.go: warming (a cluster is used only once its endpoints
-//     arrived, a listener once its route configuration arrived; until then
-//     the previous version serves), listeners, Snapshot, WaitFor, counters.
+//   - warming.go: cluster warming as Envoy's cluster manager does it: a new
+//     or replaced cluster is used only once an assignment arrives after it,
+//     or its eds_config.initial_fetch_timeout fires (then with no
+//     endpoints); until then the previous version serves.
+//   - dataplane.go: the active configuration (clusters from warming.go, a
+//     listener once its route configuration arrived), listeners, Snapshot,
+//     WaitFor, counters.
 //   - listener.go, route.go, cluster.go: compile Listener, RouteConfiguration
 //     and Cluster; any error NACKs the response.
 //   - handler.go, filterchain.go, cors.go, upstream.go: serving: the
@@ -49,9 +53,11 @@
 //     (%...%), hash policies, retry_policy beyond retry_on (5xx,
 //     gateway-error, reset, connect-failure) and num_retries, health checks,
 //     outlier detection, locality weights and priorities, non-EDS clusters.
-//   - A changed cluster is used as soon as endpoints for its EDS service name
-//     are present (Envoy re-warms a changed cluster and waits for a new EDS
-//     response when the name's assignment was not resent).
+//   - Warming (warming.go): a cluster whose initial fetch timed out gets no
+//     endpoints (Envoy with its EDS cache uses the last assignment); a
+//     listener whose Rds changes does not wait for a new route
+//     configuration, and an unset RDS initial_fetch_timeout waits without
+//     bound.
 //   - Circuit breakers: max_requests is enforced per cluster (503 with
 //     x-envoy-overloaded); max_connections is applied per endpoint (Go's
 //     MaxConnsPerHost), max_pending_requests and max_retries are accepted and

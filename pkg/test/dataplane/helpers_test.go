@@ -92,7 +92,7 @@ func load(t *testing.T, dp *DataPlane, msgs ...proto.Message) {
 			t.Fatalf("resource rejected: %v", err)
 		}
 		dp.mu.Lock()
-		dp.store.put(typeURL, d)
+		dp.acceptLocked(typeURL, d)
 		dp.publishLocked()
 		dp.mu.Unlock()
 	}

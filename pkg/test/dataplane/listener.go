@@ -64,6 +64,12 @@ func compileListener(l *listenerv3.Listener) (*listenerConfig, error) {
 	if rds == nil || rds.GetConfigSource().GetAds() == nil {
 		return nil, errors.New("route_config must come over RDS from ADS")
 	}
+	if t := rds.GetConfigSource().GetInitialFetchTimeout(); t != nil && t.AsDuration() != 0 {
+		// A listener waits for its route configuration without a bound
+		// (dataplane.go); a positive timeout would need Envoy's NullConfig
+		// routes after it fires (RdsRouteConfigSubscription::onConfigUpdateFailed).
+		return nil, errors.New("rds.config_source.initial_fetch_timeout other than 0 not implemented")
+	}
 	lc.rdsName = rds.GetRouteConfigName()
 	lc.stripPort = hcm.GetStripAnyHostPort()
 	hfs := hcm.GetHttpFilters()

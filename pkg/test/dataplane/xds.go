@@ -137,6 +137,20 @@ func resourceName(m proto.Message) string {
 	return ""
 }
 
+// acceptLocked stores an accepted resource and updates cluster warming: a
+// new or replaced cluster starts warming (reported as true), an assignment
+// feeds the clusters that use its name (warming.go). dp.mu is held.
+func (dp *DataPlane) acceptLocked(typeURL string, d decoded) bool {
+	dp.store.put(typeURL, d)
+	switch typeURL {
+	case resourcev3.ClusterType:
+		return dp.warmClusterLocked(d.value.(*clusterEntry))
+	case resourcev3.EndpointType:
+		dp.feedLocked(d.name)
+	}
+	return false
+}
+
 // put stores d under typeURL.
 func (s *store) put(typeURL string, d decoded) {
 	switch typeURL {
@@ -319,8 +333,11 @@ func (dp *DataPlane) handle(s stream, states map[string]*typeState, st *typeStat
 			}
 		}
 	}
+	rewarm := false // a cluster started warming and its EDS name is subscribed
 	for i, d := range decodedAll {
-		dp.store.put(resp.typeURL, d)
+		if dp.acceptLocked(resp.typeURL, d) && states[resourcev3.EndpointType].names[d.value.(*clusterEntry).cfg.edsName] {
+			rewarm = true
+		}
 		if resp.delta {
 			st.versions[d.name] = resp.versions[i]
 			dp.resourceVersions[resp.typeURL+"/"+d.name] = resp.versions[i]
@@ -354,12 +371,17 @@ func (dp *DataPlane) handle(s stream, states map[string]*typeState, st *typeStat
 				delete(o.versions, n)
 			}
 		}
-		if len(added)+len(removed) > 0 {
+		switch {
+		case len(added)+len(removed) > 0:
 			sort.Strings(added)
 			sort.Strings(removed)
 			o.names = want
 			dp.store.dropUnwanted(t, want)
 			changes = append(changes, change{o, added, removed})
+		case t == resourcev3.EndpointType && rewarm && !resp.delta:
+			// Envoy's SotW mux sends a request for every added watch,
+			// even when it names nothing new (warming.go).
+			changes = append(changes, change{o, nil, nil})
 		}
 	}
 	dp.publishLocked()
