@@ -154,6 +154,7 @@ var allowedFields = fieldSet(
 	"envoy.config.route.v3.WeightedCluster.ClusterWeight.name",
 	"envoy.config.route.v3.WeightedCluster.ClusterWeight.weight",
 	"envoy.config.route.v3.WeightedCluster.ClusterWeight.typed_per_filter_config",
+	"envoy.config.route.v3.WeightedCluster.ClusterWeight.host_rewrite_literal",
 	"envoy.config.route.v3.WeightedCluster.ClusterWeight.request_headers_to_add",
 	"envoy.config.route.v3.WeightedCluster.ClusterWeight.request_headers_to_remove",
 	"envoy.config.route.v3.WeightedCluster.ClusterWeight.response_headers_to_add",

@@ -34,6 +34,12 @@
 //     WaitFor, counters.
 //   - listener.go, route.go, cluster.go: compile Listener, RouteConfiguration
 //     and Cluster; any error NACKs the response.
+//   - header_parser.go, substitution_formatter.go: Envoy's HeaderParser
+//     (headers_to_add / headers_to_remove, refusing host and ':'-prefixed
+//     names) and the substitution format parser for their values ("%%" is
+//     '%'; commands are not implemented).
+//   - invalid.go: InvalidConfigError, configuration Envoy itself rejects,
+//     with Envoy's message.
 //   - handler.go, filterchain.go, cors.go, upstream.go: serving: the
 //     connection manager, virtual host and route selection, the HTTP filter
 //     chain as Envoy's FilterManager runs it (decoders in order, encoders in
@@ -49,8 +55,8 @@
 //   - Only the fields in allowed.go are implemented; everything else is
 //     NACKed where Envoy would act on it. Notably: HTTPS listeners (filter
 //     chain match, downstream TLS, SDS), vhost- and route-configuration-level
-//     header mutations and per-filter configs, header value formatters
-//     (%...%), hash policies, retry_policy beyond retry_on (5xx,
+//     header mutations and per-filter configs, substitution format commands
+//     (%COMMAND%) in header values, hash policies, retry_policy beyond retry_on (5xx,
 //     gateway-error, reset, connect-failure) and num_retries, health checks,
 //     outlier detection, locality weights and priorities, non-EDS clusters.
 //   - Warming (warming.go): a cluster whose initial fetch timed out gets no

@@ -26,14 +26,22 @@ const (
 // lis until the returned stop is called (also at cleanup).
 func runXDS(t *testing.T, lis net.Listener) (stop func()) {
 	t.Helper()
-	done := make(chan struct{})
-	gws := krt.NewStaticCollection(nil, []model.Gateway{seedGateway()}, krt.WithStop(done))
-	eps := krt.NewStaticCollection(nil, []model.ClusterEndpoints{
+	return serveXDS(t, lis, seedGateway(), []model.ClusterEndpoints{
 		{Cluster: seedShadowCluster, Endpoints: []model.Endpoint{
 			{Address: "10.244.0.13", Port: 8000}, {Address: "10.244.0.14", Port: 8000}, {Address: "10.244.0.15", Port: 8000},
 		}},
 		{Cluster: seedEPPCluster, Endpoints: []model.Endpoint{{Address: "10.244.0.16", Port: 9002}}},
-	}, krt.WithStop(done))
+	})
+}
+
+// serveXDS serves gw, with endpoints, from an in-process pilot xds.Server
+// (translation, core.Validate, ADS) on lis until the returned stop is
+// called (also at cleanup).
+func serveXDS(t *testing.T, lis net.Listener, gw model.Gateway, endpoints []model.ClusterEndpoints) (stop func()) {
+	t.Helper()
+	done := make(chan struct{})
+	gws := krt.NewStaticCollection(nil, []model.Gateway{gw}, krt.WithStop(done))
+	eps := krt.NewStaticCollection(nil, endpoints, krt.WithStop(done))
 	tlsCol := krt.NewStaticCollection[model.EPPTLS](nil, nil, krt.WithStop(done))
 	srv, err := xds.NewServer(xds.Config{
 		Gateways: gws, Endpoints: eps, EPPTLS: tlsCol, Translate: core.Options{InferenceEnabled: true},

@@ -105,8 +105,10 @@ type perFilterConfig struct {
 }
 
 type weightedCluster struct {
-	name        string
-	weight      uint32
+	name   string
+	weight uint32
+	// hostRewrite is ClusterWeight.host_rewrite_literal.
+	hostRewrite string
 	reqHeaders  headerMutation
 	respHeaders headerMutation
 	perFilter   perFilterConfig
@@ -159,16 +161,6 @@ type stringMatcher struct {
 	value      string
 	ignoreCase bool
 	re         *regexp.Regexp
-}
-
-type headerMutation struct {
-	remove []string
-	add    []headerAdd
-}
-
-type headerAdd struct {
-	key, value string
-	action     corev3.HeaderValueOption_HeaderAppendAction
 }
 
 // compileRouteTable compiles rc. Any error is a reason to NACK it.
@@ -291,7 +283,7 @@ func compileRouteAction(cr *route, ra *routev3.RouteAction, m routeMatch) error 
 	case *routev3.RouteAction_WeightedClusters:
 		cr.kind = actionWeighted
 		for i, cw := range c.WeightedClusters.GetClusters() {
-			wc := &weightedCluster{name: cw.GetName(), weight: cw.GetWeight().GetValue()}
+			wc := &weightedCluster{name: cw.GetName(), weight: cw.GetWeight().GetValue(), hostRewrite: cw.GetHostRewriteLiteral()}
 			var err error
 			if wc.reqHeaders, err = compileHeaderMutation(cw.GetRequestHeadersToAdd(), cw.GetRequestHeadersToRemove()); err != nil {
 				return fmt.Errorf("weighted_clusters[%d]: %w", i, err)
@@ -429,51 +421,6 @@ func compilePerFilter(m map[string]*anypb.Any) (perFilterConfig, error) {
 		}
 	}
 	return pf, nil
-}
-
-func compileHeaderMutation(add []*corev3.HeaderValueOption, remove []string) (headerMutation, error) {
-	var hm headerMutation
-	for _, r := range remove {
-		if strings.HasPrefix(r, ":") || strings.EqualFold(r, "host") {
-			return hm, fmt.Errorf("removing header %q not implemented", r)
-		}
-		hm.remove = append(hm.remove, r)
-	}
-	for _, o := range add {
-		k, v := o.GetHeader().GetKey(), o.GetHeader().GetValue()
-		if strings.HasPrefix(k, ":") || strings.EqualFold(k, "host") {
-			return hm, fmt.Errorf("setting header %q not implemented", k)
-		}
-		if strings.Contains(v, "%") {
-			return hm, fmt.Errorf("header %q: value formatters (%%...%%) not implemented", k)
-		}
-		hm.add = append(hm.add, headerAdd{key: k, value: v, action: o.GetAppendAction()})
-	}
-	return hm, nil
-}
-
-// apply removes, then adds, as Envoy's header parser does.
-func (hm headerMutation) apply(h http.Header) {
-	for _, r := range hm.remove {
-		h.Del(r)
-	}
-	for _, a := range hm.add {
-		_, exists := h[http.CanonicalHeaderKey(a.key)]
-		switch a.action {
-		case corev3.HeaderValueOption_APPEND_IF_EXISTS_OR_ADD:
-			h.Add(a.key, a.value)
-		case corev3.HeaderValueOption_ADD_IF_ABSENT:
-			if !exists {
-				h.Set(a.key, a.value)
-			}
-		case corev3.HeaderValueOption_OVERWRITE_IF_EXISTS_OR_ADD:
-			h.Set(a.key, a.value)
-		case corev3.HeaderValueOption_OVERWRITE_IF_EXISTS:
-			if exists {
-				h.Set(a.key, a.value)
-			}
-		}
-	}
 }
 
 func compileMatch(m *routev3.RouteMatch) (routeMatch, error) {

@@ -192,9 +192,16 @@ func (dp *DataPlane) router(ctx context.Context, ac *activeConfig, sel routeSel,
 		return localReply(r.clusterNotFound, ""), nil, nil
 	}
 	// Header mutations: most specific level first, so the route's have the
-	// final say (most_specific_header_mutations_wins false).
+	// final say (most_specific_header_mutations_wins false). A weighted
+	// cluster entry's headers and host rewrite come before the route's
+	// (WeightedClusterEntry::finalizeRequestHeaders in
+	// source/common/router/config_impl.cc), so a route's
+	// host_rewrite_literal overrides the entry's.
 	if sel.wc != nil {
 		sel.wc.reqHeaders.apply(req.Headers)
+		if sel.wc.hostRewrite != "" {
+			req.Authority = sel.wc.hostRewrite
+		}
 	}
 	r.reqHeaders.apply(req.Headers)
 	rewritePath(r, req)

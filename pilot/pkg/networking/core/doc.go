@@ -17,8 +17,10 @@
 //   - extproc.go: the inert ext_proc filter on the listener and the
 //     per-route override that sends a pool's requests to its Endpoint Picker.
 //   - route.go, route_hosts.go, route_match.go, route_filters.go,
-//     route_order.go: one RouteConfiguration per port, virtual hosts per
-//     hostname, routes in Gateway API precedence order.
+//     route_headers.go, route_order.go: one RouteConfiguration per port,
+//     virtual hosts per hostname, routes in Gateway API precedence order;
+//     header modifiers in the form Envoy accepts (Host as
+//     host_rewrite_literal, values escaped for Envoy's formatter).
 //   - route_cors.go: the route that answers CORS preflights of a pool's
 //     rule without its EPP.
 //   - cluster.go: EDS clusters named outbound|<port>||<host> for Services,
@@ -26,7 +28,8 @@
 //     Endpoint Pickers (HTTP/2, optional TLS).
 //   - endpoint.go: a ClusterLoadAssignment for every EDS cluster.
 //   - gateway.go: BuildGateway, which runs all of the above.
-//   - validate.go: Validate, the check the push path runs before serving.
+//   - validate.go, validate_headers.go: Validate, the check the push path
+//     runs before serving.
 //   - names.go, inputs.go: resource names and extension names; Inputs and
 //     Options.
 //

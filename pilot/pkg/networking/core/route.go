@@ -226,7 +226,8 @@ func backendFiltersOf(b *model.Backend) ruleFilters {
 func buildAction(r *model.Route, rule *model.Rule, m matchResult, g portGroup, opts Options) (*routev3.Route, error) {
 	rt := &routev3.Route{}
 	f := ruleFiltersOf(rule)
-	req, resp := toHeaderMods(f.reqHeaders), toHeaderMods(f.respHeaders)
+	req, resp := toHeaderMods(f.reqHeaders, requestHeaders), toHeaderMods(f.respHeaders, responseHeaders)
+	logDropped(r, rule.Index, req, resp)
 	rt.RequestHeadersToAdd, rt.RequestHeadersToRemove = req.add, req.remove
 	rt.ResponseHeadersToAdd, rt.ResponseHeadersToRemove = resp.add, resp.remove
 	perFilter := map[string]*anypb.Any{}
@@ -248,7 +249,7 @@ func buildAction(r *model.Route, rule *model.Rule, m matchResult, g portGroup, o
 		}
 		rt.Action = &routev3.Route_Redirect{Redirect: ra}
 	default:
-		if err := forwardAction(rt, perFilter, r, rule, f, m, opts); err != nil {
+		if err := forwardAction(rt, perFilter, r, rule, f, req.host, m, opts); err != nil {
 			return nil, err
 		}
 	}
@@ -261,24 +262,46 @@ func buildAction(r *model.Route, rule *model.Rule, m matchResult, g portGroup, o
 // forwardAction sets rt's action to the rule's backends (or a direct 500)
 // with URLRewrite, RequestMirror and the timeout, and adds a single pool's
 // ext_proc override to perFilter.
-func forwardAction(rt *routev3.Route, perFilter map[string]*anypb.Any, r *model.Route, rule *model.Rule, f ruleFilters, m matchResult, opts Options) error {
-	ra, single, err := backendAction(rule.Backends, opts)
+//
+// The upstream Host (RouteAction.host_rewrite_literal; Envoy refuses Host
+// in headers_to_add, see headerMods) is, most important first: the rule's
+// URLRewrite hostname, the rule's RequestHeaderModifier Host (set, else
+// add), the backendRef's RequestHeaderModifier Host. With several
+// backends a backendRef's Host sits on its weighted cluster entry, and
+// only when the rule sets none: Envoy applies the route's rewrite after
+// the entry's (WeightedClusterEntry::finalizeRequestHeaders in
+// source/common/router/config_impl.cc), so one backend or several, the
+// rule's Host wins.
+func forwardAction(rt *routev3.Route, perFilter map[string]*anypb.Any, r *model.Route, rule *model.Rule, f ruleFilters, ruleHost string, m matchResult, opts Options) error {
+	if f.rewrite != nil && f.rewrite.Hostname != nil {
+		ruleHost = string(*f.rewrite.Hostname)
+	}
+	ra, shares, err := backendAction(rule.Backends, ruleHost != "", opts)
 	if err != nil {
 		return err
+	}
+	for _, s := range shares {
+		logDropped(r, rule.Index, s.req, s.resp)
 	}
 	if ra == nil {
 		rt.Action = directResponse500()
 		return nil
 	}
-	if single != nil {
+	if ra.GetCluster() != "" {
+		single := shares[0]
 		if single.extProc != nil {
 			perFilter[FilterExtProc] = single.extProc
 		}
-		req, resp := toHeaderMods(single.filters.reqHeaders), toHeaderMods(single.filters.respHeaders)
-		rt.RequestHeadersToAdd = append(rt.RequestHeadersToAdd, req.add...)
-		rt.RequestHeadersToRemove = append(rt.RequestHeadersToRemove, req.remove...)
-		rt.ResponseHeadersToAdd = append(rt.ResponseHeadersToAdd, resp.add...)
-		rt.ResponseHeadersToRemove = append(rt.ResponseHeadersToRemove, resp.remove...)
+		rt.RequestHeadersToAdd = append(rt.RequestHeadersToAdd, single.req.add...)
+		rt.RequestHeadersToRemove = append(rt.RequestHeadersToRemove, single.req.remove...)
+		rt.ResponseHeadersToAdd = append(rt.ResponseHeadersToAdd, single.resp.add...)
+		rt.ResponseHeadersToRemove = append(rt.ResponseHeadersToRemove, single.resp.remove...)
+		if ruleHost == "" {
+			ruleHost = single.req.host
+		}
+	}
+	if ruleHost != "" {
+		ra.HostRewriteSpecifier = &routev3.RouteAction_HostRewriteLiteral{HostRewriteLiteral: ruleHost}
 	}
 	if f.rewrite != nil {
 		if err := applyRewrite(ra, f.rewrite, m.prefix); err != nil {
@@ -329,7 +352,8 @@ type backendShare struct {
 	cluster string
 	weight  uint32
 	extProc *anypb.Any // the pool's ExtProcPerRoute, nil for Services
-	filters ruleFilters
+	// req and resp are the backendRef's header modifiers.
+	req, resp headerMods
 }
 
 // backendCluster is the cluster a resolved backend sends to, and for a pool
@@ -357,10 +381,10 @@ func backendCluster(b *model.Backend) (cluster string, epp *model.EPPBackend, ok
 //
 //   - no backend with weight, or every weighted one invalid: nil (the
 //     caller answers 500);
-//   - one valid backend: RouteAction.cluster, and the share is returned so
-//     the caller puts a pool's ExtProcPerRoute in the route's
-//     typed_per_filter_config and the backendRef's header filters on the
-//     route;
+//   - one valid backend: RouteAction.cluster, and its share is shares[0],
+//     so the caller puts a pool's ExtProcPerRoute in the route's
+//     typed_per_filter_config and the backendRef's header filters (and
+//     Host) on the route;
 //   - otherwise weighted_clusters: each pool's ExtProcPerRoute sits on its
 //     own weighted_clusters.clusters[i].typed_per_filter_config, so each
 //     pool calls its own EPP with its own failure mode (Istio bug 2), and a
@@ -371,9 +395,11 @@ func backendCluster(b *model.Backend) (cluster string, epp *model.EPPBackend, ok
 //     carry a direct response).
 //
 // backendRef header modifier filters apply to their share (route level for
-// a single backend); other backendRef filter types are not supported and
-// are ignored.
-func backendAction(backends []model.Backend, opts Options) (*routev3.RouteAction, *backendShare, error) {
+// a single backend; a share's Host becomes its entry's host_rewrite_literal
+// unless ruleSetsHost); other backendRef filter types are not supported
+// and are ignored. shares holds every valid share, for the caller to log
+// what their header modifiers left out.
+func backendAction(backends []model.Backend, ruleSetsHost bool, opts Options) (*routev3.RouteAction, []backendShare, error) {
 	var shares []backendShare
 	invalidWeight := uint32(0)
 	for i := range backends {
@@ -386,7 +412,9 @@ func backendAction(backends []model.Backend, opts Options) (*routev3.RouteAction
 			invalidWeight += uint32(b.Weight)
 			continue
 		}
-		s := backendShare{cluster: cluster, weight: uint32(b.Weight), filters: backendFiltersOf(b)}
+		f := backendFiltersOf(b)
+		s := backendShare{cluster: cluster, weight: uint32(b.Weight),
+			req: toHeaderMods(f.reqHeaders, requestHeaders), resp: toHeaderMods(f.respHeaders, responseHeaders)}
 		if epp != nil {
 			if !opts.InferenceEnabled {
 				return nil, nil, fmt.Errorf("backend %s/%s is an InferencePool but inference is not enabled", b.Pool.Namespace, b.Pool.Name)
@@ -403,16 +431,17 @@ func backendAction(backends []model.Backend, opts Options) (*routev3.RouteAction
 		return nil, nil, nil
 	}
 	if len(shares) == 1 && invalidWeight == 0 {
-		s := shares[0]
-		ra := &routev3.RouteAction{ClusterSpecifier: &routev3.RouteAction_Cluster{Cluster: s.cluster}}
-		return ra, &s, nil
+		ra := &routev3.RouteAction{ClusterSpecifier: &routev3.RouteAction_Cluster{Cluster: shares[0].cluster}}
+		return ra, shares, nil
 	}
 	wc := &routev3.WeightedCluster{}
 	for _, s := range shares {
 		cw := &routev3.WeightedCluster_ClusterWeight{Name: s.cluster, Weight: wrapperspb.UInt32(s.weight)}
-		req, resp := toHeaderMods(s.filters.reqHeaders), toHeaderMods(s.filters.respHeaders)
-		cw.RequestHeadersToAdd, cw.RequestHeadersToRemove = req.add, req.remove
-		cw.ResponseHeadersToAdd, cw.ResponseHeadersToRemove = resp.add, resp.remove
+		cw.RequestHeadersToAdd, cw.RequestHeadersToRemove = s.req.add, s.req.remove
+		cw.ResponseHeadersToAdd, cw.ResponseHeadersToRemove = s.resp.add, s.resp.remove
+		if s.req.host != "" && !ruleSetsHost {
+			cw.HostRewriteSpecifier = &routev3.WeightedCluster_ClusterWeight_HostRewriteLiteral{HostRewriteLiteral: s.req.host}
+		}
 		if s.extProc != nil {
 			cw.TypedPerFilterConfig = map[string]*anypb.Any{FilterExtProc: s.extProc}
 		}
@@ -423,7 +452,7 @@ func backendAction(backends []model.Backend, opts Options) (*routev3.RouteAction
 		wc.Clusters = append(wc.Clusters, &routev3.WeightedCluster_ClusterWeight{Name: InvalidBackendCluster, Weight: wrapperspb.UInt32(invalidWeight)})
 		ra.ClusterNotFoundResponseCode = routev3.RouteAction_INTERNAL_SERVER_ERROR
 	}
-	return ra, nil, nil
+	return ra, shares, nil
 }
 
 // skipMatch logs a match of a route rule that cannot be translated (for

@@ -79,36 +79,6 @@ func grpcFilters(fs []gwv1.GRPCRouteFilter) ruleFilters {
 	return r
 }
 
-// headerMods is the Envoy form of RequestHeaderModifier /
-// ResponseHeaderModifier: set → OVERWRITE_IF_EXISTS_OR_ADD, add →
-// APPEND_IF_EXISTS_OR_ADD, remove → *_headers_to_remove.
-type headerMods struct {
-	add    []*corev3.HeaderValueOption
-	remove []string
-}
-
-func toHeaderMods(fs []*gwv1.HTTPHeaderFilter) headerMods {
-	var m headerMods
-	for _, f := range fs {
-		for _, h := range f.Set {
-			m.add = append(m.add, &corev3.HeaderValueOption{
-				Header:       &corev3.HeaderValue{Key: strings.ToLower(string(h.Name)), Value: h.Value},
-				AppendAction: corev3.HeaderValueOption_OVERWRITE_IF_EXISTS_OR_ADD,
-			})
-		}
-		for _, h := range f.Add {
-			m.add = append(m.add, &corev3.HeaderValueOption{
-				Header:       &corev3.HeaderValue{Key: strings.ToLower(string(h.Name)), Value: h.Value},
-				AppendAction: corev3.HeaderValueOption_APPEND_IF_EXISTS_OR_ADD,
-			})
-		}
-		for _, h := range f.Remove {
-			m.remove = append(m.remove, strings.ToLower(h))
-		}
-	}
-	return m
-}
-
 // redirectAction is RequestRedirect (Route.redirect): scheme →
 // scheme_redirect, hostname → host_redirect, port → port_redirect, path
 // ReplaceFullPath → path_redirect, ReplacePrefixMatch → prefix_rewrite (a

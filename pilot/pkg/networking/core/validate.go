@@ -33,12 +33,19 @@ type validatorAll interface{ ValidateAll() error }
 //     mirrors) or an ext_proc filter calls (listener filter or per-route
 //     override) exists, except the two deliberate non-clusters
 //     ExtProcPlaceholderCluster and InvalidBackendCluster;
-//  5. every EDS cluster's service name has a ClusterLoadAssignment.
+//  5. every EDS cluster's service name has a ClusterLoadAssignment;
+//  6. no header mutation at any level of a route configuration is one
+//     Envoy's HeaderParser refuses: a ':'-prefixed or host name, or a
+//     value that is not a literal substitution format string (see
+//     checkHeaderMutations).
 func Validate(res Resources) error {
 	var errs []error
 	fail := func(format string, a ...any) { errs = append(errs, fmt.Errorf(format, a...)) }
 	n := validateEach(res, fail)
 	checkReferences(res, n, fail)
+	for _, rc := range res.Routes {
+		checkHeaderMutations(rc, fail)
+	}
 	return errors.Join(errs...)
 }
 

@@ -8,11 +8,13 @@ import (
 	"testing"
 
 	clusterv3 "github.com/envoyproxy/go-control-plane/envoy/config/cluster/v3"
+	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	endpointv3 "github.com/envoyproxy/go-control-plane/envoy/config/endpoint/v3"
 	listenerv3 "github.com/envoyproxy/go-control-plane/envoy/config/listener/v3"
 	routev3 "github.com/envoyproxy/go-control-plane/envoy/config/route/v3"
 	hcmv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/network/http_connection_manager/v3"
 	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/wrapperspb"
 )
 
 // clone deep-copies every resource so a test can break one.
@@ -46,6 +48,30 @@ func TestValidateCatches(t *testing.T) {
 		{"missing assignment", func(r *Resources) { r.Endpoints = r.Endpoints[1:] }, "no ClusterLoadAssignment"},
 		{"duplicate cluster", func(r *Resources) { r.Clusters = append(r.Clusters, r.Clusters[0]) }, "duplicate name"},
 		{"invalid resource", func(r *Resources) { r.Routes[0].VirtualHosts[0].Domains = nil }, "Domains"},
+		{"host header add", func(r *Resources) {
+			rt := r.Routes[0].VirtualHosts[0].Routes[0]
+			rt.RequestHeadersToAdd = append(rt.RequestHeadersToAdd, addOption("host", "x.internal"))
+		}, `request header "host": :-prefixed or host headers may not be modified`},
+		{"Host response header add on a virtual host", func(r *Resources) {
+			r.Routes[0].VirtualHosts[0].ResponseHeadersToAdd = []*corev3.HeaderValueOption{addOption("Host", "x")}
+		}, `virtual host "llm.ssup2.com:80": response header "Host": :-prefixed or host headers may not be modified`},
+		{"pseudo-header remove on the route configuration", func(r *Resources) {
+			r.Routes[0].RequestHeadersToRemove = []string{":path"}
+		}, `route configuration "http.80": request header ":path": :-prefixed or host headers may not be removed`},
+		{"host remove on a weighted cluster", func(r *Resources) {
+			ra := r.Routes[0].VirtualHosts[0].Routes[0].GetRoute()
+			ra.ClusterSpecifier = &routev3.RouteAction_WeightedClusters{WeightedClusters: &routev3.WeightedCluster{Clusters: []*routev3.WeightedCluster_ClusterWeight{{
+				Name: seedShadowCluster, Weight: wrapperspb.UInt32(1), RequestHeadersToRemove: []string{"HOST"},
+			}}}}
+		}, `weighted cluster "` + seedShadowCluster + `": request header "HOST": :-prefixed or host headers may not be removed`},
+		{"unescaped percent", func(r *Resources) {
+			rt := r.Routes[0].VirtualHosts[0].Routes[0]
+			rt.ResponseHeadersToAdd = append(rt.ResponseHeadersToAdd, addOption("x-discount", "100%"))
+		}, `response header "x-discount": unescaped '%' (Envoy: "Incorrect configuration: 100%. Couldn't find valid command at position 3")`},
+		{"formatter command", func(r *Resources) {
+			rt := r.Routes[0].VirtualHosts[0].Routes[0]
+			rt.RequestHeadersToAdd = append(rt.RequestHeadersToAdd, addOption("x-start", "%START_TIME%"))
+		}, `request header "x-start": formatter command %START_TIME%`},
 		{"invalid packed config", func(r *Resources) {
 			// stat_prefix is required in the HCM, which sits in an Any:
 			// plain ValidateAll on the listener does not see it.
@@ -72,4 +98,13 @@ func TestValidateCatches(t *testing.T) {
 		})
 	}
 	assertValid(t, good)
+	escaped := clone(good)
+	rt := escaped.Routes[0].VirtualHosts[0].Routes[0]
+	rt.RequestHeadersToAdd = append(rt.RequestHeadersToAdd, addOption("x-discount", "100%%"))
+	assertValid(t, escaped)
+}
+
+// addOption is a headers_to_add entry of k: v.
+func addOption(k, v string) *corev3.HeaderValueOption {
+	return &corev3.HeaderValueOption{Header: &corev3.HeaderValue{Key: k, Value: v}}
 }
