@@ -50,6 +50,7 @@ var allowedFields = fieldSet(
 	"envoy.extensions.filters.network.http_connection_manager.v3.HttpConnectionManager.rds",
 	"envoy.extensions.filters.network.http_connection_manager.v3.HttpConnectionManager.strip_any_host_port",
 	"envoy.extensions.filters.network.http_connection_manager.v3.HttpConnectionManager.use_remote_address",
+	"envoy.extensions.filters.network.http_connection_manager.v3.HttpConnectionManager.normalize_path",
 	"envoy.extensions.filters.network.http_connection_manager.v3.HttpConnectionManager.http_filters",
 	"envoy.extensions.filters.network.http_connection_manager.v3.Rds.route_config_name",
 	"envoy.extensions.filters.network.http_connection_manager.v3.Rds.config_source",

@@ -51,11 +51,30 @@ func (h *listenerHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		writeResponse(w, localReply(http.StatusNotFound, ""))
 		return
 	}
+	if l.normalizePath {
+		norm, err := normalizePath(req.Path)
+		if err != nil {
+			dp.log.Warn("dataplane: path normalization", "path", req.Path, "error", err)
+			writeResponse(w, localReply(http.StatusBadRequest, ""))
+			return
+		}
+		req.Path = norm
+	}
 	h.connectionManagerHeaders(req, r)
 	table := ac.routes[l.rdsName]
 	sel, ok := dp.selectRoute(table, l, req)
 	if !ok {
 		writeResponse(w, localReply(http.StatusNotFound, ""))
+		return
+	}
+	if isUpgrade(r) {
+		// No upgrade_configs: Envoy's connection manager refuses an upgrade
+		// on a route it matched (createFilterChain() == false) with a 403
+		// (details upgrade_failed) and closes the connection
+		// (ConnectionManagerImpl::ActiveStream::decodeHeaders).
+		w.Header().Set("Content-Length", "0")
+		w.Header().Set("Connection", "close")
+		w.WriteHeader(http.StatusForbidden)
 		return
 	}
 	ctx := r.Context()
@@ -105,7 +124,16 @@ func (h *listenerHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 // connectionManagerHeaders are what Envoy's HCM adds before the filters
 // (use_remote_address true): x-forwarded-for gets the peer address
 // appended, x-forwarded-proto is set, x-request-id generated if absent.
+//
+// With proxy_100_continue off (we never set it), Envoy answers "Expect:
+// 100-continue" itself and removes the header before the filters, so
+// neither the EPP nor the upstream sees it (the 100 is sent by Go's server
+// when the body is first read, which ext_proc's body streaming does at
+// once).
 func (h *listenerHandler) connectionManagerHeaders(req *extproc.Request, r *http.Request) {
+	if strings.EqualFold(req.Headers.Get("Expect"), "100-continue") {
+		req.Headers.Del("Expect")
+	}
 	if host, _, err := net.SplitHostPort(r.RemoteAddr); err == nil {
 		if prior := req.Headers.Get("x-forwarded-for"); prior != "" {
 			req.Headers.Set("x-forwarded-for", prior+","+host)
@@ -214,4 +242,20 @@ func (b *downstreamBody) Read(p []byte) (int, error) {
 		b.complete.Store(true)
 	}
 	return n, err
+}
+
+// isUpgrade is Envoy's Utility::isUpgrade for HTTP/1.1: a Connection header
+// with the "upgrade" token and an Upgrade header.
+func isUpgrade(r *http.Request) bool {
+	if r.Header.Get("Upgrade") == "" {
+		return false
+	}
+	for _, v := range r.Header.Values("Connection") {
+		for _, tok := range strings.Split(v, ",") {
+			if strings.EqualFold(strings.TrimSpace(tok), "upgrade") {
+				return true
+			}
+		}
+	}
+	return false
 }

@@ -28,6 +28,8 @@ type listenerConfig struct {
 	rdsName string
 	// stripPort is strip_any_host_port.
 	stripPort bool
+	// normalizePath is normalize_path (pathnorm.go).
+	normalizePath bool
 	// filters are the HTTP filters before the router, in order.
 	filters []httpFilter
 }
@@ -72,6 +74,7 @@ func compileListener(l *listenerv3.Listener) (*listenerConfig, error) {
 	}
 	lc.rdsName = rds.GetRouteConfigName()
 	lc.stripPort = hcm.GetStripAnyHostPort()
+	lc.normalizePath = hcm.GetNormalizePath().GetValue()
 	hfs := hcm.GetHttpFilters()
 	if len(hfs) == 0 || hfs[len(hfs)-1].GetName() != filterRouter {
 		return nil, errors.New("the last HTTP filter must be " + filterRouter)

@@ -159,9 +159,9 @@ type routeSel struct {
 func (s routeSel) perFilter() (pf perFilterConfig) {
 	pf = s.r.perFilter
 	if s.wc != nil {
-		if s.wc.perFilter.extProc != nil {
-			pf.extProc = s.wc.perFilter.extProc
-		}
+		// ext_proc folds the levels field by field (extproc.MergePerRoute);
+		// the CorsPolicy below is replaced by the more specific one.
+		pf.extProc = extproc.MergePerRoute(pf.extProc, s.wc.perFilter.extProc)
 		if s.wc.perFilter.cors != nil {
 			pf.cors = s.wc.perFilter.cors
 		}

@@ -62,6 +62,9 @@ func groupByPort(gw *model.Gateway) ([]portGroup, error) {
 //     source ADS);
 //   - strips any port from the Host header before virtual host matching
 //     (strip_any_host_port), so domains need no ":port" variants;
+//   - normalizes the path (normalize_path: RFC 3986 dot segments resolved)
+//     before routes match, so "/public/../admin" is matched, and sent
+//     upstream, as "/admin" (architecture/xds.md, "Decisions");
 //   - runs the HTTP filters cors, then ext_proc when opts.InferenceEnabled
 //     (see extProcBaseFilter: disabled and inert until a route enables it),
 //     then router. CORS first (Istio puts ext_proc first) so that a reply
@@ -163,6 +166,7 @@ func buildHCM(g portGroup, opts Options) (*hcmv3.HttpConnectionManager, error) {
 		}},
 		StripPortMode:    &hcmv3.HttpConnectionManager_StripAnyHostPort{StripAnyHostPort: true},
 		UseRemoteAddress: wrapperspb.Bool(true),
+		NormalizePath:    wrapperspb.Bool(true),
 		HttpFilters:      filters,
 	}, nil
 }

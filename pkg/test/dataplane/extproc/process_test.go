@@ -7,6 +7,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"io"
 	"net"
 	"net/http"
 	"strings"
@@ -466,5 +467,55 @@ func TestProcessContentLengthAfterMutation(t *testing.T) {
 	}
 	if cl := resp.Headers.Get("Content-Length"); cl != "" {
 		t.Errorf("response content-length = %q after the processor echoed it; want none", cl)
+	}
+}
+
+// gatedBody is a request body whose bytes reach the filter only once open
+// is closed: the client sent its headers and holds the body back.
+type gatedBody struct {
+	open <-chan struct{}
+	r    io.Reader
+}
+
+func (g *gatedBody) Read(b []byte) (int, error) {
+	<-g.open
+	return g.r.Read(b)
+}
+
+// Envoy's Filter::failureModeAllow honours failure_mode_allow in
+// FULL_DUPLEX_STREAMED mode until the filter's onData has seen a body
+// (ProcessorState::bodyReceived, set at the top of Filter::onData): a
+// processor error that arrives while the body is still held by the client
+// continues the request unmodified, and the body then flows upstream. The
+// case "server error after body" of TestProcessFailureMode is the other
+// side: once a chunk reached the filter, the same error is a 500.
+func TestProcessFailureBeforeBodyFailsOpen(t *testing.T) {
+	_, dial := startProcessor(t, failing)
+	cfg := testConfig(true)
+	open := make(chan struct{})
+	req := postRequest()
+	req.Body = &gatedBody{open: open, r: strings.NewReader(`{"a":"b"}`)}
+	up := &fakeUpstream{respBody: "ok"}
+	go func() {
+		// Release the body only after the failure was allowed (bounded).
+		defer close(open)
+		for i := 0; i < 500 && cfg.Counters.FailureModeAllowed.Load() == 0; i++ {
+			time.Sleep(10 * time.Millisecond)
+		}
+	}()
+	resp, err := Process(context.Background(), cfg, dial, req, up.call)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if body := readAll(t, resp); resp.Status != 200 || body != "ok" {
+		t.Fatalf("got %d %q (%s), want the upstream's 200: an error before any body fails open", resp.Status, body, resp.Details)
+	}
+	if n := cfg.Counters.FailureModeAllowed.Load(); n != 1 {
+		t.Errorf("FailureModeAllowed = %d, want 1", n)
+	}
+	up.mu.Lock()
+	defer up.mu.Unlock()
+	if up.body != `{"a":"b"}` {
+		t.Errorf("upstream body %q: the held-back body must still reach the upstream", up.body)
 	}
 }

@@ -1,0 +1,109 @@
+// Copyright infermesh authors
+// SPDX-License-Identifier: Apache-2.0
+
+package core
+
+import (
+	"testing"
+
+	clusterv3 "github.com/envoyproxy/go-control-plane/envoy/config/cluster/v3"
+	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
+	extprocv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/http/ext_proc/v3"
+)
+
+// The tests in this file pin the places where our configuration knowingly
+// differs from Istio's, or follows it, on the seed Gateway; each names the
+// "Decisions" entry of architecture/xds.md that gives the reason. Changing
+// one of these values is a decision to revisit there, not a golden update.
+
+// Decision: normalize_path on (as Istio); the Host port stripped before
+// matching and upstream (as Envoy Gateway); Envoy's 5-minute
+// stream_idle_timeout and its own 100-continue handling kept; no upgrades.
+func TestDecisionsConnectionManager(t *testing.T) {
+	res := build(t, seedGateway(), seedInputs(), inferenceOn)
+	hcm := hcmOf(t, res, res.Listeners[0].Name)
+	if !hcm.GetNormalizePath().GetValue() {
+		t.Error("normalize_path must be on: a dot segment must not carry a request past a prefix route")
+	}
+	if !hcm.GetStripAnyHostPort() {
+		t.Error("strip_any_host_port must be on")
+	}
+	if hcm.GetStreamIdleTimeout() != nil {
+		t.Errorf("stream_idle_timeout = %v: Envoy's default (5 min) is the chosen bound", hcm.GetStreamIdleTimeout())
+	}
+	if hcm.GetProxy_100Continue() {
+		t.Error("proxy_100_continue must stay off: Envoy answers 100 itself so the EPP gets the body before an upstream exists")
+	}
+	if len(hcm.GetUpgradeConfigs()) != 0 {
+		t.Errorf("upgrade_configs = %v: upgrades are not served yet", hcm.GetUpgradeConfigs())
+	}
+	if hcm.GetMergeSlashes() {
+		t.Error("merge_slashes must stay off (Istio's default path normalization does not merge)")
+	}
+}
+
+// Decision: the EPP's filter keeps the route cache (RETAIN): its pick is
+// carried by metadata and must never move the request to another route or
+// weighted cluster.
+func TestDecisionsRouteCacheRetained(t *testing.T) {
+	res := build(t, seedGateway(), seedInputs(), inferenceOn)
+	for _, f := range hcmOf(t, res, res.Listeners[0].Name).GetHttpFilters() {
+		if f.GetName() != FilterExtProc {
+			continue
+		}
+		var ep extprocv3.ExternalProcessor
+		if err := f.GetTypedConfig().UnmarshalTo(&ep); err != nil {
+			t.Fatal(err)
+		}
+		if ep.GetRouteCacheAction() != extprocv3.ExternalProcessor_RETAIN {
+			t.Errorf("route_cache_action = %v, want RETAIN", ep.GetRouteCacheAction())
+		}
+		return
+	}
+	t.Fatal("no ext_proc filter")
+}
+
+// Decision: no retry policy on pool routes (a retry would go to the
+// override_host fallback, bypassing the EPP); no health checking or outlier
+// detection and every endpoint HEALTHY, so the panic threshold can never
+// apply; the EPP cluster balances round robin.
+func TestDecisionsRetriesAndClusters(t *testing.T) {
+	res := build(t, seedGateway(), seedInputs(), inferenceOn)
+	for _, rc := range res.Routes {
+		for _, vh := range rc.GetVirtualHosts() {
+			for _, r := range vh.GetRoutes() {
+				if r.GetRoute().GetRetryPolicy() != nil || vh.GetRetryPolicy() != nil {
+					t.Errorf("route %s has a retry policy", r.GetName())
+				}
+				if r.GetRoute().GetMaxStreamDuration().GetGrpcTimeoutHeaderMax() != nil {
+					t.Errorf("route %s honours grpc-timeout in Envoy", r.GetName())
+				}
+			}
+		}
+	}
+	for _, c := range res.Clusters {
+		if len(c.GetHealthChecks()) != 0 || c.GetOutlierDetection() != nil {
+			t.Errorf("cluster %s has health checking: revisit the panic threshold decision", c.GetName())
+		}
+		if c.GetCommonLbConfig() != nil {
+			t.Errorf("cluster %s sets common_lb_config %v", c.GetName(), c.GetCommonLbConfig())
+		}
+		if c.GetLoadBalancingPolicy() == nil && c.GetLbPolicy() != clusterv3.Cluster_ROUND_ROBIN {
+			t.Errorf("cluster %s: lb_policy %v", c.GetName(), c.GetLbPolicy())
+		}
+		for _, th := range c.GetCircuitBreakers().GetThresholds() {
+			if th.GetMaxRetries() != nil {
+				t.Errorf("cluster %s: max_retries set while no route retries", c.GetName())
+			}
+		}
+	}
+	for _, cla := range res.Endpoints {
+		for _, loc := range cla.GetEndpoints() {
+			for _, e := range loc.GetLbEndpoints() {
+				if e.GetHealthStatus() != corev3.HealthStatus_HEALTHY {
+					t.Errorf("%s: endpoint %v is %v", cla.GetClusterName(), e.GetEndpoint().GetAddress(), e.GetHealthStatus())
+				}
+			}
+		}
+	}
+}
