@@ -127,11 +127,18 @@ type PoolBackend struct {
 	TargetPorts []int32
 	// AppProtocol is the pool's spec.appProtocol, default http;
 	// kubernetes.io/h2c means HTTP/2 over cleartext to the model servers.
+	// It alone decides the protocol of the pool's cluster (see HTTP2).
 	AppProtocol inferencev1.AppProtocol
 	// EPP is the pool's Endpoint Picker, nil without spec.endpointPickerRef
 	// (the pool then is not Accepted: EndpointPickerRefMissing).
 	EPP *EPPBackend
 }
+
+// HTTP2 reports whether the pool's model servers speak HTTP/2 (appProtocol
+// kubernetes.io/h2c, with prior knowledge); otherwise HTTP/1.1 (http, or
+// unset, GIE's default). A GRPCRoute can use only a pool for which it is
+// true: gRPC needs HTTP/2.
+func (p *PoolBackend) HTTP2() bool { return p.AppProtocol == inferencev1.AppProtocolH2C }
 
 // EPPBackend is the pool's Endpoint Picker Service (spec.endpointPickerRef).
 type EPPBackend struct {

@@ -17,13 +17,13 @@ import (
 	"google.golang.org/protobuf/types/known/anypb"
 	"google.golang.org/protobuf/types/known/durationpb"
 	"google.golang.org/protobuf/types/known/wrapperspb"
-	inferencev1 "sigs.k8s.io/gateway-api-inference-extension/api/v1"
 
 	"github.com/infermesh/infermesh/pilot/pkg/model"
 )
 
 // clusterSpec is what the routes need of one cluster; several references
-// to one name merge (any reference asking for HTTP/2 gets HTTP/2).
+// to one name merge (a Service any GRPCRoute uses gets HTTP/2; a pool's
+// protocol is its appProtocol, whichever routes use it).
 type clusterSpec struct {
 	name string
 	// http2 forces HTTP/2 upstream (h2c, or h2 over TLS).
@@ -59,17 +59,18 @@ func clusterSpecs(gw *model.Gateway, opts Options) map[string]*clusterSpec {
 				grpc := rule.GRPC != nil
 				for bi := range rule.Backends {
 					b := &rule.Backends[bi]
-					name, epp, ok := backendCluster(b)
+					name, epp, ok := backendCluster(b, grpc)
 					if !ok {
 						continue
 					}
 					s := get(name)
-					s.http2 = s.http2 || grpc
 					if b.Pool == nil {
+						s.http2 = s.http2 || grpc
 						continue
 					}
-					s.overrideHost, s.raiseLimits = true, true
-					s.http2 = s.http2 || b.Pool.AppProtocol == inferencev1.AppProtocolH2C
+					// The pool's own protocol, never the route's: its
+					// cluster is shared by every route that uses it.
+					s.overrideHost, s.raiseLimits, s.http2 = true, true, b.Pool.HTTP2()
 					e := get(eppClusterName(epp))
 					// The EPP speaks gRPC (ext_proc), which needs HTTP/2,
 					// whatever its Service port's appProtocol says
@@ -100,8 +101,11 @@ func clusterSpecs(gw *model.Gateway, opts Options) map[string]*clusterSpec {
 //     x-gateway-destination-endpoint, selected_host_key envoy.lb /
 //     x-gateway-destination-endpoint-served, fallback_policy round robin).
 //     No header source: a client-sent x-gateway-destination-endpoint header
-//     must not steer traffic. HTTP/2 when the pool's appProtocol is
-//     kubernetes.io/h2c (or a GRPCRoute uses it). Circuit breakers raised.
+//     must not steer traffic. HTTP/2 exactly when the pool's appProtocol is
+//     kubernetes.io/h2c: one cluster per pool, shared by every route that
+//     uses it, so the protocol is the pool's, not a route's (a GRPCRoute
+//     to a pool that is not h2c is answered 500, see backendCluster).
+//     Circuit breakers raised.
 //   - Endpoint Picker (outbound|<port>||<epp host>): always HTTP/2 (gRPC);
 //     TLS when in.EPPTLS has the host: UpstreamTlsContext with sni, ALPN
 //     h2 (gRPC servers refuse TLS without it), and either trusted_ca from

@@ -7,7 +7,9 @@ import (
 	"testing"
 
 	tlsv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/transport_sockets/tls/v3"
+	"k8s.io/utils/ptr"
 	inferencev1 "sigs.k8s.io/gateway-api-inference-extension/api/v1"
+	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
 
 	"github.com/infermesh/infermesh/pilot/pkg/model"
 )
@@ -87,5 +89,67 @@ func TestEPPTLS(t *testing.T) {
 	}
 	if got := ctx.GetCommonTlsContext().GetValidationContext().GetTrustedCa().GetFilename(); got != DefaultSystemCAFile {
 		t.Errorf("trusted_ca.filename = %q, want %q", got, DefaultSystemCAFile)
+	}
+}
+
+// grpcRoute is a GRPCRoute ns/name on hosts with one rule (method
+// inference.v1.Generator/Generate) to backend.
+func grpcRoute(ns, name string, hosts []string, backend model.Backend) *model.Route {
+	r := httpRoute(ns, name, hosts, model.Rule{
+		GRPC: &gwv1.GRPCRouteRule{Matches: []gwv1.GRPCRouteMatch{{Method: &gwv1.GRPCMethodMatch{
+			Service: ptr.To("inference.v1.Generator"), Method: ptr.To("Generate"),
+		}}}},
+		Backends: []model.Backend{backend},
+	})
+	r.Kind = "GRPCRoute"
+	return r
+}
+
+// One pool behind an HTTPRoute and a GRPCRoute: the pool's appProtocol
+// alone decides its shadow cluster's protocol, whoever uses it. With http
+// (HTTP/1.1) the cluster stays HTTP/1.1, so the HTTPRoute's model servers
+// are never spoken to in h2c, and the GRPCRoute's rule answers 500: gRPC
+// cannot travel over HTTP/1.1, and the controller reports that use as
+// ResolvedRefs=False/UnsupportedProtocol. With kubernetes.io/h2c both
+// routes share the one HTTP/2 cluster. No second cluster for the pool.
+func TestPoolProtocolIsTheAppProtocolOfThePool(t *testing.T) {
+	for _, tc := range []struct {
+		appProtocol inferencev1.AppProtocol
+		http2       bool
+	}{
+		{inferencev1.AppProtocolHTTP, false},
+		{"", false}, // unset is HTTP/1.1 (GIE's default)
+		{inferencev1.AppProtocolH2C, true},
+	} {
+		name := string(tc.appProtocol)
+		if name == "" {
+			name = "unset"
+		}
+		t.Run(name, func(t *testing.T) {
+			p := pool("llm", "shared", inferencev1.EndpointPickerFailOpen)
+			p.AppProtocol = tc.appProtocol
+			gw := gateway(
+				httpRoute("llm", "chat", []string{"chat.example.com"}, model.Rule{Backends: []model.Backend{{Weight: 1, Pool: p}}}),
+				grpcRoute("llm", "generate", []string{"grpc.example.com"}, model.Backend{Weight: 1, Pool: p}),
+			)
+			res := build(t, gw, Inputs{}, inferenceOn)
+			shadow := ClusterName(54321, p.Host)
+			if got := isHTTP2(t, res, shadow); got != tc.http2 {
+				t.Errorf("shadow cluster %s: HTTP/2 %v, want %v (the pool's appProtocol is %q)", shadow, got, tc.http2, tc.appProtocol)
+			}
+			if len(res.Clusters) != 2 {
+				t.Errorf("got %d clusters, want the shadow cluster and the EPP's", len(res.Clusters))
+			}
+			if got := routesOf(t, res, "http.80", "chat.example.com:80")[0].GetRoute().GetCluster(); got != shadow {
+				t.Errorf("HTTPRoute cluster = %q, want %q", got, shadow)
+			}
+			g := routesOf(t, res, "http.80", "grpc.example.com:80")[0]
+			switch {
+			case tc.http2 && g.GetRoute().GetCluster() != shadow:
+				t.Errorf("GRPCRoute to an h2c pool: action %v, want cluster %s", g.GetAction(), shadow)
+			case !tc.http2 && g.GetDirectResponse().GetStatus() != 500:
+				t.Errorf("GRPCRoute to an HTTP/1.1 pool: action %v, want direct_response 500", g.GetAction())
+			}
+		})
 	}
 }

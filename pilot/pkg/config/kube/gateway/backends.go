@@ -61,7 +61,7 @@ type ResolvedBackend struct {
 	// Weight is backendRef.weight, default 1; 0 means no traffic.
 	Weight int32
 	// ResolvedRefs is false when the reference is invalid; Reason
-	// (InvalidKind, RefNotPermitted, BackendNotFound,
+	// (InvalidKind, RefNotPermitted, BackendNotFound, UnsupportedProtocol,
 	// RouteReasonInvalidDestination) and Message say why.
 	ResolvedRefs bool
 	Reason       gwv1.RouteConditionReason
@@ -92,7 +92,12 @@ type (
 // InvalidKind with InferencePoolNotEnabledMessage; a name with a dot is
 // RouteReasonInvalidDestination with InferencePoolHostnameMessage; a
 // cross-namespace pool without a ReferenceGrant is RefNotPermitted; a
-// missing pool is BackendNotFound. The backendRef port is ignored for pools.
+// missing pool is BackendNotFound; then, from a GRPCRoute, a pool whose
+// appProtocol is not kubernetes.io/h2c is UnsupportedProtocol (Gateway API
+// GRPCBackendRef: a backend the route cannot reach in its declared
+// protocol is invalid, and gRPC needs HTTP/2; the pool's one cluster keeps
+// the pool's protocol for its other routes). The backendRef port is
+// ignored for pools.
 func ResolveBackendRef(routeKind, routeNamespace string, ref gwv1.BackendRef, lk BackendLookups, opts BackendOptions) ResolvedBackend {
 	rb := ResolvedBackend{
 		Group:  string(ptr.Deref(ref.Group, "")),
@@ -150,13 +155,28 @@ func ResolveBackendRef(routeKind, routeNamespace string, ref gwv1.BackendRef, lk
 		if pool == nil {
 			return fail(gwv1.RouteReasonBackendNotFound, "InferencePool %s not found", rb.Key)
 		}
-		rb.ResolvedRefs, rb.Reason = true, gwv1.RouteReasonResolvedRefs
-		rb.Pool = poolBackend(pool, lk, opts.ClusterDomain)
+		pb := poolBackend(pool, lk, opts.ClusterDomain)
+		if routeKind == GRPCRouteKind && !pb.HTTP2() {
+			return fail(gwv1.RouteReasonUnsupportedProtocol, "%s", grpcToHTTP1PoolMessage(pool))
+		}
+		rb.ResolvedRefs, rb.Reason, rb.Pool = true, gwv1.RouteReasonResolvedRefs, pb
 		return rb
 	default:
 		return fail(gwv1.RouteReasonInvalidKind, "backendRef kind %s in group %q is not supported: only Service and %s.%s",
 			rb.Kind, rb.Group, InferencePoolKind, InferencePoolGroup)
 	}
+}
+
+// grpcToHTTP1PoolMessage says why a GRPCRoute cannot use pool, whose
+// model servers speak HTTP/1.1, and what the pool would have to declare.
+func grpcToHTTP1PoolMessage(pool *inferencev1.InferencePool) string {
+	declared := "has no appProtocol"
+	if pool.Spec.AppProtocol != "" {
+		declared = fmt.Sprintf("has appProtocol %q", pool.Spec.AppProtocol)
+	}
+	return fmt.Sprintf("InferencePool %s/%s %s (HTTP/1.1), which cannot carry gRPC: "+
+		"a GRPCRoute needs the pool's spec.appProtocol to be %q (HTTP/2 without TLS)",
+		pool.Namespace, pool.Name, declared, inferencev1.AppProtocolH2C)
 }
 
 func serviceFQDN(name, namespace, domain string) string {

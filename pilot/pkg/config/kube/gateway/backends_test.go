@@ -25,8 +25,11 @@ func testLookups(grants ...*gwv1.ReferenceGrant) BackendLookups {
 	other.Namespace, other.Name = "pools-namespace", "shared-pool"
 	other.Spec.AppProtocol = inferencev1.AppProtocolH2C
 	other.Spec.EndpointPickerRef = nil
+	http1 := seedPool()
+	http1.Name, http1.Spec.AppProtocol = "http-pool", inferencev1.AppProtocolHTTP
 	pools := map[types.NamespacedName]*inferencev1.InferencePool{
 		{Namespace: "llm-namespace", Name: "vllm-llama3-8b"}: seedPool(),
+		{Namespace: "llm-namespace", Name: "http-pool"}:      http1,
 		{Namespace: "pools-namespace", Name: "shared-pool"}:  other,
 	}
 	svcs := map[types.NamespacedName]*corev1.Service{
@@ -162,6 +165,15 @@ func TestResolveBackendRef(t *testing.T) {
 			grants: []*gwv1.ReferenceGrant{grantGRPC}, reason: gwv1.RouteReasonRefNotPermitted},
 		{name: "cross-namespace pool from a GRPCRoute with a GRPCRoute grant", routeKind: GRPCRouteKind, ref: poolRef("pools-namespace", "shared-pool"),
 			grants: []*gwv1.ReferenceGrant{grantGRPC}, reason: gwv1.RouteReasonResolvedRefs},
+		{name: "HTTP/1.1 pool from a GRPCRoute", routeKind: GRPCRouteKind, ref: poolRef("", "http-pool"),
+			reason: gwv1.RouteReasonUnsupportedProtocol,
+			message: `InferencePool llm-namespace/http-pool has appProtocol "http" (HTTP/1.1), which cannot carry gRPC: ` +
+				`a GRPCRoute needs the pool's spec.appProtocol to be "kubernetes.io/h2c" (HTTP/2 without TLS)`},
+		{name: "pool without appProtocol from a GRPCRoute", routeKind: GRPCRouteKind, ref: poolRef("", "vllm-llama3-8b"),
+			reason: gwv1.RouteReasonUnsupportedProtocol,
+			message: `InferencePool llm-namespace/vllm-llama3-8b has no appProtocol (HTTP/1.1), which cannot carry gRPC: ` +
+				`a GRPCRoute needs the pool's spec.appProtocol to be "kubernetes.io/h2c" (HTTP/2 without TLS)`},
+		{name: "HTTP/1.1 pool from an HTTPRoute", ref: poolRef("", "http-pool"), reason: gwv1.RouteReasonResolvedRefs},
 		{name: "cross-namespace pool, grant for all pools", ref: poolRef("pools-namespace", "shared-pool"),
 			grants: []*gwv1.ReferenceGrant{grantPools}, reason: gwv1.RouteReasonResolvedRefs},
 		{name: "cross-namespace pool, grant for this name", ref: poolRef("pools-namespace", "shared-pool"),

@@ -384,7 +384,9 @@ func Build(in Inputs, opts Options) Outputs {
 }
 
 // referencedPools returns the pools that rules reference with a permitted
-// reference: resolved, or only missing (BackendNotFound). A reference that
+// reference: resolved, only missing (BackendNotFound), or from a GRPCRoute
+// to a pool that is not h2c (UnsupportedProtocol: the pool exists and may
+// be used; the route's status says why this use is not served). A reference that
 // is not permitted (no ReferenceGrant), names a hostname, or is made while
 // the extension is off does not make the route's Gateways the pool's
 // parents: a route must not cause writes to a pool it may not use.
@@ -395,7 +397,7 @@ func referencedPools(rules []RuleResult) []types.NamespacedName {
 			if b.Group != InferencePoolGroup || b.Kind != InferencePoolKind {
 				continue
 			}
-			if b.ResolvedRefs || b.Reason == gwv1.RouteReasonBackendNotFound {
+			if b.ResolvedRefs || b.Reason == gwv1.RouteReasonBackendNotFound || b.Reason == gwv1.RouteReasonUnsupportedProtocol {
 				if !slices.Contains(out, b.Key) {
 					out = append(out, b.Key)
 				}

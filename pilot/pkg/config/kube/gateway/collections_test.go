@@ -11,6 +11,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 	inferencev1 "sigs.k8s.io/gateway-api-inference-extension/api/v1"
@@ -368,6 +369,11 @@ func TestHTTPRouteNotAcceptedReason(t *testing.T) {
 	}
 }
 
+// The seed pool behind the seed HTTPRoute and a GRPCRoute. Its appProtocol
+// is unset (HTTP/1.1): the GRPCRoute's backendRef is ResolvedRefs=False /
+// UnsupportedProtocol naming the pool and reaches the translator as
+// invalid, the HTTPRoute's is resolved, and the pool keeps its parent.
+// Once the pool says kubernetes.io/h2c, both are resolved.
 func TestGRPCRouteToPool(t *testing.T) {
 	grpc := &gwv1.GRPCRoute{
 		ObjectMeta: metav1.ObjectMeta{Namespace: seed.Namespace, Name: "grpc"},
@@ -376,11 +382,42 @@ func TestGRPCRouteToPool(t *testing.T) {
 			Rules:           []gwv1.GRPCRouteRule{{BackendRefs: []gwv1.GRPCBackendRef{{BackendRef: seed.HTTPRoute().Spec.Rules[0].BackendRefs[0].BackendRef}}}},
 		},
 	}
-	p := newPipeline(t, true, seed.GatewayClassObject(), seed.Gateway(), grpc, seed.InferencePool(), seed.EPPService())
-	p.eventually("pool status through a GRPCRoute", func() bool { return len(p.poolStatus(seed.Namespace, seed.PoolName)) == 1 }, nil)
-	if got := p.out.GRPCRouteStatuses.GetKey(seed.Namespace + "/grpc"); got == nil || len(got.Parents) != 1 {
-		t.Errorf("GRPCRoute status = %+v", got)
+	p := newPipeline(t, true, seed.GatewayClassObject(), seed.Gateway(), seed.HTTPRoute(), grpc, seed.InferencePool(), seed.EPPService())
+	p.eventually("pool status", func() bool { return len(p.poolStatus(seed.Namespace, seed.PoolName)) == 1 }, nil)
+	grpcRefs := func() *metav1.Condition {
+		if s := p.out.GRPCRouteStatuses.GetKey(seed.Namespace + "/grpc"); s != nil && len(s.Parents) == 1 {
+			return meta.FindStatusCondition(s.Parents[0].Conditions, string(gwv1.RouteConditionResolvedRefs))
+		}
+		return nil
 	}
+	p.eventually("GRPCRoute ResolvedRefs=False", func() bool { c := grpcRefs(); return c != nil && c.Status == metav1.ConditionFalse }, nil)
+	if c := grpcRefs(); c.Reason != string(gwv1.RouteReasonUnsupportedProtocol) ||
+		!strings.Contains(c.Message, "InferencePool llm-namespace/vllm-llama3-8b") || !strings.Contains(c.Message, `"kubernetes.io/h2c"`) {
+		t.Errorf("GRPCRoute ResolvedRefs = %+v, want UnsupportedProtocol naming the pool and kubernetes.io/h2c", c)
+	}
+	p.eventually("HTTPRoute ResolvedRefs=True", func() bool {
+		ps := p.routeStatus(seed.Namespace, seed.RouteName)
+		return len(ps) == 1 && meta.IsStatusConditionTrue(ps[0].Conditions, string(gwv1.RouteConditionResolvedRefs))
+	}, func() string { return fmt.Sprint(p.routeStatus(seed.Namespace, seed.RouteName)) })
+	backends := func() map[string]model.Backend {
+		out := map[string]model.Backend{}
+		if n := p.out.Translator.GetKey(seed.GatewayNamespace + "/" + seed.GatewayName); n != nil {
+			for _, r := range n.Listeners[0].Routes {
+				out[r.Kind] = r.Rules[0].Backends[0]
+			}
+		}
+		return out
+	}
+	p.eventually("both routes translated", func() bool { return len(backends()) == 2 }, nil)
+	if b := backends(); b["GRPCRoute"].Invalid == "" || b["GRPCRoute"].Pool != nil || b["HTTPRoute"].Pool == nil {
+		t.Errorf("translator backends = %+v, want the GRPCRoute's invalid and the HTTPRoute's the pool", b)
+	}
+
+	h2c := seed.InferencePool()
+	h2c.Spec.AppProtocol = inferencev1.AppProtocolH2C
+	p.add(h2c)
+	p.eventually("GRPCRoute ResolvedRefs=True with an h2c pool", func() bool { c := grpcRefs(); return c != nil && c.Status == metav1.ConditionTrue }, nil)
+	p.eventually("GRPCRoute's backend is the pool", func() bool { b := backends(); return b["GRPCRoute"].Pool != nil && b["GRPCRoute"].Pool.HTTP2() }, nil)
 }
 
 func TestShadowServiceOwnerReference(t *testing.T) {
