@@ -26,6 +26,14 @@ const (
 // lis until the returned stop is called (also at cleanup).
 func runXDS(t *testing.T, lis net.Listener) (stop func()) {
 	t.Helper()
+	stop, _ = runXDSServer(t, lis)
+	return stop
+}
+
+// runXDSServer is runXDS that also returns the server (for its debug
+// handler).
+func runXDSServer(t *testing.T, lis net.Listener) (stop func(), srv *xds.Server) {
+	t.Helper()
 	done := make(chan struct{})
 	gws := krt.NewStaticCollection(nil, []model.Gateway{seedGateway()}, krt.WithStop(done))
 	eps := krt.NewStaticCollection(nil, []model.ClusterEndpoints{
@@ -59,7 +67,7 @@ func runXDS(t *testing.T, lis net.Listener) (stop func()) {
 		close(done)
 	}
 	t.Cleanup(stop)
-	return stop
+	return stop, srv
 }
 
 // The seed end to end, state of the world and delta: pilot's xDS is
