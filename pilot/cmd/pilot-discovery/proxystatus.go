@@ -35,11 +35,13 @@ func newProxyStatusCommand() *cobra.Command {
 		Use:   "proxy-status --http-address HOST:PORT",
 		Short: "Print each connected proxy and whether it is in sync",
 		Long: "proxy-status reads a running pilot-discovery's /debug/syncz and prints one row per ADS stream:\n" +
-			"the proxy's node id, its Gateway, the protocol variant, and per xDS type:\n" +
+			"the proxy's node id, its Gateway, the protocol variant, its version, and per xDS type:\n" +
 			"  SYNCED (v)               the proxy acked version v, the last one sent\n" +
 			"  STALE (sent v, acked a)  the last version sent is not acked yet\n" +
 			"  NACKED (v)               the proxy rejected version v (the errors follow the table)\n" +
-			"  NOT SENT                 nothing of this type was sent on the stream",
+			"  NOT SENT                 nothing of this type was sent on the stream\n" +
+			"VERSION is the node's user_agent_name and version; \"(below floor)\" marks an Envoy older than\n" +
+			"the version floor (" + xds.EnvoyVersionFloor.String() + "): it is served, but never reports the endpoint it served to the EPP.",
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			return runProxyStatus(cmd.Context(), cmd.OutOrStdout(), o)
@@ -100,7 +102,7 @@ func runProxyStatus(ctx context.Context, w io.Writer, o *proxyStatusOptions) err
 // then one line per NACK with its error message.
 func writeProxyStatus(w io.Writer, st []xds.ProxyStatus) error {
 	t := newTable(w)
-	header := []string{"NAME", "GATEWAY", "STREAM"}
+	header := []string{"NAME", "GATEWAY", "STREAM", "VERSION"}
 	for _, ty := range proxyStatusTypes {
 		header = append(header, ty.column)
 	}
@@ -115,7 +117,7 @@ func writeProxyStatus(w io.Writer, st []xds.ProxyStatus) error {
 		if p.Delta {
 			stream = "delta"
 		}
-		cells := []string{dash(p.Node), gw, stream}
+		cells := []string{dash(p.Node), gw, stream, versionCell(p.ProxyVersion)}
 		for _, ty := range proxyStatusTypes {
 			ts := p.Types[ty.key]
 			cells = append(cells, syncState(ts))
@@ -135,6 +137,19 @@ func writeProxyStatus(w io.Writer, st []xds.ProxyStatus) error {
 		}
 	}
 	return nil
+}
+
+// versionCell is the VERSION cell: user agent and version as the node sent
+// them, and whether the version floor holds it back.
+func versionCell(v xds.ProxyVersion) string {
+	cell := strings.TrimSpace(v.UserAgent + " " + v.Version)
+	if cell == "" {
+		cell = "-"
+	}
+	if v.BelowFloor {
+		cell += " (below floor)"
+	}
+	return cell
 }
 
 // syncState is one type's cell.

@@ -21,19 +21,22 @@ import (
 
 const fixedSyncz = `[
   {"stream": 1, "delta": false, "node": "router~10.244.0.20~gw-1.gateway-namespace", "gateway": "gateway-namespace/gateway",
+   "userAgent": "envoy", "version": "1.37.2", "belowVersionFloor": true,
    "types": {
      "cds": {"sent": "00000000000000aa", "acked": "00000000000000aa"},
      "lds": {"sent": "00000000000000bb"},
      "eds": {"sent": "00000000000000cc", "acked": "00000000000000c0", "nacked": "00000000000000cc", "nackMessage": "bad endpoint"}
    }},
-  {"stream": 2, "delta": true, "node": "envoy-2", "gatewayError": "node \"envoy-2\": node.metadata must carry the Gateway", "types": {}}
+  {"stream": 2, "delta": true, "node": "envoy-2", "gatewayError": "node \"envoy-2\": node.metadata must carry the Gateway", "types": {}},
+  {"stream": 3, "delta": false, "node": "envoy-3", "gateway": "gateway-namespace/gateway", "userAgent": "envoy", "version": "1.40.0", "types": {}}
 ]`
 
 // Written by hand: one row per stream, a cell per type, the NACK's error
 // after the table.
-const fixedProxyStatus = `NAME                                          GATEWAY                             STREAM     CDS                           LDS                                        EDS                           RDS
-router~10.244.0.20~gw-1.gateway-namespace     gateway-namespace/gateway           sotw       SYNCED (00000000000000aa)     STALE (sent 00000000000000bb, acked -)     NACKED (00000000000000cc)     NOT SENT
-envoy-2                                       - (no Gateway in node metadata)     delta      NOT SENT                      NOT SENT                                   NOT SENT                      NOT SENT
+const fixedProxyStatus = `NAME                                          GATEWAY                             STREAM     VERSION                        CDS                           LDS                                        EDS                           RDS
+router~10.244.0.20~gw-1.gateway-namespace     gateway-namespace/gateway           sotw       envoy 1.37.2 (below floor)     SYNCED (00000000000000aa)     STALE (sent 00000000000000bb, acked -)     NACKED (00000000000000cc)     NOT SENT
+envoy-2                                       - (no Gateway in node metadata)     delta      -                              NOT SENT                      NOT SENT                                   NOT SENT                      NOT SENT
+envoy-3                                       gateway-namespace/gateway           sotw       envoy 1.40.0                   NOT SENT                      NOT SENT                                   NOT SENT                      NOT SENT
 
 NACKs:
   router~10.244.0.20~gw-1.gateway-namespace gateway-namespace/gateway EDS 00000000000000cc: bad endpoint

@@ -26,8 +26,9 @@ import (
 //	    the resource's version_info. 400 without the parameter, 404 for a
 //	    Gateway without a published configuration.
 //	GET /debug/syncz   every open stream (JSON []ProxyStatus): node id,
-//	    Gateway, and per type the version sent, acked, and nacked with its
-//	    error.
+//	    Gateway, user agent and version (belowVersionFloor for an Envoy
+//	    older than EnvoyVersionFloor), and per type the version sent,
+//	    acked, and nacked with its error.
 //	GET /debug/krtz    Config.KrtDebug (404 when unset).
 //	GET /metrics       Config.Registry (404 when unset).
 //	GET /ready         200 once the first configuration is published (every

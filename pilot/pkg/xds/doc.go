@@ -50,6 +50,15 @@
 // never valid, or deleted) gets nothing and waits; a deleted Gateway's
 // proxies keep their last configuration rather than receiving an empty one.
 //
+// version.go holds the Envoy version floor (EnvoyVersionFloor, 1.38.0: the
+// first Envoy with OverrideHost.selected_host_key). A node whose
+// user_agent_name is "envoy" and whose user_agent_build_version is older,
+// or absent, is served anyway (an older Envoy ignores the field and only
+// the served-endpoint report to the EPP is lost), logged once per stream at
+// WARN, counted in infermesh_xds_proxies_below_version_floor{gateway} while
+// its stream is open, and marked in /debug/syncz. Other user agents (and
+// none) are not held to the floor.
+//
 // # Versions
 //
 // A resource's version is the 64-bit xxhash of its deterministic

@@ -94,6 +94,8 @@ type envOptions struct {
 	// endpointsSynced gates the Endpoints collection's sync (nil: synced).
 	endpointsSynced krt.Syncer
 	mutate          func(gateway string, res *core.Resources)
+	// logger defaults to one that discards.
+	logger *slog.Logger
 }
 
 // newEnv starts a Server; everything stops at test cleanup.
@@ -101,6 +103,9 @@ func newEnv(t *testing.T, o envOptions) *env {
 	t.Helper()
 	stop := make(chan struct{})
 	e := &env{t: t, registry: prometheus.NewRegistry()}
+	if o.logger == nil {
+		o.logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+	}
 	e.gateways = krt.NewStaticCollection(nil, o.gateways, krt.WithStop(stop))
 	e.endpoints = krt.NewStaticCollection(o.endpointsSynced, o.endpoints, krt.WithStop(stop))
 	e.epptls = krt.NewStaticCollection[model.EPPTLS](nil, nil, krt.WithStop(stop))
@@ -109,7 +114,7 @@ func newEnv(t *testing.T, o envOptions) *env {
 		Translate: core.Options{InferenceEnabled: true},
 		Debounce:  20 * time.Millisecond, MaxDelay: 100 * time.Millisecond,
 		Registry: e.registry, KrtDebug: krt.NewDebugHandler(),
-		Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
+		Logger: o.logger,
 	})
 	if err != nil {
 		t.Fatal(err)

@@ -14,6 +14,7 @@ import "github.com/prometheus/client_golang/prometheus"
 //	infermesh_xds_push_duration_seconds          histogram: one push-path run (validate, marshal, publish), seconds
 //	infermesh_xds_connected_streams              gauge: open ADS streams
 //	infermesh_xds_dropped_responses_total        counter: responses dropped on a full stream channel (must stay 0)
+//	infermesh_xds_proxies_below_version_floor{gateway}  gauge: open streams of Envoys older than EnvoyVersionFloor (served, but the EPP never learns the served endpoint)
 type metrics struct {
 	nacks     *prometheus.CounterVec
 	responses *prometheus.CounterVec
@@ -22,6 +23,8 @@ type metrics struct {
 	pushTime  prometheus.Histogram
 	streams   prometheus.Gauge
 	dropped   prometheus.Counter
+	// belowFloor is set by the tracker from its own counts.
+	belowFloor *prometheus.GaugeVec
 }
 
 func newMetrics() *metrics {
@@ -48,11 +51,15 @@ func newMetrics() *metrics {
 		dropped: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "infermesh_xds_dropped_responses_total", Help: "Responses dropped because a stream's channel was full (a bug if not 0).",
 		}),
+		belowFloor: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "infermesh_xds_proxies_below_version_floor",
+			Help: "Open ADS streams of Envoys older than the version floor, by Gateway: they are served, but never report the served endpoint to the EPP.",
+		}, []string{"gateway"}),
 	}
 }
 
 func (m *metrics) register(reg prometheus.Registerer) error {
-	for _, c := range []prometheus.Collector{m.nacks, m.responses, m.rejected, m.pushes, m.pushTime, m.streams, m.dropped} {
+	for _, c := range []prometheus.Collector{m.nacks, m.responses, m.rejected, m.pushes, m.pushTime, m.streams, m.dropped, m.belowFloor} {
 		if err := reg.Register(c); err != nil {
 			return err
 		}

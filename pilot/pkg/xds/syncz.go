@@ -27,6 +27,9 @@ type ProxyStatus struct {
 	Node         string `json:"node"`
 	Gateway      string `json:"gateway,omitempty"`
 	GatewayError string `json:"gatewayError,omitempty"`
+	// ProxyVersion is the node's user agent and version, and whether it is
+	// below EnvoyVersionFloor.
+	ProxyVersion
 	// Types are per xDS type (cds, eds, lds, rds).
 	Types map[string]*TypeStatus `json:"types"`
 }
@@ -56,6 +59,10 @@ type tracker struct {
 
 	mu      sync.Mutex
 	streams map[streamKey]*streamState
+	// belowFloor counts, per Gateway, the open streams whose proxy is below
+	// EnvoyVersionFloor (the gauge's source, so a Gateway's series is
+	// deleted at 0).
+	belowFloor map[string]int
 }
 
 type streamKey struct {
@@ -65,6 +72,9 @@ type streamKey struct {
 
 type streamState struct {
 	status ProxyStatus
+	// nodeSeen is set once the stream's node was recorded (its first
+	// request carries it).
+	nodeSeen bool
 	// nonces are, per type, the version sent with the latest nonce.
 	nonces map[string]nonceVersion
 }
@@ -74,7 +84,7 @@ type nonceVersion struct{ nonce, version string }
 var _ serverv3.Callbacks = (*tracker)(nil)
 
 func newTracker(log *slog.Logger, m *metrics, c clock.PassiveClock) *tracker {
-	return &tracker{log: log, metrics: m, clock: c, streams: map[streamKey]*streamState{}}
+	return &tracker{log: log, metrics: m, clock: c, streams: map[streamKey]*streamState{}, belowFloor: map[string]int{}}
 }
 
 func (t *tracker) open(k streamKey) {
@@ -90,9 +100,12 @@ func (t *tracker) open(k streamKey) {
 func (t *tracker) closed(k streamKey) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	if _, ok := t.streams[k]; ok {
+	if s, ok := t.streams[k]; ok {
 		delete(t.streams, k)
 		t.metrics.streams.Dec()
+		if s.status.BelowFloor {
+			t.belowFloorAdd(s.status.Gateway, -1)
+		}
 	}
 }
 
@@ -107,13 +120,8 @@ func (t *tracker) request(k streamKey, node *corev3.Node, typeURL, nonce, ackVer
 	if s == nil {
 		return
 	}
-	if s.status.Node == "" && node != nil {
-		s.status.Node = node.GetId()
-		if gw, err := gatewayOf(node); err != nil {
-			s.status.GatewayError = err.Error()
-		} else {
-			s.status.Gateway = gw
-		}
+	if !s.nodeSeen && node != nil {
+		t.recordNode(k, s, node)
 	}
 	kd, ok := kindOf(typeURL)
 	if !ok || nonce == "" {
@@ -138,6 +146,49 @@ func (t *tracker) request(k streamKey, node *corev3.Node, typeURL, nonce, ackVer
 	if ts.Nacked != "" && ackVersion == sent.version {
 		ts.Nacked, ts.NackMessage = "", ""
 	}
+}
+
+// recordNode records the stream's node: its id, Gateway and version. A
+// proxy below EnvoyVersionFloor is served, logged once (here: a stream
+// carries its node once) and counted per Gateway while its stream is open.
+// t.mu is held.
+func (t *tracker) recordNode(k streamKey, s *streamState, node *corev3.Node) {
+	s.nodeSeen = true
+	s.status.Node = node.GetId()
+	if gw, err := gatewayOf(node); err != nil {
+		s.status.GatewayError = err.Error()
+	} else {
+		s.status.Gateway = gw
+	}
+	s.status.ProxyVersion = proxyVersionOf(node)
+	if !s.status.BelowFloor {
+		return
+	}
+	t.belowFloorAdd(s.status.Gateway, 1)
+	t.log.Warn("xds: proxy's Envoy is older than the version floor: it is served, but ignores "+
+		"OverrideHost.selected_host_key, so the endpoint it served is never reported to the EPP",
+		"node", s.status.Node, "gateway", s.status.Gateway, "version", orNone(s.status.Version),
+		"floor", EnvoyVersionFloor.String(), "delta", k.delta)
+}
+
+// belowFloorAdd moves gateway's count of proxies below the floor by d and
+// sets the gauge; at 0 the Gateway's series is deleted.
+func (t *tracker) belowFloorAdd(gateway string, d int) {
+	n := t.belowFloor[gateway] + d
+	if n <= 0 {
+		delete(t.belowFloor, gateway)
+		t.metrics.belowFloor.DeleteLabelValues(gateway)
+		return
+	}
+	t.belowFloor[gateway] = n
+	t.metrics.belowFloor.WithLabelValues(gateway).Set(float64(n))
+}
+
+func orNone(s string) string {
+	if s == "" {
+		return "(none sent)"
+	}
+	return s
 }
 
 func (t *tracker) response(k streamKey, typeURL, nonce, version string) {

@@ -41,13 +41,22 @@ type Options struct {
 	// MaxBackoff bounds the delay between ADS reconnects (default 2 s; the
 	// first retry waits 50 ms, doubling).
 	MaxBackoff time.Duration
+	// EnvoyVersion is the Envoy release the data plane behaves as,
+	// MAJOR.MINOR.PATCH (default DefaultEnvoyVersion). It is declared in
+	// the node's user_agent_build_version (unless the bootstrap sets one,
+	// as with Envoy), and a field introduced after it (fieldsIntroduced) is
+	// ignored as an older Envoy ignores an unknown field: logged once per
+	// description at WARN ("Unknown field: ...") and counted in
+	// Counters.UnknownFields.
+	EnvoyVersion string
 }
 
 // DataPlane is an Envoy stand-in for tests, configured only over ADS.
 type DataPlane struct {
-	opts   Options
-	log    *slog.Logger
-	target *adsTarget
+	opts    Options
+	log     *slog.Logger
+	target  *adsTarget
+	version envoyVersion
 
 	mu               sync.Mutex
 	store            *store
@@ -68,6 +77,9 @@ type DataPlane struct {
 
 	counters counters
 	extProc  extproc.Counters
+
+	unknownMu   sync.Mutex
+	unknownSeen map[string]bool // unknown-field descriptions already reported
 }
 
 // Counters are the data plane's statistics.
@@ -87,10 +99,14 @@ type Counters struct {
 	// MaxDurationReached counts requests ended by a route's
 	// max_stream_duration (Envoy's downstream_rq_max_duration_reached).
 	MaxDurationReached int64
+	// UnknownFields counts distinct unknown-field descriptions in xDS
+	// resources: fields newer than Options.EnvoyVersion, ignored (Envoy's
+	// server.dynamic_unknown_fields).
+	UnknownFields int64
 }
 
 type counters struct {
-	requests, fallbacks, nacks, acks, retries, maxDurationReached atomic.Int64
+	requests, fallbacks, nacks, acks, retries, maxDurationReached, unknownFields atomic.Int64
 }
 
 // NACK is an xDS response the data plane rejected.
@@ -138,6 +154,14 @@ func New(bootstrap []byte, opts Options) (*DataPlane, error) {
 	if err != nil {
 		return nil, err
 	}
+	if opts.EnvoyVersion == "" {
+		opts.EnvoyVersion = DefaultEnvoyVersion
+	}
+	ver, err := parseEnvoyVersion(opts.EnvoyVersion)
+	if err != nil {
+		return nil, fmt.Errorf("dataplane: Options.EnvoyVersion: %w", err)
+	}
+	t.node = declaredNode(t.node, ver)
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
 	}
@@ -149,7 +173,7 @@ func New(bootstrap []byte, opts Options) (*DataPlane, error) {
 		r = rand.New(rand.NewPCG(rand.Uint64(), rand.Uint64()))
 	}
 	dp := &DataPlane{
-		opts: opts, log: opts.Logger, target: t, store: newStore(),
+		opts: opts, log: opts.Logger, target: t, version: ver, store: newStore(), unknownSeen: map[string]bool{},
 		versions: map[string]string{}, resourceVersions: map[string]string{},
 		changed: make(chan struct{}), clusters: map[string]*clusterRuntime{}, warm: map[string]*clusterWarm{},
 		listeners: map[string]*boundListener{}, grpcConns: map[string]*grpc.ClientConn{}, rand: r,
@@ -210,6 +234,22 @@ func (dp *DataPlane) recordNACK(resp *response, msg string) {
 	defer dp.mu.Unlock()
 	dp.lastNACK = &NACK{TypeURL: resp.typeURL, Version: resp.version, Nonce: resp.nonce, Message: msg}
 	dp.publishLocked()
+}
+
+// unknownField reports a field the data plane's Envoy version does not
+// know, as Envoy's WarningValidationVisitorImpl::onUnknownField
+// (source/common/protobuf/message_validator_impl.cc): the first time a
+// description is seen it is logged at WARN and counted; later ones are not.
+func (dp *DataPlane) unknownField(description string) {
+	dp.unknownMu.Lock()
+	seen := dp.unknownSeen[description]
+	dp.unknownSeen[description] = true
+	dp.unknownMu.Unlock()
+	if seen {
+		return
+	}
+	dp.log.Warn("dataplane: Unknown field: "+description, "envoyVersion", dp.version.String())
+	dp.counters.unknownFields.Add(1)
 }
 
 // publishLocked computes the active configuration from the store (Envoy's
@@ -284,6 +324,7 @@ func (dp *DataPlane) Counters() Counters {
 		ACKs:                   dp.counters.acks.Load(),
 		Retries:                dp.counters.retries.Load(),
 		MaxDurationReached:     dp.counters.maxDurationReached.Load(),
+		UnknownFields:          dp.counters.unknownFields.Load(),
 	}
 }
 

@@ -14,6 +14,11 @@
 // (an envoy_grpc static cluster: socket address, HTTP/2, optional
 // UpstreamTlsContext; or google_grpc with ssl credentials and the
 // file_based_metadata call credentials, sent as "authorization: Bearer").
+// Options.EnvoyVersion is the Envoy release it behaves as (default
+// DefaultEnvoyVersion, 1.40.0: the release of the go-control-plane API
+// module it is built on and of the Gateway Deployments' image); the node it
+// sends declares it in user_agent_build_version, with user_agent_name
+// "envoy", unless the bootstrap sets them (as Envoy, source/server/server.cc).
 // Run keeps an ADS stream up (reconnecting with bounded backoff); Addr gives
 // each xDS listener's bound address; Snapshot and WaitFor expose the
 // configuration in effect and the counters.
@@ -22,6 +27,9 @@
 //
 //   - allowed.go: the one list of proto fields the data plane implements, and
 //     the protoreflect walk that refuses any other set field (Anys included).
+//   - version.go: the Envoy version it behaves as: the node it declares,
+//     and fields newer than that version (fieldsIntroduced) ignored with a
+//     warning and a counter, as an older Envoy ignores an unknown field.
 //   - xds.go: the ADS client: LDS and CDS wildcard, then RDS for the route
 //     configurations the listeners name and EDS for the clusters' service
 //     names; ACK / NACK with version, nonce and error_detail.
@@ -91,6 +99,10 @@
 //   - Weighted cluster choice uses Options.Rand, not Envoy's per-request
 //     random value or x-envoy-stable-hash headers.
 //   - The bootstrap's admin and static listeners (status port) are not run.
+//   - Run as an older Envoy, a field newer than it is cleared from the
+//     resource (Snapshot shows it without the field; an old Envoy keeps the
+//     bytes as unknown), and --reject-unknown-dynamic-fields is not
+//     modelled. At its default version any unknown field is refused.
 //
 // # Rules for callers
 //

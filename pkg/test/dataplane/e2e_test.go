@@ -26,6 +26,14 @@ const (
 // lis until the returned stop is called (also at cleanup).
 func runXDS(t *testing.T, lis net.Listener) (stop func()) {
 	t.Helper()
+	stop, _ = runXDSServer(t, lis)
+	return stop
+}
+
+// runXDSServer is runXDS that also returns the server (for its debug
+// handler).
+func runXDSServer(t *testing.T, lis net.Listener) (stop func(), srv *xds.Server) {
+	t.Helper()
 	return serveXDS(t, lis, seedGateway(), []model.ClusterEndpoints{
 		{Cluster: seedShadowCluster, Endpoints: []model.Endpoint{
 			{Address: "10.244.0.13", Port: 8000}, {Address: "10.244.0.14", Port: 8000}, {Address: "10.244.0.15", Port: 8000},
@@ -37,7 +45,7 @@ func runXDS(t *testing.T, lis net.Listener) (stop func()) {
 // serveXDS serves gw, with endpoints, from an in-process pilot xds.Server
 // (translation, core.Validate, ADS) on lis until the returned stop is
 // called (also at cleanup).
-func serveXDS(t *testing.T, lis net.Listener, gw model.Gateway, endpoints []model.ClusterEndpoints) (stop func()) {
+func serveXDS(t *testing.T, lis net.Listener, gw model.Gateway, endpoints []model.ClusterEndpoints) (stop func(), srv *xds.Server) {
 	t.Helper()
 	done := make(chan struct{})
 	gws := krt.NewStaticCollection(nil, []model.Gateway{gw}, krt.WithStop(done))
@@ -67,7 +75,7 @@ func serveXDS(t *testing.T, lis net.Listener, gw model.Gateway, endpoints []mode
 		close(done)
 	}
 	t.Cleanup(stop)
-	return stop
+	return stop, srv
 }
 
 // The seed end to end, state of the world and delta: pilot's xDS is

@@ -73,8 +73,9 @@ func newTestDP(t *testing.T, opts Options) *DataPlane {
 	return dp
 }
 
-// load validates resources as an xDS response would and applies them, as
-// if each had arrived in its own accepted response.
+// load validates resources as an xDS response to dp would (at its Envoy
+// version) and applies them, as if each had arrived in its own accepted
+// response.
 func load(t *testing.T, dp *DataPlane, msgs ...proto.Message) {
 	t.Helper()
 	for _, m := range msgs {
@@ -87,7 +88,7 @@ func load(t *testing.T, dp *DataPlane, msgs ...proto.Message) {
 		case resourcev3.ListenerType, resourcev3.RouteType, resourcev3.EndpointType:
 			typeURL = a.GetTypeUrl()
 		}
-		d, err := decodeResource(typeURL, a)
+		d, err := dp.decode(typeURL, a)
 		if err != nil {
 			t.Fatalf("resource rejected: %v", err)
 		}

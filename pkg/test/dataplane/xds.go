@@ -77,16 +77,27 @@ type decoded struct {
 	value any // *listenerEntry, *routeEntry, *clusterEntry or *endpointEntry
 }
 
-// decodeResource unpacks a resource of type typeURL and checks it the way
-// Envoy would (proto validation rules), plus the data plane's honesty
-// check (no set field it does not implement), then compiles it.
+// decodeResource decodes a resource as the data plane at
+// DefaultEnvoyVersion does (see decodeResourceAs).
 func decodeResource(typeURL string, a *anypb.Any) (decoded, error) {
+	return decodeResourceAs(typeURL, a, nil)
+}
+
+// decodeResourceAs unpacks a resource of type typeURL, drops the fields
+// its Envoy version does not know (ignoreNewer, when set; Envoy does this
+// while parsing, before validation), checks it the way Envoy would (proto
+// validation rules), plus the data plane's honesty check (no set field it
+// does not implement), then compiles it.
+func decodeResourceAs(typeURL string, a *anypb.Any, ignoreNewer func(proto.Message)) (decoded, error) {
 	if a.GetTypeUrl() != typeURL {
 		return decoded{}, fmt.Errorf("resource of type %s in a %s response", a.GetTypeUrl(), typeURL)
 	}
 	msg, err := a.UnmarshalNew()
 	if err != nil {
 		return decoded{}, err
+	}
+	if ignoreNewer != nil {
+		ignoreNewer(msg)
 	}
 	name := resourceName(msg)
 	fail := func(err error) (decoded, error) { return decoded{}, fmt.Errorf("%s: %w", name, err) }
@@ -125,6 +136,12 @@ func decodeResource(typeURL string, a *anypb.Any) (decoded, error) {
 		return decoded{name, &endpointEntry{m, addrs}}, nil
 	}
 	return decoded{}, fmt.Errorf("type %s not implemented", typeURL)
+}
+
+// decode decodes a resource as this data plane's Envoy version does: a
+// field newer than it is ignored with a warning (ignoreNewerFields).
+func (dp *DataPlane) decode(typeURL string, a *anypb.Any) (decoded, error) {
+	return decodeResourceAs(typeURL, a, func(m proto.Message) { dp.version.ignoreNewerFields(m, dp.unknownField) })
 }
 
 func resourceName(m proto.Message) string {
@@ -308,7 +325,7 @@ func (dp *DataPlane) handle(s stream, states map[string]*typeState, st *typeStat
 	var decodedAll []decoded
 	var errs []string
 	for _, a := range resp.resources {
-		d, err := decodeResource(resp.typeURL, a)
+		d, err := dp.decode(resp.typeURL, a)
 		if err != nil {
 			errs = append(errs, err.Error())
 			continue
