@@ -11,6 +11,8 @@ import (
 	"testing"
 	"time"
 
+	"google.golang.org/grpc"
+
 	"github.com/infermesh/infermesh/pilot/pkg/model"
 	"github.com/infermesh/infermesh/pilot/pkg/networking/core"
 	"github.com/infermesh/infermesh/pilot/pkg/xds"
@@ -23,8 +25,9 @@ const (
 )
 
 // runXDS serves the seed Gateway from an in-process pilot xds.Server on
-// lis until the returned stop is called (also at cleanup).
-func runXDS(t *testing.T, lis net.Listener) (stop func()) {
+// lis until the returned stop is called (also at cleanup); grpcOpts are
+// the gRPC server's options (TLS, authentication).
+func runXDS(t *testing.T, lis net.Listener, grpcOpts ...grpc.ServerOption) (stop func()) {
 	t.Helper()
 	done := make(chan struct{})
 	gws := krt.NewStaticCollection(nil, []model.Gateway{seedGateway()}, krt.WithStop(done))
@@ -38,7 +41,8 @@ func runXDS(t *testing.T, lis net.Listener) (stop func()) {
 	srv, err := xds.NewServer(xds.Config{
 		Gateways: gws, Endpoints: eps, EPPTLS: tlsCol, Translate: core.Options{InferenceEnabled: true},
 		Debounce: 10 * time.Millisecond, MaxDelay: 50 * time.Millisecond,
-		Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
+		Logger:      slog.New(slog.NewTextHandler(io.Discard, nil)),
+		GRPCOptions: grpcOpts,
 	})
 	if err != nil {
 		t.Fatal(err)
