@@ -6,6 +6,7 @@ package dataplane
 import (
 	"context"
 	"crypto/tls"
+	"fmt"
 	"net"
 	"os"
 	"path/filepath"
@@ -105,8 +106,12 @@ func TestADSWithServiceAccountToken(t *testing.T) {
 	defer wcancel()
 	if err := dp.WaitFor(ctx, func(s Snapshot) bool { return s.Listeners["0.0.0.0_80"] != nil }); err != nil {
 		accepted, refused := gate.seen()
-		t.Fatalf("the Gateway got no configuration: %v; the ADS server accepted %d streams and refused %d, with authorization %q",
-			err, accepted, len(refused), refused)
+		first := "(none)"
+		if len(refused) > 0 {
+			first = fmt.Sprintf("%q", refused[0])
+		}
+		t.Fatalf("the Gateway got no configuration: %v; the ADS server accepted %d streams and refused %d (the first with authorization %s)",
+			err, accepted, len(refused), first)
 	}
 	if accepted, refused := gate.seen(); accepted == 0 || len(refused) != 0 {
 		t.Fatalf("ADS server accepted %d streams and refused %q", accepted, refused)
