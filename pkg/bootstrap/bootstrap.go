@@ -62,7 +62,9 @@ const (
 	SystemCAFile = "/etc/ssl/certs/ca-certificates.crt"
 	// FileBasedMetadataPlugin is the Google gRPC call-credentials plugin
 	// that reads a header value from a file
-	// (envoy.config.grpc_credential.v3.FileBasedMetadataConfig).
+	// (envoy.config.grpc_credential.v3.FileBasedMetadataConfig), and the
+	// name of the credentials factory that applies it
+	// (google_grpc.credentials_factory_name).
 	FileBasedMetadataPlugin = "envoy.grpc_credentials.file_based_metadata"
 )
 
@@ -292,6 +294,15 @@ func upstreamTLS(host string, caPEM []byte) (*corev3.TransportSocket, error) {
 
 // googleGRPC is the ADS service through the Google gRPC client: TLS channel
 // credentials, and the token file as "authorization: Bearer <token>".
+//
+// The plugin is applied only by the credentials factory of the same name
+// (credentials_factory_name). Envoy's default factory, used when the name is
+// empty, builds the built-in call credentials and skips every from_plugin
+// entry (source/common/grpc/google_grpc_creds_impl.cc,
+// CredsUtility::callCredentials), so the stream would open without a token;
+// Envoy's own test of the plugin sets the name
+// (test/extensions/grpc_credentials/file_based_metadata/
+// file_based_metadata_grpc_credentials_test.cc).
 func googleGRPC(c Config) (*corev3.GrpcService, error) {
 	ssl := &corev3.GrpcService_GoogleGrpc_SslCredentials{}
 	if len(c.CABundle) > 0 {
@@ -308,6 +319,9 @@ func googleGRPC(c Config) (*corev3.GrpcService, error) {
 	return &corev3.GrpcService{TargetSpecifier: &corev3.GrpcService_GoogleGrpc_{GoogleGrpc: &corev3.GrpcService_GoogleGrpc{
 		TargetUri:  c.XDSAddress,
 		StatPrefix: "xds_grpc",
+		// Envoy's default credentials factory (empty name) skips plugin
+		// call credentials, so without this no token would be sent.
+		CredentialsFactoryName: FileBasedMetadataPlugin,
 		ChannelCredentials: &corev3.GrpcService_GoogleGrpc_ChannelCredentials{
 			CredentialSpecifier: &corev3.GrpcService_GoogleGrpc_ChannelCredentials_SslCredentials{SslCredentials: ssl},
 		},

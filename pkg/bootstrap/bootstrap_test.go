@@ -96,6 +96,11 @@ func TestBootstrapVariants(t *testing.T) {
 				g.ChannelCredentials.GetSslCredentials().RootCerts.GetInlineString() != caPEM {
 				t.Fatalf("google_grpc = %v", g)
 			}
+			// Envoy's default factory (empty name) skips plugin call
+			// credentials: without the factory's name no token is sent.
+			if g.GetCredentialsFactoryName() != bootstrap.FileBasedMetadataPlugin {
+				t.Errorf("credentials_factory_name = %q, want %q", g.GetCredentialsFactoryName(), bootstrap.FileBasedMetadataPlugin)
+			}
 			p := g.CallCredentials[0].GetFromPlugin()
 			var fb grpccredv3.FileBasedMetadataConfig
 			if p.GetName() != bootstrap.FileBasedMetadataPlugin || p.GetTypedConfig().UnmarshalTo(&fb) != nil {

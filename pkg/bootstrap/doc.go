@@ -20,7 +20,10 @@
 //   - the ADS gRPC service: Envoy's own client over the static cluster
 //     "xds-grpc" (HTTP/2, TLS unless Plaintext), or, when a ServiceAccount
 //     token is to be sent, the Google gRPC client with TLS channel credentials
-//     and the file_based_metadata call credentials;
+//     and the file_based_metadata call credentials, with credentials_factory_name
+//     envoy.grpc_credentials.file_based_metadata (Envoy's default factory,
+//     used when the name is empty, ignores plugin call credentials and would
+//     open the stream without the token);
 //   - an admin listener on 127.0.0.1 only, and a status listener whose
 //     /healthz/ready forwards to the admin's /ready (the readiness probe).
 //

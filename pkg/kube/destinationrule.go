@@ -49,6 +49,9 @@ type ClientTLS struct {
 	// CredentialName names a Secret, in the DestinationRule's namespace, with
 	// the client certificate and key and optionally the CA bundle.
 	CredentialName string
+	// SubjectAltNames are the names the server certificate must carry (one
+	// of them); empty means the rule names none.
+	SubjectAltNames []string
 }
 
 var _ krt.ResourceNamer = DestinationRule{}
@@ -123,6 +126,9 @@ func DestinationRuleFromUnstructured(u *unstructured.Unstructured) (DestinationR
 	if t.CredentialName, err = str(tls, at, "credentialName"); err != nil {
 		return dr, err
 	}
+	if t.SubjectAltNames, err = strs(tls, at, "subjectAltNames"); err != nil {
+		return dr, err
+	}
 	dr.TLS = t
 	return dr, nil
 }
@@ -153,6 +159,28 @@ func str(m map[string]any, at, key string) (string, error) {
 		return "", fmt.Errorf("%s: want a string, got %T", path(at, key), v)
 	}
 	return s, nil
+}
+
+// strs returns m[key] as a list of strings: nil when absent or null, an
+// error when it or an element is something else. at is m's path.
+func strs(m map[string]any, at, key string) ([]string, error) {
+	v, ok := m[key]
+	if !ok || v == nil {
+		return nil, nil
+	}
+	l, ok := v.([]any)
+	if !ok {
+		return nil, fmt.Errorf("%s: want a list of strings, got %T", path(at, key), v)
+	}
+	out := make([]string, 0, len(l))
+	for i, e := range l {
+		s, ok := e.(string)
+		if !ok {
+			return nil, fmt.Errorf("%s[%d]: want a string, got %T", path(at, key), i, e)
+		}
+		out = append(out, s)
+	}
+	return out, nil
 }
 
 func path(at, key string) string {

@@ -63,10 +63,12 @@ func TestDestinationRuleFromUnstructured(t *testing.T) {
 		{name: "all fields", manifest: head + `spec:
   host: epp.ns.svc.cluster.local
   trafficPolicy:
-    tls: {mode: MUTUAL, credentialName: epp-client, caCertificates: /etc/ca.pem, sni: epp, insecureSkipVerify: false}
+    tls: {mode: MUTUAL, credentialName: epp-client, caCertificates: /etc/ca.pem, sni: epp, insecureSkipVerify: false,
+          subjectAltNames: [epp.example, epp.ns.svc]}
   subsets: [{name: v1}]`,
 			want: DestinationRule{Name: "dr", Namespace: "ns", Host: "epp.ns.svc.cluster.local", TLS: &ClientTLS{
-				Mode: TLSModeMutual, CredentialName: "epp-client", CACertificates: "/etc/ca.pem", SNI: "epp"}}},
+				Mode: TLSModeMutual, CredentialName: "epp-client", CACertificates: "/etc/ca.pem", SNI: "epp",
+				SubjectAltNames: []string{"epp.example", "epp.ns.svc"}}}},
 		{name: "no spec", manifest: head, wantErr: "spec.host is required"},
 		{name: "spec a list", manifest: head + "spec: [host]", wantErr: "spec: want an object"},
 		{name: "host a number", manifest: head + "spec: {host: 42}", wantErr: "spec.host: want a string"},
@@ -76,6 +78,10 @@ func TestDestinationRuleFromUnstructured(t *testing.T) {
 			wantErr: `unknown mode "STRICT"`},
 		{name: "insecureSkipVerify a string", manifest: head + `spec: {host: epp, trafficPolicy: {tls: {mode: SIMPLE, insecureSkipVerify: "yes"}}}`,
 			wantErr: "insecureSkipVerify: want a boolean"},
+		{name: "subjectAltNames a string", manifest: head + `spec: {host: epp, trafficPolicy: {tls: {mode: SIMPLE, subjectAltNames: epp.example}}}`,
+			wantErr: "spec.trafficPolicy.tls.subjectAltNames: want a list of strings"},
+		{name: "subjectAltNames entry a number", manifest: head + `spec: {host: epp, trafficPolicy: {tls: {mode: SIMPLE, subjectAltNames: [epp, 7]}}}`,
+			wantErr: "spec.trafficPolicy.tls.subjectAltNames[1]: want a string"},
 		{name: "no namespace", manifest: "metadata: {name: dr}\nspec: {host: epp}", wantErr: "metadata.name and metadata.namespace"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

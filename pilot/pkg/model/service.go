@@ -42,8 +42,10 @@ type EPPTLS struct {
 	// CertificateValidationContext.trusted_ca. Empty, without
 	// InsecureSkipVerify, means the proxy's system trust store.
 	CACertificates []byte
-	// SubjectAltNames, when set, are matched exactly against the server
-	// certificate's DNS SANs (match_typed_subject_alt_names).
+	// SubjectAltNames are the names the server certificate must carry, one
+	// of them as a DNS SAN (match_typed_subject_alt_names, DNS, exact).
+	// Empty means the SNI sent (SNI, else Host): whenever the certificate
+	// is verified, its name is verified too.
 	SubjectAltNames []string
 }
 

@@ -41,7 +41,8 @@ type adsTarget struct {
 // naming a static cluster (first endpoint's socket address, HTTP/2 required,
 // optional UpstreamTlsContext), or as google_grpc (target_uri, ssl channel
 // credentials with optional root_certs, optional file_based_metadata call
-// credentials). LDS and CDS must come over ADS. The rest of the bootstrap
+// credentials, applied only under the credentials factory of that name, as
+// Envoy does: see credentialsFactory). LDS and CDS must come over ADS. The rest of the bootstrap
 // (admin, static listeners) is not run by the data plane.
 func parseBootstrap(b []byte) (*adsTarget, error) {
 	var bs bootstrapv3.Bootstrap
@@ -142,9 +143,19 @@ func (t *adsTarget) fromGoogleGRPC(g *corev3.GrpcService_GoogleGrpc) error {
 		}
 		t.tls.RootCAs = pool
 	}
+	applyPlugins, err := credentialsFactory(g.GetCredentialsFactoryName())
+	if err != nil {
+		return err
+	}
 	for _, cc := range g.GetCallCredentials() {
 		p := cc.GetFromPlugin()
-		if p == nil || p.GetName() != fileBasedMetadataPlugin {
+		if p == nil {
+			return errors.New("bootstrap: call credentials other than from_plugin not implemented")
+		}
+		if !applyPlugins {
+			continue // ignored, as Envoy's default factory ignores them
+		}
+		if p.GetName() != fileBasedMetadataPlugin {
 			return errors.New("bootstrap: only the file_based_metadata call credentials plugin is implemented")
 		}
 		var fb grpccredv3.FileBasedMetadataConfig
@@ -161,6 +172,37 @@ func (t *adsTarget) fromGoogleGRPC(g *corev3.GrpcService_GoogleGrpc) error {
 		t.token = &fileToken{file: fb.GetSecretData().GetFilename(), key: strings.ToLower(key), prefix: fb.GetHeaderPrefix()}
 	}
 	return nil
+}
+
+// Google gRPC credentials factories (google_grpc.credentials_factory_name).
+const (
+	defaultCredentialsFactory = "envoy.grpc_credentials.default"
+	fileBasedMetadataFactory  = fileBasedMetadataPlugin
+)
+
+// credentialsFactory says whether the factory named by
+// credentials_factory_name applies from_plugin call credentials, as Envoy
+// chooses it (source/common/grpc/google_grpc_utils.cc,
+// getGoogleGrpcChannelCredentials): an empty name is the default factory,
+// an unknown name fails the bootstrap ("Unknown google grpc credentials
+// factory"). The default factory (source/common/grpc/
+// google_grpc_creds_impl.cc, CredsUtility::callCredentials) builds only the
+// built-in call credentials and silently skips every from_plugin entry, so
+// the stream opens without the plugin's header: the data plane ignores them
+// too, exactly (it does not refuse the bootstrap, since Envoy accepts it).
+// The file_based_metadata factory (source/extensions/grpc_credentials/
+// file_based_metadata/config.cc) applies the plugin of its name. Other
+// factories Envoy ships (aws_iam) are not implemented.
+func credentialsFactory(name string) (applyPlugins bool, err error) {
+	switch name {
+	case "", defaultCredentialsFactory:
+		return false, nil
+	case fileBasedMetadataFactory:
+		return true, nil
+	case "envoy.grpc_credentials.aws_iam":
+		return false, fmt.Errorf("bootstrap: google_grpc credentials_factory_name %q not implemented", name)
+	}
+	return false, fmt.Errorf("bootstrap: Unknown google grpc credentials factory: %s", name)
 }
 
 // dialOptions are the gRPC options for the ADS connection.

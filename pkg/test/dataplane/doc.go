@@ -13,7 +13,9 @@
 // GRPC = state of the world, DELTA_GRPC = incremental) and the ADS transport
 // (an envoy_grpc static cluster: socket address, HTTP/2, optional
 // UpstreamTlsContext; or google_grpc with ssl credentials and the
-// file_based_metadata call credentials, sent as "authorization: Bearer").
+// file_based_metadata call credentials, sent as "authorization: Bearer" only
+// under the credentials factory of that name, ignored under Envoy's default
+// factory, as Envoy does).
 // Options.EnvoyVersion is the Envoy release it behaves as (default
 // DefaultEnvoyVersion, 1.40.0: the release of the go-control-plane API
 // module it is built on and of the Gateway Deployments' image); the node it
@@ -90,8 +92,10 @@
 //     cluster change beyond closing idle connections.
 //   - TLS to upstreams verifies the chain against trusted_ca and the DNS
 //     subject alternative name matchers (not the SNI), and nothing without a
-//     validation context, as Envoy; the ext_proc gRPC channel, when the
-//     cluster sets no sni, sends the authority as SNI (Go gRPC's behaviour).
+//     validation context, as Envoy; a DNS matcher compares names exactly,
+//     where Envoy also accepts a wildcard certificate name (stricter); the
+//     ext_proc gRPC channel, when the cluster sets no sni, sends the
+//     authority as SNI (Go gRPC's behaviour).
 //   - Redirects: a scheme change drops the request's port; well-known ports
 //     are left out of Location.
 //   - Request mirroring is fire-and-forget with a fixed 10 s bound.

@@ -11,6 +11,8 @@ import (
 	"testing"
 	"time"
 
+	"google.golang.org/grpc"
+
 	"github.com/infermesh/infermesh/pilot/pkg/model"
 	"github.com/infermesh/infermesh/pilot/pkg/networking/core"
 	"github.com/infermesh/infermesh/pilot/pkg/xds"
@@ -23,29 +25,30 @@ const (
 )
 
 // runXDS serves the seed Gateway from an in-process pilot xds.Server on
-// lis until the returned stop is called (also at cleanup).
-func runXDS(t *testing.T, lis net.Listener) (stop func()) {
+// lis until the returned stop is called (also at cleanup); grpcOpts are
+// the gRPC server's options (TLS, authentication).
+func runXDS(t *testing.T, lis net.Listener, grpcOpts ...grpc.ServerOption) (stop func()) {
 	t.Helper()
-	stop, _ = runXDSServer(t, lis)
+	stop, _ = runXDSServer(t, lis, grpcOpts...)
 	return stop
 }
 
 // runXDSServer is runXDS that also returns the server (for its debug
 // handler).
-func runXDSServer(t *testing.T, lis net.Listener) (stop func(), srv *xds.Server) {
+func runXDSServer(t *testing.T, lis net.Listener, grpcOpts ...grpc.ServerOption) (stop func(), srv *xds.Server) {
 	t.Helper()
 	return serveXDS(t, lis, seedGateway(), []model.ClusterEndpoints{
 		{Cluster: seedShadowCluster, Endpoints: []model.Endpoint{
 			{Address: "10.244.0.13", Port: 8000}, {Address: "10.244.0.14", Port: 8000}, {Address: "10.244.0.15", Port: 8000},
 		}},
 		{Cluster: seedEPPCluster, Endpoints: []model.Endpoint{{Address: "10.244.0.16", Port: 9002}}},
-	})
+	}, grpcOpts...)
 }
 
 // serveXDS serves gw, with endpoints, from an in-process pilot xds.Server
 // (translation, core.Validate, ADS) on lis until the returned stop is
 // called (also at cleanup).
-func serveXDS(t *testing.T, lis net.Listener, gw model.Gateway, endpoints []model.ClusterEndpoints) (stop func(), srv *xds.Server) {
+func serveXDS(t *testing.T, lis net.Listener, gw model.Gateway, endpoints []model.ClusterEndpoints, grpcOpts ...grpc.ServerOption) (stop func(), srv *xds.Server) {
 	t.Helper()
 	done := make(chan struct{})
 	gws := krt.NewStaticCollection(nil, []model.Gateway{gw}, krt.WithStop(done))
@@ -54,7 +57,8 @@ func serveXDS(t *testing.T, lis net.Listener, gw model.Gateway, endpoints []mode
 	srv, err := xds.NewServer(xds.Config{
 		Gateways: gws, Endpoints: eps, EPPTLS: tlsCol, Translate: core.Options{InferenceEnabled: true},
 		Debounce: 10 * time.Millisecond, MaxDelay: 50 * time.Millisecond,
-		Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
+		Logger:      slog.New(slog.NewTextHandler(io.Discard, nil)),
+		GRPCOptions: grpcOpts,
 	})
 	if err != nil {
 		t.Fatal(err)

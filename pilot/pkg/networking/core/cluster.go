@@ -108,9 +108,10 @@ func clusterSpecs(gw *model.Gateway, opts Options) map[string]*clusterSpec {
 //     Circuit breakers raised.
 //   - Endpoint Picker (outbound|<port>||<epp host>): always HTTP/2 (gRPC);
 //     TLS when in.EPPTLS has the host: UpstreamTlsContext with sni, ALPN
-//     h2 (gRPC servers refuse TLS without it), and either trusted_ca from
-//     CACertificates or, with InsecureSkipVerify, no validation context;
-//     neither is an error. Circuit
+//     h2 (gRPC servers refuse TLS without it), and either a validation
+//     context (trusted_ca from CACertificates or the system store, and the
+//     name: match_typed_subject_alt_names DNS exact of SubjectAltNames, else
+//     of the SNI) or, with InsecureSkipVerify, none. Circuit
 //     breakers raised: under FailOpen an overflowing EPP cluster would skip
 //     the EPP without an error.
 //
@@ -249,6 +250,14 @@ func overrideHostPolicy() (*clusterv3.LoadBalancingPolicy, error) {
 // trust store, the file systemCA (trusted_ca.filename): what a DestinationRule
 // in SIMPLE mode without caCertificates and a BackendTLSPolicy with
 // wellKnownCACertificates System both mean.
+//
+// A verified certificate must also name the EPP: Envoy checks only the
+// chain unless the validation context has SAN matchers (source/common/tls/
+// cert_validator/default_validator.cc; sni alone is never checked). The
+// matchers are SubjectAltNames, or the SNI sent when there are none, the
+// name auto_san_validation would check against auto_sni's SNI in Istio; the
+// EPP cluster cannot use auto_sni, whose SNI would be the gRPC stream's
+// :authority, the cluster name.
 func eppTransportSocket(host string, t *EPPTLS, systemCA string) (*corev3.TransportSocket, error) {
 	sni := t.SNI
 	if sni == "" {
@@ -265,7 +274,11 @@ func eppTransportSocket(host string, t *EPPTLS, systemCA string) (*corev3.Transp
 		if len(t.CACertificates) == 0 {
 			vc.TrustedCa = &corev3.DataSource{Specifier: &corev3.DataSource_Filename{Filename: systemCA}}
 		}
-		for _, san := range t.SubjectAltNames {
+		sans := t.SubjectAltNames
+		if len(sans) == 0 {
+			sans = []string{sni}
+		}
+		for _, san := range sans {
 			vc.MatchTypedSubjectAltNames = append(vc.MatchTypedSubjectAltNames, &tlsv3.SubjectAltNameMatcher{
 				SanType: tlsv3.SubjectAltNameMatcher_DNS,
 				Matcher: &matcherv3.StringMatcher{MatchPattern: &matcherv3.StringMatcher_Exact{Exact: san}},

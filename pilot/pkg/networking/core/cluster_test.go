@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	tlsv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/transport_sockets/tls/v3"
+	"github.com/google/go-cmp/cmp"
 	"k8s.io/utils/ptr"
 	inferencev1 "sigs.k8s.io/gateway-api-inference-extension/api/v1"
 	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
@@ -149,6 +150,50 @@ func TestPoolProtocolIsTheAppProtocolOfThePool(t *testing.T) {
 				t.Errorf("GRPCRoute to an h2c pool: action %v, want cluster %s", g.GetAction(), shadow)
 			case !tc.http2 && g.GetDirectResponse().GetStatus() != 500:
 				t.Errorf("GRPCRoute to an HTTP/1.1 pool: action %v, want direct_response 500", g.GetAction())
+			}
+		})
+	}
+}
+
+// A verified EPP certificate must also name the EPP (Envoy checks only the
+// chain without SAN matchers): the SubjectAltNames, else the SNI sent (the
+// rule's sni, else the EPP host). InsecureSkipVerify verifies nothing.
+func TestEPPTLSVerifiesName(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		tls  EPPTLS
+		want []string // DNS exact matchers; nil: no validation context
+	}{
+		{"no sni, no SANs: the EPP host", EPPTLS{}, []string{seedEPPHost}},
+		{"sni, no SANs: the sni", EPPTLS{SNI: "epp.example.com"}, []string{"epp.example.com"}},
+		{"SANs win over the sni", EPPTLS{SNI: "epp.example.com", SubjectAltNames: []string{"a.example.com", "b.example.com"}},
+			[]string{"a.example.com", "b.example.com"}},
+		{"CA inline, no SANs: the EPP host", EPPTLS{CACertificates: []byte("-----BEGIN CERTIFICATE-----\n")}, []string{seedEPPHost}},
+		{"insecureSkipVerify: nothing verified", EPPTLS{InsecureSkipVerify: true}, nil},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			in := seedInputs()
+			in.EPPTLS[seedEPPHost] = &tc.tls
+			ctx := &tlsv3.UpstreamTlsContext{}
+			if err := clusterNamed(t, build(t, seedGateway(), in, inferenceOn), seedEPPCluster).GetTransportSocket().GetTypedConfig().UnmarshalTo(ctx); err != nil {
+				t.Fatal(err)
+			}
+			vc := ctx.GetCommonTlsContext().GetValidationContext()
+			if tc.want == nil {
+				if vc != nil {
+					t.Fatalf("validation context %v, want none", vc)
+				}
+				return
+			}
+			var got []string
+			for _, m := range vc.GetMatchTypedSubjectAltNames() {
+				if m.GetSanType() != tlsv3.SubjectAltNameMatcher_DNS || m.GetMatcher().GetExact() == "" {
+					t.Fatalf("matcher %v, want DNS exact", m)
+				}
+				got = append(got, m.GetMatcher().GetExact())
+			}
+			if diff := cmp.Diff(tc.want, got); diff != "" {
+				t.Errorf("match_typed_subject_alt_names (-want +got):\n%s", diff)
 			}
 		})
 	}

@@ -195,7 +195,12 @@ func DestinationRuleHost(dr kubelib.DestinationRule, clusterDomain string) strin
 
 // DestinationRuleTLS is the client TLS of a DestinationRule
 // (spec.trafficPolicy.tls), Host left empty; nil for DISABLE (or no mode).
-// sni is the SNI and insecureSkipVerify is carried as is. caCertificates is
+// sni, subjectAltNames and insecureSkipVerify are carried as is: the
+// translator verifies the EPP's name against subjectAltNames, or, when the
+// rule names none, against the SNI it sends (see model.EPPTLS). A
+// subjectAltNames entry is matched as a DNS name only; one that is not a
+// DNS name (a spiffe:// URI) is logged, as no certificate will match it
+// (Istio would also match it as a URI SAN). caCertificates is
 // a file path on the proxy, which the control plane cannot inline, and
 // credentialName (a Secret) is not read: without insecureSkipVerify the
 // result has no CA, meaning "verify against the proxy's system trust store"
@@ -207,7 +212,6 @@ func DestinationRuleHost(dr kubelib.DestinationRule, clusterDomain string) strin
 // asked for encryption, so falling back to plaintext would be a silent
 // downgrade, while an EPP that requires a client certificate refuses the
 // handshake visibly (FailOpen then falls back, FailClose fails).
-// spec.trafficPolicy.tls.subjectAltNames is not read by pkg/kube.
 func DestinationRuleTLS(dr kubelib.DestinationRule) *model.EPPTLS {
 	if dr.TLS == nil {
 		return nil
@@ -220,7 +224,13 @@ func DestinationRuleTLS(dr kubelib.DestinationRule) *model.EPPTLS {
 	default:
 		return nil
 	}
-	return &model.EPPTLS{SNI: dr.TLS.SNI, InsecureSkipVerify: dr.TLS.InsecureSkipVerify}
+	for _, san := range dr.TLS.SubjectAltNames {
+		if strings.Contains(san, ":") || strings.Contains(san, "/") {
+			slog.Warn("serviceregistry: DestinationRule subjectAltNames entry is not a DNS name; it is matched as a DNS name only, so no certificate will match it",
+				"destinationRule", dr.ResourceName(), "subjectAltName", san)
+		}
+	}
+	return &model.EPPTLS{SNI: dr.TLS.SNI, InsecureSkipVerify: dr.TLS.InsecureSkipVerify, SubjectAltNames: slices.Clone(dr.TLS.SubjectAltNames)}
 }
 
 // EPPTLSBuilder is the EPPTLS transformation over Services. rules indexes

@@ -179,6 +179,9 @@ func TestDestinationRuleTLS(t *testing.T) {
 			&model.EPPTLS{InsecureSkipVerify: true}},
 		{"SIMPLE with sni; the caCertificates path is not inlined", &kubelib.ClientTLS{Mode: kubelib.TLSModeSimple,
 			SNI: "epp.example.com", CACertificates: "/etc/certs/ca.pem"}, &model.EPPTLS{SNI: "epp.example.com"}},
+		{"SIMPLE with subjectAltNames: the names the EPP's certificate must carry", &kubelib.ClientTLS{Mode: kubelib.TLSModeSimple,
+			SNI: "epp.example.com", SubjectAltNames: []string{"epp-a.example.com", "epp-b.example.com"}},
+			&model.EPPTLS{SNI: "epp.example.com", SubjectAltNames: []string{"epp-a.example.com", "epp-b.example.com"}}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
