@@ -5,9 +5,9 @@ package xds
 
 import (
 	"fmt"
-	"strconv"
 	"strings"
 
+	"github.com/blang/semver/v4"
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	typev3 "github.com/envoyproxy/go-control-plane/envoy/type/v3"
 )
@@ -24,49 +24,22 @@ import (
 // WarningValidationVisitorImpl::onUnknownField) unless it runs with
 // --reject-unknown-dynamic-fields, and serves without reporting the served
 // endpoint to the EPP.
-var EnvoyVersionFloor = Version{Major: 1, Minor: 38, Patch: 0}
+var EnvoyVersionFloor = semver.Version{Major: 1, Minor: 38, Patch: 0}
 
 // envoyUserAgent is the Node.user_agent_name Envoy sends unless its
 // bootstrap sets another (source/server/server.cc,
 // InstanceBase::initializeOrThrow).
 const envoyUserAgent = "envoy"
 
-// Version is a proxy's semantic version.
-type Version struct{ Major, Minor, Patch uint32 }
-
-func (v Version) String() string { return fmt.Sprintf("%d.%d.%d", v.Major, v.Minor, v.Patch) }
-
-// Less reports whether v is older than o.
-func (v Version) Less(o Version) bool {
-	if v.Major != o.Major {
-		return v.Major < o.Major
+// ParseVersion reads a release "1.38.2", with an optional leading "v" and
+// an optional pre-release after "-" (as in "1.38.2-dev", which sorts before
+// 1.38.2).
+func ParseVersion(s string) (semver.Version, error) {
+	v, err := semver.Parse(strings.TrimPrefix(s, "v"))
+	if err != nil {
+		return semver.Version{}, fmt.Errorf("version %q: %w", s, err)
 	}
-	if v.Minor != o.Minor {
-		return v.Minor < o.Minor
-	}
-	return v.Patch < o.Patch
-}
-
-// ParseVersion reads "1.38.2", with an optional leading "v" and an
-// optional suffix after "-" (as in "1.38.2-dev").
-func ParseVersion(s string) (Version, error) {
-	t := strings.TrimPrefix(s, "v")
-	if i := strings.IndexByte(t, '-'); i >= 0 {
-		t = t[:i]
-	}
-	parts := strings.Split(t, ".")
-	if len(parts) != 3 {
-		return Version{}, fmt.Errorf("version %q: want MAJOR.MINOR.PATCH", s)
-	}
-	var n [3]uint32
-	for i, p := range parts {
-		u, err := strconv.ParseUint(p, 10, 32)
-		if err != nil {
-			return Version{}, fmt.Errorf("version %q: %w", s, err)
-		}
-		n[i] = uint32(u)
-	}
-	return Version{n[0], n[1], n[2]}, nil
+	return v, nil
 }
 
 // ProxyVersion is what a node says about the software behind it, and what
@@ -99,11 +72,11 @@ func proxyVersionOf(node *corev3.Node) ProxyVersion {
 		pv.Version = semverOf(sv).String()
 	}
 	if pv.UserAgent == envoyUserAgent {
-		pv.BelowFloor = sv == nil || semverOf(sv).Less(EnvoyVersionFloor)
+		pv.BelowFloor = sv == nil || semverOf(sv).LT(EnvoyVersionFloor)
 	}
 	return pv
 }
 
-func semverOf(v *typev3.SemanticVersion) Version {
-	return Version{v.GetMajorNumber(), v.GetMinorNumber(), v.GetPatch()}
+func semverOf(v *typev3.SemanticVersion) semver.Version {
+	return semver.Version{Major: uint64(v.GetMajorNumber()), Minor: uint64(v.GetMinorNumber()), Patch: uint64(v.GetPatch())}
 }

@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/blang/semver/v4"
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	typev3 "github.com/envoyproxy/go-control-plane/envoy/type/v3"
 	"google.golang.org/protobuf/proto"
@@ -24,34 +25,16 @@ import (
 const DefaultEnvoyVersion = "1.40.0"
 
 // envoyVersion is an Envoy release, MAJOR.MINOR.PATCH.
-type envoyVersion struct{ major, minor, patch uint32 }
+type envoyVersion struct{ semver.Version }
 
-func (v envoyVersion) String() string { return fmt.Sprintf("%d.%d.%d", v.major, v.minor, v.patch) }
-
-func (v envoyVersion) less(o envoyVersion) bool {
-	if v.major != o.major {
-		return v.major < o.major
-	}
-	if v.minor != o.minor {
-		return v.minor < o.minor
-	}
-	return v.patch < o.patch
-}
+func (v envoyVersion) less(o envoyVersion) bool { return v.LT(o.Version) }
 
 func parseEnvoyVersion(s string) (envoyVersion, error) {
-	parts := strings.Split(s, ".")
-	if len(parts) != 3 {
-		return envoyVersion{}, fmt.Errorf("envoy version %q: want MAJOR.MINOR.PATCH", s)
+	v, err := semver.Parse(s)
+	if err != nil {
+		return envoyVersion{}, fmt.Errorf("envoy version %q: %w", s, err)
 	}
-	var n [3]uint32
-	for i, p := range parts {
-		u, err := strconv.ParseUint(p, 10, 32)
-		if err != nil {
-			return envoyVersion{}, fmt.Errorf("envoy version %q: %w", s, err)
-		}
-		n[i] = uint32(u)
-	}
-	return envoyVersion{n[0], n[1], n[2]}, nil
+	return envoyVersion{v}, nil
 }
 
 // fieldsIntroduced lists, for every field in allowedFields that not every
@@ -61,7 +44,7 @@ func parseEnvoyVersion(s string) (envoyVersion, error) {
 // module: of allowedFields, it lacks only selected_host_key.
 var fieldsIntroduced = map[protoreflect.FullName]envoyVersion{
 	// envoyproxy/envoy pull request 43567 (February 2026), first in 1.38.0.
-	"envoy.extensions.load_balancing_policies.override_host.v3.OverrideHost.selected_host_key": {1, 38, 0},
+	"envoy.extensions.load_balancing_policies.override_host.v3.OverrideHost.selected_host_key": {semver.MustParse("1.38.0")},
 }
 
 // declaredNode is the node the data plane sends: the bootstrap's, with
@@ -78,7 +61,7 @@ func declaredNode(n *corev3.Node, v envoyVersion) *corev3.Node {
 	}
 	if out.GetUserAgentBuildVersion().GetVersion() == nil {
 		out.UserAgentVersionType = &corev3.Node_UserAgentBuildVersion{UserAgentBuildVersion: &corev3.BuildVersion{
-			Version: &typev3.SemanticVersion{MajorNumber: v.major, MinorNumber: v.minor, Patch: v.patch},
+			Version: &typev3.SemanticVersion{MajorNumber: uint32(v.Major), MinorNumber: uint32(v.Minor), Patch: uint32(v.Patch)},
 		}}
 	}
 	return out
