@@ -129,8 +129,10 @@ type PoolBackend struct {
 	// kubernetes.io/h2c means HTTP/2 over cleartext to the model servers.
 	// It alone decides the protocol of the pool's cluster (see HTTP2).
 	AppProtocol inferencev1.AppProtocol
-	// EPP is the pool's Endpoint Picker, nil without spec.endpointPickerRef
-	// (the pool then is not Accepted: EndpointPickerRefMissing).
+	// EPP is the pool's Endpoint Picker. The controller resolves a pool
+	// backend only when its endpointPickerRef names a usable Service;
+	// otherwise the backend is Invalid (BackendNotFound), so nil here only
+	// comes from a hand-built model, and the translator answers 500 for it.
 	EPP *EPPBackend
 }
 

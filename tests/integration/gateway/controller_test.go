@@ -20,8 +20,10 @@ import (
 	"k8s.io/client-go/kubernetes"
 	inferencev1 "sigs.k8s.io/gateway-api-inference-extension/api/v1"
 	inferenceclient "sigs.k8s.io/gateway-api-inference-extension/client-go/clientset/versioned"
+	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
 	gatewayclient "sigs.k8s.io/gateway-api/pkg/client/clientset/versioned"
 
+	"github.com/infermesh/infermesh/pilot/pkg/config/kube/gateway"
 	"github.com/infermesh/infermesh/pkg/test/controller"
 	"github.com/infermesh/infermesh/pkg/test/kubeenv"
 	"github.com/infermesh/infermesh/pkg/test/poll"
@@ -281,6 +283,100 @@ func TestSeedShadowServiceAndStatus(t *testing.T) {
 		}
 		poll.Until(t, wait, "the shadow Service gone", func() bool { _, ok := c.shadow(t); return !ok })
 	})
+}
+
+// routeConditions returns the route's conditions for our one parent, or nil.
+func (c clients) routeConditions(t *testing.T, name string) []metav1.Condition {
+	t.Helper()
+	r, err := c.gateway.GatewayV1().HTTPRoutes(seed.Namespace).Get(t.Context(), name, metav1.GetOptions{})
+	if err != nil || len(r.Status.Parents) != 1 {
+		return nil
+	}
+	return r.Status.Parents[0].Conditions
+}
+
+// Issue 14, "status tells the truth": a route to a pool whose Endpoint
+// Picker does not resolve stays Accepted=True and says
+// ResolvedRefs=False/BackendNotFound naming the pool and its
+// endpointPickerRef (GIE conformance InferencePoolInvalidEPPService and
+// InferencePoolMissingEPPRef, against a real API server and the v1.6.0
+// CRD); a pool that is not accepted gets no shadow Service; the route
+// resolves once the EPP Service is created.
+func TestPoolEndpointPickerNotResolved(t *testing.T) {
+	env := kubeenv.Start(t, kubeenv.WithStandardCRDs())
+	c := newClients(env)
+	startController(t, env, map[string]string{"ENABLE_GATEWAY_API_INFERENCE_EXTENSION": "true"})
+	ctx := t.Context()
+	for _, ns := range []string{seed.Namespace, seed.GatewayNamespace} {
+		if _, err := c.kube.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	invalid := seed.InferencePool()
+	invalid.Name = "pool-with-invalid-epp"
+	invalid.Spec.EndpointPickerRef = &inferencev1.EndpointPickerRef{Kind: "Service", Name: "non-existent-epp-svc", Port: &inferencev1.Port{Number: 9002}}
+	missing := seed.InferencePool()
+	missing.Name = "pool-with-missing-epp-ref"
+	missing.Spec.EndpointPickerRef = nil
+	for _, p := range []*inferencev1.InferencePool{missing, invalid} {
+		if _, err := c.pools.InferenceV1().InferencePools(seed.Namespace).Create(ctx, p, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		r := seed.HTTPRoute()
+		r.Name = "route-to-" + p.Name
+		r.Spec.Rules[0].BackendRefs[0].Name = gwv1.ObjectName(p.Name)
+		if _, err := c.gateway.GatewayV1().HTTPRoutes(seed.Namespace).Create(ctx, r, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := c.gateway.GatewayV1().Gateways(seed.GatewayNamespace).Create(ctx, seed.Gateway(), metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+
+	wantRoute := map[string]string{
+		invalid.Name: "InferencePool llm-namespace/pool-with-invalid-epp: its Endpoint Picker (spec.endpointPickerRef Service " +
+			"llm-namespace/non-existent-epp-svc port 9002) does not resolve: Service llm-namespace/non-existent-epp-svc not found",
+		missing.Name: "InferencePool llm-namespace/pool-with-missing-epp-ref has no Endpoint Picker: spec.endpointPickerRef is not set, " +
+			"and this implementation sends a pool's requests only through its Endpoint Picker",
+	}
+	wantPool := map[string]string{
+		invalid.Name: "Accepted=True (Accepted); ResolvedRefs=False (InvalidExtensionRef)",
+		missing.Name: "Accepted=False (EndpointPickerRefMissing); ResolvedRefs=True (ResolvedRefs)",
+	}
+	for pool, msg := range wantRoute {
+		route := "route-to-" + pool
+		poll.UntilOr(t, wait, route+": Accepted=True, ResolvedRefs=False/BackendNotFound naming the pool", func() bool {
+			cs := c.routeConditions(t, route)
+			return conditions(cs) == "Accepted=True (Accepted); ResolvedRefs=False (BackendNotFound)" && cs[1].Message == msg
+		}, func() string { return fmt.Sprintf("%+v", c.routeConditions(t, route)) })
+		poll.UntilOr(t, wait, pool+": "+wantPool[pool], func() bool {
+			p, err := c.pools.InferenceV1().InferencePools(seed.Namespace).Get(ctx, pool, metav1.GetOptions{})
+			return err == nil && len(p.Status.Parents) == 1 && conditions(p.Status.Parents[0].Conditions) == wantPool[pool]
+		}, func() string {
+			p, _ := c.pools.InferenceV1().InferencePools(seed.Namespace).Get(ctx, pool, metav1.GetOptions{})
+			return fmt.Sprintf("%+v", p.Status)
+		})
+	}
+	// The accepted pool's shadow Service is written; by then the other
+	// pool's would have been too, had it been desired.
+	shadowOf := func(pool string) bool {
+		_, err := c.kube.CoreV1().Services(seed.Namespace).Get(ctx, gateway.ShadowServiceName(pool), metav1.GetOptions{})
+		return err == nil
+	}
+	poll.Until(t, wait, "the shadow Service of the accepted pool", func() bool { return shadowOf(invalid.Name) })
+	time.Sleep(2 * time.Second)
+	if shadowOf(missing.Name) {
+		t.Errorf("a shadow Service for %s, which no Gateway accepts (EndpointPickerRefMissing)", missing.Name)
+	}
+
+	epp := seed.EPPService()
+	epp.Name = "non-existent-epp-svc"
+	if _, err := c.kube.CoreV1().Services(seed.Namespace).Create(ctx, epp, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	poll.UntilOr(t, wait, "the route resolved once the EPP Service exists", func() bool {
+		return conditions(c.routeConditions(t, "route-to-"+invalid.Name)) == "Accepted=True (Accepted); ResolvedRefs=True (ResolvedRefs)"
+	}, func() string { return fmt.Sprintf("%+v", c.routeConditions(t, "route-to-"+invalid.Name)) })
 }
 
 // A Service with the shadow Service's name that is not ours is never

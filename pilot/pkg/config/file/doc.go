@@ -69,10 +69,17 @@
 // stored object. A file that cannot be read, or has a document that is not
 // YAML (half-written, truncated), keeps every object it last contributed
 // besides whatever its readable documents now say. A deleted file removes its
-// objects. When two files declare the same object, the first by path wins
-// and the other is a Problem (kubectl would apply both, the last one
+// objects. When two documents declare the same object (kind, namespace and
+// name), one is served and each other is a Problem in its own file naming the
+// file that holds the served one (kubectl would apply both, the last one
 // winning; a duplicate is far more often a mistake than an intent, so it is
-// reported rather than resolved silently). An empty file declares nothing:
+// reported rather than resolved silently). The established object stays: a
+// file added later never takes it over, and while the holding file still
+// declares the object (even half-written, or with an invalid edit) every
+// newcomer is refused. When nothing is established (a cold start, or the
+// holder stopped declaring it, e.g. was deleted) the first declaration by
+// file path and document is served, so the outcome does not depend on the
+// order files were written in (duplicates.go). An empty file declares nothing:
 // truncating a file to zero bytes removes its objects, as applying it would
 // not, so write manifests atomically (write beside, then rename, as a
 // mounted ConfigMap's symlink swap does).

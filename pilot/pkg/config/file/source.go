@@ -218,8 +218,9 @@ type loadResult struct {
 
 // load reads the folder and decides what is accepted, given what was
 // accepted before (prev):
-//   - every valid object, the first by file path and document when several
-//     files declare the same one (the others are problems);
+//   - every valid object; when several documents declare the same one, the
+//     established declaration, else the first by file path and document
+//     (pickDeclarations; the others are problems);
 //   - an earlier accepted object whose new version is rejected (a rejected
 //     apply leaves the stored object);
 //   - every earlier accepted object of a file that cannot be read now or has
@@ -233,8 +234,9 @@ func (s *Source) load(prev map[objectID]object) (loadResult, error) {
 	}
 	problems := sc.problems
 	var candidates []object
-	broken := map[string]bool{}     // files kept whole at their last good state
-	rejected := map[objectID]bool{} // objects declared but invalid
+	broken := map[string]bool{}         // files kept whole at their last good state
+	rejected := map[objectID]bool{}     // objects declared but invalid
+	rejectedIn := map[fileObject]bool{} // the same, by declaring file
 	for _, f := range sc.files {
 		data, err := os.ReadFile(filepath.Join(s.dir, filepath.FromSlash(f)))
 		if err != nil {
@@ -257,18 +259,14 @@ func (s *Source) load(prev map[objectID]object) (loadResult, error) {
 			problems = append(problems, res.problems...)
 			for _, id := range res.rejected {
 				rejected[id] = true
+				rejectedIn[fileObject{file: f, id: id}] = true
 			}
 		}
 	}
-	accepted := make(map[objectID]object, len(candidates))
-	for _, c := range candidates {
-		if first, dup := accepted[c.id]; dup {
-			problems = append(problems, c.ref.problem("", fmt.Sprintf(
-				"already defined in %s document %d; the first file by path wins", first.ref.file, first.ref.doc)))
-			continue
-		}
-		accepted[c.id] = c
-	}
+	accepted, dups := pickDeclarations(candidates, prev, func(fo fileObject) bool {
+		return broken[fo.file] || rejectedIn[fo]
+	})
+	problems = append(problems, dups...)
 	now := time.Now()
 	for id, c := range accepted {
 		var p *object

@@ -132,7 +132,8 @@ func TestDestinationRule(t *testing.T) {
 	}
 }
 
-// The same object in two files: the first by path wins.
+// The same object in two files read at once (a cold start): the first by
+// path wins, deterministically.
 func TestDuplicateFirstFileWins(t *testing.T) {
 	dir := t.TempDir()
 	write(t, dir, "a.yaml", configMap("c", "from-a"))
@@ -141,7 +142,7 @@ func TestDuplicateFirstFileWins(t *testing.T) {
 	if cm := s.ConfigMaps().GetKey("llm-namespace/c"); cm == nil || (*cm).Data["key"] != "from-a" {
 		t.Errorf("llm-namespace/c = %+v, want a.yaml's", cm)
 	}
-	want := []string{`b/c.yaml: document 0 (ConfigMap llm-namespace/c): already defined in a.yaml document 0; the first file by path wins`}
+	want := []string{`b/c.yaml: document 0 (ConfigMap llm-namespace/c): already defined in a.yaml document 0, which is first by path: that one is served and this one is refused`}
 	if diff := cmp.Diff(want, lines(problemText(s.Problems()))); diff != "" {
 		t.Errorf("problems (-want +got):\n%s", diff)
 	}

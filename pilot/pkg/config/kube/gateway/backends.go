@@ -92,12 +92,14 @@ type (
 // InvalidKind with InferencePoolNotEnabledMessage; a name with a dot is
 // RouteReasonInvalidDestination with InferencePoolHostnameMessage; a
 // cross-namespace pool without a ReferenceGrant is RefNotPermitted; a
-// missing pool is BackendNotFound; then, from a GRPCRoute, a pool whose
-// appProtocol is not kubernetes.io/h2c is UnsupportedProtocol (Gateway API
-// GRPCBackendRef: a backend the route cannot reach in its declared
-// protocol is invalid, and gRPC needs HTTP/2; the pool's one cluster keeps
-// the pool's protocol for its other routes). The backendRef port is
-// ignored for pools.
+// missing pool is BackendNotFound, and so is a pool whose Endpoint Picker
+// does not resolve (no endpointPickerRef, or one that names no usable
+// Service: poolEPPNotResolved), with a message naming the pool and its
+// reference; then, from a GRPCRoute, a pool whose appProtocol is not
+// kubernetes.io/h2c is UnsupportedProtocol (Gateway API GRPCBackendRef: a
+// backend the route cannot reach in its declared protocol is invalid, and
+// gRPC needs HTTP/2; the pool's one cluster keeps the pool's protocol for
+// its other routes). The backendRef port is ignored for pools.
 func ResolveBackendRef(routeKind, routeNamespace string, ref gwv1.BackendRef, lk BackendLookups, opts BackendOptions) ResolvedBackend {
 	rb := ResolvedBackend{
 		Group:  string(ptr.Deref(ref.Group, "")),
@@ -155,7 +157,11 @@ func ResolveBackendRef(routeKind, routeNamespace string, ref gwv1.BackendRef, lk
 		if pool == nil {
 			return fail(gwv1.RouteReasonBackendNotFound, "InferencePool %s not found", rb.Key)
 		}
-		pb := poolBackend(pool, lk, opts.ClusterDomain)
+		epp := eppService(pool, lk)
+		if msg := poolEPPNotResolved(pool, epp); msg != "" {
+			return fail(gwv1.RouteReasonBackendNotFound, "%s", msg)
+		}
+		pb := poolBackend(pool, epp, opts.ClusterDomain)
 		if routeKind == GRPCRouteKind && !pb.HTTP2() {
 			return fail(gwv1.RouteReasonUnsupportedProtocol, "%s", grpcToHTTP1PoolMessage(pool))
 		}
@@ -183,7 +189,21 @@ func serviceFQDN(name, namespace, domain string) string {
 	return name + "." + namespace + ".svc." + domain
 }
 
-func poolBackend(pool *inferencev1.InferencePool, lk BackendLookups, domain string) *PoolBackend {
+// eppService returns the Service that pool's endpointPickerRef names in the
+// pool's namespace, nil when there is none (no reference, or no such
+// Service). Looking it up registers the dependency, so the route is
+// recomputed when the Service appears, changes or goes.
+func eppService(pool *inferencev1.InferencePool, lk BackendLookups) *corev1.Service {
+	r := pool.Spec.EndpointPickerRef
+	if r == nil || r.Name == "" || lk.Service == nil {
+		return nil
+	}
+	return lk.Service(types.NamespacedName{Namespace: pool.Namespace, Name: string(r.Name)})
+}
+
+// poolBackend is the translator's view of pool, whose Endpoint Picker epp
+// resolved (poolEPPNotResolved returned "").
+func poolBackend(pool *inferencev1.InferencePool, epp *corev1.Service, domain string) *PoolBackend {
 	shadow := ShadowServiceName(pool.Name)
 	pb := &PoolBackend{
 		Namespace:     pool.Namespace,
@@ -200,23 +220,11 @@ func poolBackend(pool *inferencev1.InferencePool, lk BackendLookups, domain stri
 		pb.TargetPorts = append(pb.TargetPorts, int32(p.Number))
 	}
 	r := pool.Spec.EndpointPickerRef
-	if r == nil || ptr.Deref(r.Group, "") != "" || (r.Kind != "" && r.Kind != serviceKind) || r.Name == "" {
-		// No usable EPP (the pool's status says InvalidExtensionRef or
-		// EndpointPickerRefMissing): the translator answers 500 rather
-		// than calling something that is not the pool's EPP Service.
-		return pb
-	}
-	pb.EPP = &EPPBackend{Service: string(r.Name), Host: serviceFQDN(string(r.Name), pool.Namespace, domain), FailureMode: FailureMode(pool)}
-	if r.Port != nil {
-		pb.EPP.Port = int32(r.Port.Number)
-	}
-	if lk.Service != nil {
-		if svc := lk.Service(types.NamespacedName{Namespace: pool.Namespace, Name: string(r.Name)}); svc != nil {
-			for _, p := range svc.Spec.Ports {
-				if p.Port == pb.EPP.Port {
-					pb.EPP.AppProtocol = ptr.Deref(p.AppProtocol, "")
-				}
-			}
+	pb.EPP = &EPPBackend{Service: string(r.Name), Host: serviceFQDN(string(r.Name), pool.Namespace, domain),
+		Port: int32(r.Port.Number), FailureMode: FailureMode(pool)}
+	for _, p := range epp.Spec.Ports {
+		if p.Port == pb.EPP.Port {
+			pb.EPP.AppProtocol = ptr.Deref(p.AppProtocol, "")
 		}
 	}
 	return pb

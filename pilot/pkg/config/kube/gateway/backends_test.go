@@ -24,7 +24,10 @@ func testLookups(grants ...*gwv1.ReferenceGrant) BackendLookups {
 	other := seedPool()
 	other.Namespace, other.Name = "pools-namespace", "shared-pool"
 	other.Spec.AppProtocol = inferencev1.AppProtocolH2C
-	other.Spec.EndpointPickerRef = nil
+	other.Spec.EndpointPickerRef = &inferencev1.EndpointPickerRef{Name: "shared-epp", Port: &inferencev1.Port{Number: 9002}}
+	otherEPP := seedEPP()
+	otherEPP.Namespace, otherEPP.Name = "pools-namespace", "shared-epp"
+	otherEPP.Spec.Ports[0].AppProtocol = nil
 	http1 := seedPool()
 	http1.Name, http1.Spec.AppProtocol = "http-pool", inferencev1.AppProtocolHTTP
 	pools := map[types.NamespacedName]*inferencev1.InferencePool{
@@ -36,6 +39,7 @@ func testLookups(grants ...*gwv1.ReferenceGrant) BackendLookups {
 		{Namespace: "llm-namespace", Name: "vllm-llama3-8b-epp"}: seedEPP(),
 		{Namespace: "llm-namespace", Name: "echo"}:               {ObjectMeta: metav1.ObjectMeta{Namespace: "llm-namespace", Name: "echo"}},
 		{Namespace: "pools-namespace", Name: "echo"}:             {ObjectMeta: metav1.ObjectMeta{Namespace: "pools-namespace", Name: "echo"}},
+		{Namespace: "pools-namespace", Name: "shared-epp"}:       otherEPP,
 	}
 	return BackendLookups{
 		Service: func(k types.NamespacedName) *corev1.Service { return svcs[k] },
@@ -218,9 +222,11 @@ func TestResolvePoolVariants(t *testing.T) {
 		Port:          54321,
 		TargetPorts:   []int32{8000},
 		AppProtocol:   inferencev1.AppProtocolH2C,
+		EPP: &EPPBackend{Service: "shared-epp", Host: "shared-epp.pools-namespace.svc.cluster.local", Port: 9002,
+			FailureMode: inferencev1.EndpointPickerFailClose},
 	}
 	if d := cmp.Diff(want, got.Pool); d != "" {
-		t.Fatalf("pool without endpointPickerRef, h2c (-want +got):\n%s", d)
+		t.Fatalf("pool in another namespace, h2c, FailClose by default (-want +got):\n%s", d)
 	}
 	if got.Weight != 1 {
 		t.Errorf("default weight = %d, want 1", got.Weight)
@@ -254,22 +260,65 @@ func TestRouteResolvedRefs(t *testing.T) {
 	}
 }
 
-// An endpointPickerRef of the wrong group or kind gives no EPP to call, even
-// if a Service of that name exists.
-func TestPoolBackendIgnoresInvalidEPPRef(t *testing.T) {
-	for _, mutate := range []func(r *inferencev1.EndpointPickerRef){
-		func(r *inferencev1.EndpointPickerRef) { r.Group = ptr.To(inferencev1.Group("example.com")) },
-		func(r *inferencev1.EndpointPickerRef) { r.Kind = "ConfigMap" },
-	} {
-		pool := seed.InferencePool()
-		mutate(pool.Spec.EndpointPickerRef)
-		lk := BackendLookups{
-			Pool:    func(types.NamespacedName) *inferencev1.InferencePool { return pool },
-			Service: func(types.NamespacedName) *corev1.Service { return seed.EPPService() },
-		}
-		got := ResolveBackendRef(HTTPRouteKind, seed.Namespace, poolRef("", seed.PoolName), lk, enabled)
-		if got.Pool == nil || got.Pool.EPP != nil {
-			t.Errorf("ref %+v: pool backend %+v, want one without EPP", pool.Spec.EndpointPickerRef, got.Pool)
-		}
+// A pool whose Endpoint Picker does not resolve is not a usable backend:
+// the route's ResolvedRefs is False with reason BackendNotFound (GIE
+// conformance InferencePoolInvalidEPPService) and a message naming the pool
+// and its endpointPickerRef, and the translator gets no target (so the rule
+// answers 500 while the status says why). A pool without endpointPickerRef
+// is the same: this implementation routes a pool only through its EPP.
+func TestResolvePoolWithUnresolvedEPP(t *testing.T) {
+	external := seed.EPPService()
+	external.Spec.Type = corev1.ServiceTypeExternalName
+	cases := []struct {
+		name   string
+		mutate func(p *inferencev1.InferencePool)
+		epp    *corev1.Service
+		want   string // the exact message
+	}{
+		{name: "EPP Service missing (conformance InferencePoolInvalidEPPService)", mutate: func(p *inferencev1.InferencePool) {
+			p.Spec.EndpointPickerRef = &inferencev1.EndpointPickerRef{Kind: "Service", Name: "non-existent-epp-svc", Port: &inferencev1.Port{Number: 9002}}
+		}, epp: nil, want: "InferencePool llm-namespace/vllm-llama3-8b: its Endpoint Picker (spec.endpointPickerRef Service llm-namespace/non-existent-epp-svc port 9002) " +
+			"does not resolve: Service llm-namespace/non-existent-epp-svc not found"},
+		{name: "no such port on the EPP Service", mutate: func(p *inferencev1.InferencePool) { p.Spec.EndpointPickerRef.Port.Number = 9003 },
+			epp: seed.EPPService(), want: "InferencePool llm-namespace/vllm-llama3-8b: its Endpoint Picker (spec.endpointPickerRef Service llm-namespace/vllm-llama3-8b-epp port 9003) " +
+				"does not resolve: Service llm-namespace/vllm-llama3-8b-epp has no port 9003"},
+		{name: "ExternalName EPP Service", epp: external,
+			want: "InferencePool llm-namespace/vllm-llama3-8b: its Endpoint Picker (spec.endpointPickerRef Service llm-namespace/vllm-llama3-8b-epp port 9002) " +
+				"does not resolve: Service llm-namespace/vllm-llama3-8b-epp is of type ExternalName, which is not supported"},
+		{name: "wrong group", mutate: func(p *inferencev1.InferencePool) {
+			p.Spec.EndpointPickerRef.Group = ptr.To(inferencev1.Group("example.com"))
+		},
+			epp: seed.EPPService(), want: "InferencePool llm-namespace/vllm-llama3-8b: its Endpoint Picker (spec.endpointPickerRef Service.example.com llm-namespace/vllm-llama3-8b-epp port 9002) " +
+				`does not resolve: spec.endpointPickerRef.group "example.com" is not supported: only the core group (a Service)`},
+		{name: "wrong kind", mutate: func(p *inferencev1.InferencePool) { p.Spec.EndpointPickerRef.Kind = "ConfigMap" },
+			epp: seed.EPPService(), want: "InferencePool llm-namespace/vllm-llama3-8b: its Endpoint Picker (spec.endpointPickerRef ConfigMap llm-namespace/vllm-llama3-8b-epp port 9002) " +
+				`does not resolve: spec.endpointPickerRef.kind "ConfigMap" is not supported: only Service`},
+		{name: "no endpointPickerRef (conformance InferencePoolMissingEPPRef)", mutate: func(p *inferencev1.InferencePool) { p.Spec.EndpointPickerRef = nil },
+			epp: seed.EPPService(), want: "InferencePool llm-namespace/vllm-llama3-8b has no Endpoint Picker: spec.endpointPickerRef is not set, " +
+				"and this implementation sends a pool's requests only through its Endpoint Picker"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			pool := seed.InferencePool()
+			if tc.mutate != nil {
+				tc.mutate(pool)
+			}
+			lk := BackendLookups{
+				Pool: func(types.NamespacedName) *inferencev1.InferencePool { return pool },
+				Service: func(k types.NamespacedName) *corev1.Service {
+					if tc.epp != nil && k == (types.NamespacedName{Namespace: tc.epp.Namespace, Name: tc.epp.Name}) {
+						return tc.epp
+					}
+					return nil
+				},
+			}
+			got := ResolveBackendRef(HTTPRouteKind, seed.Namespace, poolRef("", seed.PoolName), lk, enabled)
+			if got.ResolvedRefs || got.Reason != gwv1.RouteReasonBackendNotFound || got.Pool != nil {
+				t.Fatalf("resolved = %v, reason %s, pool %+v; want BackendNotFound and no pool target", got.ResolvedRefs, got.Reason, got.Pool)
+			}
+			if got.Message != tc.want {
+				t.Errorf("message:\n got %q\nwant %q", got.Message, tc.want)
+			}
+		})
 	}
 }

@@ -86,7 +86,8 @@ type Outputs struct {
 	// one gatewayParent.
 	InferencePools krt.Collection[InferencePoolObject]
 	// PoolStatuses and ShadowServices come from one derivation over
-	// InferencePools.
+	// InferencePools; only a pool that some parent accepts (PoolAccepted)
+	// has a shadow Service.
 	PoolStatuses   krt.Collection[PoolStatus]
 	ShadowServices krt.Collection[ShadowServiceApply]
 	// Translator is, per Gateway of ours, what the xDS translator needs.
@@ -373,6 +374,9 @@ func Build(in Inputs, opts Options) Outputs {
 		func(ctx krt.HandlerContext, p InferencePoolObject) (*PoolStatus, *ShadowServiceApply) {
 			st := &PoolStatus{Namespace: p.Pool.Namespace, Name: p.Pool.Name,
 				Parents: PoolParentStatuses(p.Pool, p.Parents, p.EPP, opts.ControllerName, metav1.Time{})}
+			if !PoolAccepted(st.Parents) {
+				return st, nil
+			}
 			svc := &ShadowServiceApply{Namespace: p.Pool.Namespace, Name: ShadowServiceName(p.Pool.Name), Apply: ShadowService(p.Pool)}
 			return st, svc
 		}, with("ShadowServices")...)

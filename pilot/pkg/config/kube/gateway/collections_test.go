@@ -283,15 +283,77 @@ func TestTwoGatewaysShareAPool(t *testing.T) {
 	}
 }
 
+// A pool without endpointPickerRef (GIE conformance InferencePoolMissingEPPRef):
+// the route stays Accepted=True and says ResolvedRefs=False/BackendNotFound
+// naming the pool (its rule answers 500); the pool says
+// Accepted=False/EndpointPickerRefMissing and, not being accepted, gets no
+// shadow Service.
 func TestPoolWithoutEndpointPickerRef(t *testing.T) {
 	pool := seed.InferencePool()
 	pool.Spec.EndpointPickerRef = nil
 	p := newPipeline(t, true, seed.GatewayClassObject(), seed.Gateway(), seed.HTTPRoute(), pool)
-	p.eventually("status", func() bool { return len(p.poolStatus(seed.Namespace, seed.PoolName)) == 1 }, nil)
+	p.eventually("status", func() bool {
+		return len(p.poolStatus(seed.Namespace, seed.PoolName)) == 1 && len(p.routeStatus(seed.Namespace, seed.RouteName)) == 1
+	}, nil)
 	got := shortConditions(p.poolStatus(seed.Namespace, seed.PoolName)[0].Conditions)
 	if want := "Accepted=False (EndpointPickerRefMissing); ResolvedRefs=True (ResolvedRefs)"; got != want {
 		t.Errorf("conditions = %s, want %s", got, want)
 	}
+	route := conditionsOf(p.routeStatus(seed.Namespace, seed.RouteName)[0].Conditions)
+	want := `Accepted=True (Accepted) "attached to Gateway gateway-namespace/gateway listener(s) http"; ResolvedRefs=False (BackendNotFound) ` +
+		`"InferencePool llm-namespace/vllm-llama3-8b has no Endpoint Picker: spec.endpointPickerRef is not set, ` +
+		`and this implementation sends a pool's requests only through its Endpoint Picker"; `
+	if route != want {
+		t.Errorf("route conditions:\n got %s\nwant %s", route, want)
+	}
+	marker(p)
+	if s := p.out.ShadowServices.GetKey(seed.Namespace + "/" + ShadowServiceName(seed.PoolName)); s != nil {
+		t.Errorf("a shadow Service for a pool that is not accepted: %s", s.ResourceName())
+	}
+}
+
+// A pool whose EPP Service does not exist (GIE conformance
+// InferencePoolInvalidEPPService): the route stays Accepted=True and says
+// ResolvedRefs=False/BackendNotFound naming the pool and its
+// endpointPickerRef; the pool says ResolvedRefs=False/InvalidExtensionRef;
+// the translator gets the backend as invalid (500, never a call to an EPP
+// that does not exist). When the Service appears, everything resolves.
+func TestPoolWithMissingEPPService(t *testing.T) {
+	pool := seed.InferencePool()
+	pool.Spec.EndpointPickerRef = &inferencev1.EndpointPickerRef{Kind: "Service", Name: "non-existent-epp-svc", Port: &inferencev1.Port{Number: 9002}}
+	p := newPipeline(t, true, seed.GatewayClassObject(), seed.Gateway(), seed.HTTPRoute(), pool)
+	p.eventually("status", func() bool {
+		return len(p.poolStatus(seed.Namespace, seed.PoolName)) == 1 && len(p.routeStatus(seed.Namespace, seed.RouteName)) == 1
+	}, nil)
+	route := conditionsOf(p.routeStatus(seed.Namespace, seed.RouteName)[0].Conditions)
+	want := `Accepted=True (Accepted) "attached to Gateway gateway-namespace/gateway listener(s) http"; ResolvedRefs=False (BackendNotFound) ` +
+		`"InferencePool llm-namespace/vllm-llama3-8b: its Endpoint Picker (spec.endpointPickerRef Service llm-namespace/non-existent-epp-svc port 9002) ` +
+		`does not resolve: Service llm-namespace/non-existent-epp-svc not found"; `
+	if route != want {
+		t.Errorf("route conditions:\n got %s\nwant %s", route, want)
+	}
+	if got := shortConditions(p.poolStatus(seed.Namespace, seed.PoolName)[0].Conditions); got != "Accepted=True (Accepted); ResolvedRefs=False (InvalidExtensionRef)" {
+		t.Errorf("pool conditions = %s", got)
+	}
+	backend := func() model.Backend {
+		gw := p.out.Translator.GetKey(seed.GatewayNamespace + "/" + seed.GatewayName)
+		if gw == nil || len(gw.Listeners) == 0 || len(gw.Listeners[0].Routes) != 1 {
+			return model.Backend{Invalid: "no route in the translator's view"}
+		}
+		return gw.Listeners[0].Routes[0].Rules[0].Backends[0]
+	}
+	if b := backend(); b.Pool != nil || !strings.Contains(b.Invalid, "non-existent-epp-svc not found") {
+		t.Errorf("translator backend = %+v, want invalid with the reason", b)
+	}
+	svc := seed.EPPService()
+	svc.Name = "non-existent-epp-svc"
+	p.add(svc)
+	p.eventually("resolved once the EPP Service exists", func() bool {
+		rs := p.routeStatus(seed.Namespace, seed.RouteName)
+		ps := p.poolStatus(seed.Namespace, seed.PoolName)
+		return len(rs) == 1 && rs[0].Conditions[1].Reason == "ResolvedRefs" && len(ps) == 1 && ps[0].Conditions[1].Reason == "ResolvedRefs" &&
+			backend().Pool != nil && backend().Pool.EPP != nil
+	}, func() string { return conditionsOf(p.routeStatus(seed.Namespace, seed.RouteName)[0].Conditions) })
 }
 
 func TestInferenceDisabled(t *testing.T) {
@@ -366,6 +428,10 @@ func TestHTTPRouteNotAcceptedReason(t *testing.T) {
 	}
 	if n := p.out.Translator.GetKey(seed.GatewayNamespace + "/" + seed.GatewayName); n == nil || len(n.Listeners[0].Routes) != 0 {
 		t.Errorf("a route that is not accepted reached the translator: %+v", n)
+	}
+	marker(p)
+	if s := p.out.ShadowServices.GetKey(seed.Namespace + "/" + ShadowServiceName(seed.PoolName)); s != nil {
+		t.Errorf("a shadow Service for a pool that no Gateway accepts: %s", s.ResourceName())
 	}
 }
 

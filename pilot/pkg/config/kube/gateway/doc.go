@@ -18,8 +18,11 @@
 //   - referencegrant.go, backends.go: backendRefs to Services and
 //     InferencePools, ReferenceGrants for cross-namespace references, and
 //     Istio's exact messages for pool references;
+//   - eppref.go: whether a pool's endpointPickerRef resolves, said the same
+//     way in the pool's ResolvedRefs and in the ResolvedRefs of routes to it;
 //   - shadowservice.go: a pool's shadow Service (name, labels, ports);
-//   - inferencepool_status.go: a pool's status.parents entries.
+//   - inferencepool_status.go: a pool's status.parents entries, and whether
+//     the pool is accepted (only then does it get a shadow Service).
 //
 // collections.go wires them into krt collections (Build): the same pipeline
 // runs over informers in a cluster and over static collections in file mode,

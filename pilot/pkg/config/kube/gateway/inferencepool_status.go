@@ -124,34 +124,30 @@ func acceptedCondition(pool *inferencev1.InferencePool, p PoolParent) metav1.Con
 
 func resolvedRefsCondition(pool *inferencev1.InferencePool, epp *corev1.Service) metav1.Condition {
 	const typ = inferencev1.InferencePoolConditionResolvedRefs
-	invalid := func(format string, args ...any) metav1.Condition {
-		return condition(typ, false, inferencev1.InferencePoolReasonInvalidExtensionRef, fmt.Sprintf(format, args...))
-	}
 	ref := pool.Spec.EndpointPickerRef
 	if ref == nil {
 		return condition(typ, true, inferencev1.InferencePoolReasonResolvedRefs, "no references to resolve")
 	}
-	if g := ptr.Deref(ref.Group, ""); g != "" {
-		return invalid("spec.endpointPickerRef.group %q is not supported: only the core group (a Service)", g)
-	}
-	if ref.Kind != "" && ref.Kind != "Service" {
-		return invalid("spec.endpointPickerRef.kind %q is not supported: only Service", ref.Kind)
-	}
-	if ref.Name == "" {
-		return invalid("spec.endpointPickerRef.name is empty")
-	}
-	key := pool.Namespace + "/" + string(ref.Name)
-	switch {
-	case epp == nil:
-		return invalid("Service %s not found", key)
-	case epp.Spec.Type == corev1.ServiceTypeExternalName:
-		return invalid("Service %s is of type ExternalName, which is not supported", key)
-	case ref.Port == nil:
-		return invalid("spec.endpointPickerRef.port is required for a Service")
-	}
-	if !slices.ContainsFunc(epp.Spec.Ports, func(p corev1.ServicePort) bool { return p.Port == int32(ref.Port.Number) }) {
-		return invalid("Service %s has no port %d", key, ref.Port.Number)
+	if problem := eppRefProblem(pool, epp); problem != "" {
+		return condition(typ, false, inferencev1.InferencePoolReasonInvalidExtensionRef, problem)
 	}
 	return condition(typ, true, inferencev1.InferencePoolReasonResolvedRefs,
-		fmt.Sprintf("Endpoint Picker Service %s port %d", key, ref.Port.Number))
+		fmt.Sprintf("Endpoint Picker Service %s/%s port %d", pool.Namespace, ref.Name, ref.Port.Number))
+}
+
+// PoolAccepted reports whether any of our status.parents entries of a pool
+// says Accepted=True: a route referencing the pool is accepted by that
+// Gateway, and the pool has an endpointPickerRef. Only an accepted pool gets
+// a shadow Service: a pool no Gateway of ours serves must not make us write
+// Services into its namespace. (Istio writes one for every pool with a
+// gatewayParent, accepted or not.)
+func PoolAccepted(parents []inferencev1.ParentStatus) bool {
+	for _, p := range parents {
+		for _, c := range p.Conditions {
+			if c.Type == string(inferencev1.InferencePoolConditionAccepted) && c.Status == metav1.ConditionTrue {
+				return true
+			}
+		}
+	}
+	return false
 }
