@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"strconv"
 	"strings"
 	"time"
 
@@ -96,15 +97,18 @@ func runProxyStatus(ctx context.Context, w io.Writer, o *proxyStatusOptions) err
 	return writeProxyStatus(w, st)
 }
 
-// writeProxyStatus prints NAME, GATEWAY, STREAM and a column per xDS type,
-// then one line per NACK with its error message.
+// writeProxyStatus prints NAME, GATEWAY, STREAM, a column per xDS type and
+// PEER (the connection's remote address and stream id, which tell apart two
+// streams with one node id), then one line per NACK with its error message.
+// Everything a proxy wrote is escaped (escapeCell).
 func writeProxyStatus(w io.Writer, st []xds.ProxyStatus) error {
 	t := newTable(w)
 	header := []string{"NAME", "GATEWAY", "STREAM"}
 	for _, ty := range proxyStatusTypes {
 		header = append(header, ty.column)
 	}
-	fmt.Fprintln(t, strings.Join(header, "\t"))
+	header = append(header, "PEER")
+	t.row(header...)
 	var nacks []string
 	for _, p := range st {
 		gw := p.Gateway
@@ -116,14 +120,17 @@ func writeProxyStatus(w io.Writer, st []xds.ProxyStatus) error {
 			stream = "delta"
 		}
 		cells := []string{dash(p.Node), gw, stream}
+		peer := peerCell(p)
 		for _, ty := range proxyStatusTypes {
 			ts := p.Types[ty.key]
 			cells = append(cells, syncState(ts))
 			if ts != nil && ts.Nacked != "" {
-				nacks = append(nacks, fmt.Sprintf("%s %s %s %s: %s", dash(p.Node), gw, ty.column, ts.Nacked, ts.NackMessage))
+				nacks = append(nacks, strings.Join([]string{escapeCell(dash(p.Node)), escapeCell(gw), escapeCell(peer),
+					ty.column, escapeCell(ts.Nacked) + ":", escapeCell(ts.NackMessage)}, " "))
 			}
 		}
-		fmt.Fprintln(t, strings.Join(cells, "\t"))
+		cells = append(cells, peer)
+		t.row(cells...)
 	}
 	if err := t.Flush(); err != nil {
 		return err
@@ -135,6 +142,11 @@ func writeProxyStatus(w io.Writer, st []xds.ProxyStatus) error {
 		}
 	}
 	return nil
+}
+
+// peerCell is the PEER cell: "<remote address> (stream <id>)".
+func peerCell(p xds.ProxyStatus) string {
+	return dash(p.Peer) + " (stream " + strconv.FormatInt(p.Stream, 10) + ")"
 }
 
 // syncState is one type's cell.

@@ -20,7 +20,7 @@ import (
 )
 
 const fixedSyncz = `[
-  {"stream": 1, "delta": false, "node": "router~10.244.0.20~gw-1.gateway-namespace", "gateway": "gateway-namespace/gateway",
+  {"stream": 1, "delta": false, "peer": "10.244.0.20:40312", "node": "router~10.244.0.20~gw-1.gateway-namespace", "gateway": "gateway-namespace/gateway",
    "types": {
      "cds": {"sent": "00000000000000aa", "acked": "00000000000000aa"},
      "lds": {"sent": "00000000000000bb"},
@@ -29,14 +29,14 @@ const fixedSyncz = `[
   {"stream": 2, "delta": true, "node": "envoy-2", "gatewayError": "node \"envoy-2\": node.metadata must carry the Gateway", "types": {}}
 ]`
 
-// Written by hand: one row per stream, a cell per type, the NACK's error
-// after the table.
-const fixedProxyStatus = `NAME                                          GATEWAY                             STREAM     CDS                           LDS                                        EDS                           RDS
-router~10.244.0.20~gw-1.gateway-namespace     gateway-namespace/gateway           sotw       SYNCED (00000000000000aa)     STALE (sent 00000000000000bb, acked -)     NACKED (00000000000000cc)     NOT SENT
-envoy-2                                       - (no Gateway in node metadata)     delta      NOT SENT                      NOT SENT                                   NOT SENT                      NOT SENT
+// Written by hand: one row per stream, a cell per type, the peer and
+// stream id, the NACK's error after the table.
+const fixedProxyStatus = `NAME                                          GATEWAY                             STREAM     CDS                           LDS                                        EDS                           RDS          PEER
+router~10.244.0.20~gw-1.gateway-namespace     gateway-namespace/gateway           sotw       SYNCED (00000000000000aa)     STALE (sent 00000000000000bb, acked -)     NACKED (00000000000000cc)     NOT SENT     10.244.0.20:40312 (stream 1)
+envoy-2                                       - (no Gateway in node metadata)     delta      NOT SENT                      NOT SENT                                   NOT SENT                      NOT SENT     - (stream 2)
 
 NACKs:
-  router~10.244.0.20~gw-1.gateway-namespace gateway-namespace/gateway EDS 00000000000000cc: bad endpoint
+  router~10.244.0.20~gw-1.gateway-namespace gateway-namespace/gateway 10.244.0.20:40312 (stream 1) EDS 00000000000000cc: bad endpoint
 `
 
 func TestProxyStatusTable(t *testing.T) {
