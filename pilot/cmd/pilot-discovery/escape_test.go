@@ -67,7 +67,7 @@ func TestProxyStatusEscapesProxyText(t *testing.T) {
 	}
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write(body) }))
 	defer srv.Close()
-	out, err := run(t, defaultDeps(), "proxy-status", "--http-address", srv.URL)
+	out, err := run(t, defaultDeps(), "proxy-status", "--debug-address", srv.URL)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -136,7 +136,7 @@ func TestProxyStatusTellsStreamsApart(t *testing.T) {
 	}
 	deadline := time.Now().Add(10 * time.Second)
 	for {
-		out, err := run(t, defaultDeps(), "proxy-status", "--http-address", e.http.URL)
+		out, err := run(t, defaultDeps(), "proxy-status", "--debug-address", e.http.URL)
 		if err != nil {
 			t.Fatal(err)
 		}

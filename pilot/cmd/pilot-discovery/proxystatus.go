@@ -33,21 +33,26 @@ type proxyStatusOptions struct {
 func newProxyStatusCommand() *cobra.Command {
 	o := &proxyStatusOptions{}
 	cmd := &cobra.Command{
-		Use:   "proxy-status --http-address HOST:PORT",
+		Use:   "proxy-status [--debug-address HOST:PORT]",
 		Short: "Print each connected proxy and whether it is in sync",
 		Long: "proxy-status reads a running pilot-discovery's /debug/syncz and prints one row per ADS stream:\n" +
 			"the proxy's node id, its Gateway, the protocol variant, and per xDS type:\n" +
 			"  SYNCED (v)               the proxy acked version v, the last one sent\n" +
 			"  STALE (sent v, acked a)  the last version sent is not acked yet\n" +
 			"  NACKED (v)               the proxy rejected version v (the errors follow the table)\n" +
-			"  NOT SENT                 nothing of this type was sent on the stream",
+			"  NOT SENT                 nothing of this type was sent on the stream\n\n" +
+			"The debug endpoints listen on loopback; against a cluster, forward the port first:\n" +
+			"  kubectl -n infermesh-system port-forward deploy/pilot-discovery 15015",
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			return runProxyStatus(cmd.Context(), cmd.OutOrStdout(), o)
 		},
 	}
 	f := cmd.Flags()
-	f.StringVar(&o.httpAddress, "http-address", "localhost:15014", "pilot-discovery's HTTP (debug) address, HOST:PORT or a URL")
+	f.StringVar(&o.httpAddress, "debug-address", "localhost:15015", "pilot-discovery's --debug-address, HOST:PORT or a URL")
+	// The flag's name before the debug endpoints left --http-address.
+	f.StringVar(&o.httpAddress, "http-address", "localhost:15015", "alias of --debug-address")
+	_ = f.MarkHidden("http-address")
 	f.StringVarP(&o.output, "output", "o", outputShort, "output format: short or json (/debug/syncz as is)")
 	f.DurationVar(&o.timeout, "timeout", 10*time.Second, "HTTP request timeout")
 	return cmd
@@ -61,7 +66,7 @@ func runProxyStatus(ctx context.Context, w io.Writer, o *proxyStatusOptions) err
 		return fmt.Errorf("-o %q: want short or json", o.output)
 	}
 	if o.httpAddress == "" {
-		return fmt.Errorf("--http-address is required")
+		return fmt.Errorf("--debug-address is required")
 	}
 	base := o.httpAddress
 	if !strings.Contains(base, "://") {
@@ -71,7 +76,7 @@ func runProxyStatus(ctx context.Context, w io.Writer, o *proxyStatusOptions) err
 	defer cancel()
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, strings.TrimSuffix(base, "/")+"/debug/syncz", nil)
 	if err != nil {
-		return fmt.Errorf("--http-address %q: %w", o.httpAddress, err)
+		return fmt.Errorf("--debug-address %q: %w", o.httpAddress, err)
 	}
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {

@@ -48,7 +48,7 @@ func TestProxyStatusTable(t *testing.T) {
 		_, _ = w.Write([]byte(fixedSyncz))
 	}))
 	defer srv.Close()
-	out, err := run(t, defaultDeps(), "proxy-status", "--http-address", strings.TrimPrefix(srv.URL, "http://"))
+	out, err := run(t, defaultDeps(), "proxy-status", "--debug-address", strings.TrimPrefix(srv.URL, "http://"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -60,9 +60,9 @@ func TestProxyStatusTable(t *testing.T) {
 func TestProxyStatusErrors(t *testing.T) {
 	srv := httptest.NewServer(http.NotFoundHandler())
 	defer srv.Close()
-	_, err := run(t, defaultDeps(), "proxy-status", "--http-address", srv.URL)
+	_, err := run(t, defaultDeps(), "proxy-status", "--debug-address", srv.URL)
 	wantErr(t, err, "/debug/syncz", "404")
-	_, err = run(t, defaultDeps(), "proxy-status", "--http-address", srv.URL, "-o", "yaml")
+	_, err = run(t, defaultDeps(), "proxy-status", "--debug-address", srv.URL, "-o", "yaml")
 	wantErr(t, err, `-o "yaml": want short or json`)
 }
 
@@ -105,7 +105,7 @@ func TestProxyStatusLive(t *testing.T) {
 	}
 	deadline := time.Now().Add(10 * time.Second)
 	for {
-		out, err := run(t, defaultDeps(), "proxy-status", "--http-address", e.http.URL)
+		out, err := run(t, defaultDeps(), "proxy-status", "--debug-address", e.http.URL)
 		if err != nil {
 			t.Fatal(err)
 		}
