@@ -28,7 +28,7 @@ cleanup() {
 trap cleanup EXIT
 
 # Loopback only, on ports the kernel picks; ADS in plaintext is fine there.
-"$bin" discovery -f "$dir" --plaintext --ads-address 127.0.0.1:0 --http-address 127.0.0.1:0 2>"$log" &
+"$bin" discovery -f "$dir" --plaintext --ads-address 127.0.0.1:0 --http-address 127.0.0.1:0 --debug-address 127.0.0.1:0 2>"$log" &
 pid=$!
 
 # The start line carries the bound addresses; wait for it (at most 60 s).

@@ -34,6 +34,7 @@ type discoveryOptions struct {
 	kubeBurst       int
 	adsAddress      string
 	httpAddress     string
+	debugAddress    string
 	clusterDomain   string
 	pushDebounce    time.Duration
 	pushMaxDelay    time.Duration
@@ -56,9 +57,10 @@ type deps struct {
 	newClient func(clusterSource, ...kube.Option) (*kube.Client, error)
 	// stderr receives the JSON logs.
 	stderr io.Writer
-	// serving, when set, is called with the bound ADS and HTTP addresses
-	// once both listen and the signal handler is installed.
-	serving func(ads, http net.Addr)
+	// serving, when set, is called with the bound ADS, HTTP and debug
+	// addresses (debug nil when off) once all listen and the signal handler
+	// is installed.
+	serving func(ads, http, debug net.Addr)
 }
 
 func defaultDeps() deps {
@@ -82,6 +84,10 @@ func newDiscoveryCommand(d deps) *cobra.Command {
 			"written (see the status command).\n\n" +
 			"ADS is served over TLS (--tls-cert-file, --tls-key-file). Serving it in plaintext needs\n" +
 			"--plaintext: anyone who can reach the port can read every Gateway's configuration.\n\n" +
+			"The debug endpoints (/debug/config_dump, /debug/syncz, /debug/krtz, /debug/pprof/, ...) are\n" +
+			"unauthenticated and show every Gateway's configuration, so they listen on --debug-address,\n" +
+			"loopback by default (reach them with kubectl port-forward); --http-address serves only\n" +
+			"/metrics and /ready.\n\n" +
 			"SIGTERM or SIGINT stops it; shutdown is bounded by --shutdown-timeout.\n\n" + features.Usage(),
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
@@ -100,7 +106,8 @@ func newDiscoveryCommand(d deps) *cobra.Command {
 	f.Float32Var(&o.kubeQPS, "kube-qps", kube.DefaultQPS, "sustained requests per second to the API server, all clients together")
 	f.IntVar(&o.kubeBurst, "kube-burst", kube.DefaultBurst, "requests to the API server allowed above --kube-qps at once")
 	f.StringVar(&o.adsAddress, "ads-address", ":15010", "address (host:port) of the ADS gRPC server")
-	f.StringVar(&o.httpAddress, "http-address", ":15014", "address (host:port) of the HTTP server: /debug/config_dump, /debug/syncz, /debug/krtz, /debug/features, /debug/pprof/, /metrics, /ready; unauthenticated and it shows every Gateway's configuration, so keep it off untrusted networks")
+	f.StringVar(&o.httpAddress, "http-address", ":15014", "address (host:port) of the monitoring HTTP server: /metrics and /ready only")
+	f.StringVar(&o.debugAddress, "debug-address", defaultDebugAddress, "address (host:port) of the debug HTTP server: /debug/config_dump, /debug/syncz, /debug/krtz, /debug/features, /debug/pprof/ (and /metrics, /ready). Unauthenticated, and it shows every Gateway's configuration and the command line: keep it on loopback (reach it with kubectl port-forward); any other address serves it to the network, which is logged as a warning; empty turns it off")
 	f.StringVar(&o.clusterDomain, "cluster-domain", "", "DNS suffix of Service hostnames; overrides CLUSTER_DOMAIN (default: CLUSTER_DOMAIN, else cluster.local)")
 	f.DurationVar(&o.pushDebounce, "push-debounce", xds.DefaultDebounce, "quiet period that ends a burst of changes before a push")
 	f.DurationVar(&o.pushMaxDelay, "push-max-delay", xds.DefaultMaxDelay, "longest a change waits for its push (at least --push-debounce)")
@@ -241,15 +248,27 @@ func runDiscovery(ctx context.Context, stopSignals func(), o *discoveryOptions, 
 		_ = adsLis.Close()
 		return fmt.Errorf("--http-address: %w", err)
 	}
+	debugLis, err := listenDebug(o.debugAddress)
+	if err != nil {
+		_ = adsLis.Close()
+		_ = httpLis.Close()
+		return err
+	}
 	log.Info("pilot-discovery starting", "version", version.Version, "source", source,
 		"ads", adsLis.Addr().String(), "tls", !o.plaintext, "xdsAuth", o.xdsAuth, "http", httpLis.Addr().String(),
+		"debug", addrString(debugLis),
 		"leaseNamespace", o.leaseNamespace, "clusterDomain", feats.ClusterDomain,
 		"inferenceExtension", feats.EnableInferenceExtension, "controllerName", feats.ControllerName)
+	warnDebugOnNetwork(log, debugLis)
 	if d.serving != nil {
-		d.serving(adsLis.Addr(), httpLis.Addr())
+		var debugAddr net.Addr
+		if debugLis != nil {
+			debugAddr = debugLis.Addr()
+		}
+		d.serving(adsLis.Addr(), httpLis.Addr(), debugAddr)
 	}
 	done := make(chan error, 1)
-	go func() { done <- srv.Run(ctx, adsLis, httpLis) }()
+	go func() { done <- srv.Run(ctx, adsLis, httpLis, debugLis) }()
 	select {
 	case err := <-done:
 		return err

@@ -133,11 +133,11 @@ func TestDiscoverySIGTERM(t *testing.T) {
 		return kube.NewFake(kube.OptionalCRDs()...), nil
 	}
 	d.stderr = logs
-	d.serving = func(ads, http net.Addr) { addrs <- [2]net.Addr{ads, http} }
+	d.serving = func(ads, http, _ net.Addr) { addrs <- [2]net.Addr{ads, http} }
 	done := make(chan error, 1)
 	go func() {
 		_, err := run(t, d, "discovery", "--plaintext", "--ads-address", "127.0.0.1:0", "--http-address", "127.0.0.1:0",
-			"--shutdown-timeout", "10s", "--log-level", "debug")
+			"--debug-address", "127.0.0.1:0", "--shutdown-timeout", "10s", "--log-level", "debug")
 		done <- err
 	}()
 	var a [2]net.Addr

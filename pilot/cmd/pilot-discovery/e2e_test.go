@@ -36,11 +36,12 @@ func TestDiscoveryTLSEndToEnd(t *testing.T) {
 		return kube.NewFake(objs...), nil
 	}
 	addrs := make(chan net.Addr, 1)
-	d.serving = func(ads, _ net.Addr) { addrs <- ads }
+	d.serving = func(ads, _, _ net.Addr) { addrs <- ads }
 	done := make(chan error, 1)
 	go func() {
 		_, err := run(t, d, "discovery", "--kubeconfig", kc, "--tls-cert-file", cert, "--tls-key-file", key,
-			"--ads-address", "127.0.0.1:0", "--http-address", "127.0.0.1:0", "--push-debounce", "10ms")
+			"--ads-address", "127.0.0.1:0", "--http-address", "127.0.0.1:0", "--debug-address", "",
+			"--push-debounce", "10ms")
 		done <- err
 	}()
 	var ads net.Addr

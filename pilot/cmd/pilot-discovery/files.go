@@ -60,7 +60,7 @@ func (s *fileSource) Fetch(ctx context.Context, gw gatewayRef) (core.Resources, 
 	lis := bufconn.Listen(1 << 20)
 	ctx, cancel := context.WithCancel(ctx)
 	done := make(chan error, 1)
-	go func() { done <- srv.Run(ctx, lis, nil) }()
+	go func() { done <- srv.Run(ctx, lis, nil, nil) }()
 	defer func() { cancel(); <-done }()
 	// Ready is true once every collection has synced and the first
 	// configuration is published.

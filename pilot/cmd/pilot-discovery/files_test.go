@@ -227,12 +227,12 @@ func TestProxyConfigOfflineSeed(t *testing.T) {
 func TestProxyConfigOfflineMatchesServer(t *testing.T) {
 	d := fakeDeps(t, inference...)
 	addrs := make(chan [2]net.Addr, 1)
-	d.serving = func(ads, http net.Addr) { addrs <- [2]net.Addr{ads, http} }
+	d.serving = func(ads, http, _ net.Addr) { addrs <- [2]net.Addr{ads, http} }
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() {
 		cmd := newRootCommandWith(d)
-		cmd.SetArgs([]string{"discovery", "-f", seedDir, "--plaintext", "--ads-address", "127.0.0.1:0", "--http-address", "127.0.0.1:0"})
+		cmd.SetArgs([]string{"discovery", "-f", seedDir, "--plaintext", "--ads-address", "127.0.0.1:0", "--http-address", "127.0.0.1:0", "--debug-address", ""})
 		cmd.SetOut(&bytes.Buffer{})
 		done <- cmd.ExecuteContext(ctx)
 	}()

@@ -15,6 +15,10 @@
 //     (tables.go) or Envoy JSON/YAML, from a configSource (source.go: over ADS
 //     today; the seam for a file-backed source).
 //   - proxy-status (proxystatus.go): /debug/syncz as a table.
+//
+// Every table escapes what it prints (escape.go): node ids, NACK messages
+// and names come from proxies and users, and reach the operator's terminal
+// only as printable text.
 //   - version.
 package main
 

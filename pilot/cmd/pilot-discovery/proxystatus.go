@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"strconv"
 	"strings"
 	"time"
 
@@ -32,7 +33,7 @@ type proxyStatusOptions struct {
 func newProxyStatusCommand() *cobra.Command {
 	o := &proxyStatusOptions{}
 	cmd := &cobra.Command{
-		Use:   "proxy-status --http-address HOST:PORT",
+		Use:   "proxy-status [--debug-address HOST:PORT]",
 		Short: "Print each connected proxy and whether it is in sync",
 		Long: "proxy-status reads a running pilot-discovery's /debug/syncz and prints one row per ADS stream:\n" +
 			"the proxy's node id, its Gateway, the protocol variant, its version, and per xDS type:\n" +
@@ -41,14 +42,19 @@ func newProxyStatusCommand() *cobra.Command {
 			"  NACKED (v)               the proxy rejected version v (the errors follow the table)\n" +
 			"  NOT SENT                 nothing of this type was sent on the stream\n" +
 			"VERSION is the node's user_agent_name and version; \"(below floor)\" marks an Envoy older than\n" +
-			"the version floor (" + xds.EnvoyVersionFloor.String() + "): it is served, but never reports the endpoint it served to the EPP.",
+			"the version floor (" + xds.EnvoyVersionFloor.String() + "): it is served, but never reports the endpoint it served to the EPP.\n\n" +
+			"The debug endpoints listen on loopback; against a cluster, forward the port first:\n" +
+			"  kubectl -n infermesh-system port-forward deploy/pilot-discovery 15015",
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			return runProxyStatus(cmd.Context(), cmd.OutOrStdout(), o)
 		},
 	}
 	f := cmd.Flags()
-	f.StringVar(&o.httpAddress, "http-address", "localhost:15014", "pilot-discovery's HTTP (debug) address, HOST:PORT or a URL")
+	f.StringVar(&o.httpAddress, "debug-address", "localhost:15015", "pilot-discovery's --debug-address, HOST:PORT or a URL")
+	// The flag's name before the debug endpoints left --http-address.
+	f.StringVar(&o.httpAddress, "http-address", "localhost:15015", "alias of --debug-address")
+	_ = f.MarkHidden("http-address")
 	f.StringVarP(&o.output, "output", "o", outputShort, "output format: short or json (/debug/syncz as is)")
 	f.DurationVar(&o.timeout, "timeout", 10*time.Second, "HTTP request timeout")
 	return cmd
@@ -62,7 +68,7 @@ func runProxyStatus(ctx context.Context, w io.Writer, o *proxyStatusOptions) err
 		return fmt.Errorf("-o %q: want short or json", o.output)
 	}
 	if o.httpAddress == "" {
-		return fmt.Errorf("--http-address is required")
+		return fmt.Errorf("--debug-address is required")
 	}
 	base := o.httpAddress
 	if !strings.Contains(base, "://") {
@@ -72,7 +78,7 @@ func runProxyStatus(ctx context.Context, w io.Writer, o *proxyStatusOptions) err
 	defer cancel()
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, strings.TrimSuffix(base, "/")+"/debug/syncz", nil)
 	if err != nil {
-		return fmt.Errorf("--http-address %q: %w", o.httpAddress, err)
+		return fmt.Errorf("--debug-address %q: %w", o.httpAddress, err)
 	}
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
@@ -98,15 +104,18 @@ func runProxyStatus(ctx context.Context, w io.Writer, o *proxyStatusOptions) err
 	return writeProxyStatus(w, st)
 }
 
-// writeProxyStatus prints NAME, GATEWAY, STREAM and a column per xDS type,
-// then one line per NACK with its error message.
+// writeProxyStatus prints NAME, GATEWAY, STREAM, a column per xDS type and
+// PEER (the connection's remote address and stream id, which tell apart two
+// streams with one node id), then one line per NACK with its error message.
+// Everything a proxy wrote is escaped (escapeCell).
 func writeProxyStatus(w io.Writer, st []xds.ProxyStatus) error {
 	t := newTable(w)
 	header := []string{"NAME", "GATEWAY", "STREAM", "VERSION"}
 	for _, ty := range proxyStatusTypes {
 		header = append(header, ty.column)
 	}
-	fmt.Fprintln(t, strings.Join(header, "\t"))
+	header = append(header, "PEER")
+	t.row(header...)
 	var nacks []string
 	for _, p := range st {
 		gw := p.Gateway
@@ -118,14 +127,17 @@ func writeProxyStatus(w io.Writer, st []xds.ProxyStatus) error {
 			stream = "delta"
 		}
 		cells := []string{dash(p.Node), gw, stream, versionCell(p.ProxyVersion)}
+		peer := peerCell(p)
 		for _, ty := range proxyStatusTypes {
 			ts := p.Types[ty.key]
 			cells = append(cells, syncState(ts))
 			if ts != nil && ts.Nacked != "" {
-				nacks = append(nacks, fmt.Sprintf("%s %s %s %s: %s", dash(p.Node), gw, ty.column, ts.Nacked, ts.NackMessage))
+				nacks = append(nacks, strings.Join([]string{escapeCell(dash(p.Node)), escapeCell(gw), escapeCell(peer),
+					ty.column, escapeCell(ts.Nacked) + ":", escapeCell(ts.NackMessage)}, " "))
 			}
 		}
-		fmt.Fprintln(t, strings.Join(cells, "\t"))
+		cells = append(cells, peer)
+		t.row(cells...)
 	}
 	if err := t.Flush(); err != nil {
 		return err
@@ -150,6 +162,11 @@ func versionCell(v xds.ProxyVersion) string {
 		cell += " (below floor)"
 	}
 	return cell
+}
+
+// peerCell is the PEER cell: "<remote address> (stream <id>)".
+func peerCell(p xds.ProxyStatus) string {
+	return dash(p.Peer) + " (stream " + strconv.FormatInt(p.Stream, 10) + ")"
 }
 
 // syncState is one type's cell.

@@ -20,7 +20,7 @@ import (
 )
 
 const fixedSyncz = `[
-  {"stream": 1, "delta": false, "node": "router~10.244.0.20~gw-1.gateway-namespace", "gateway": "gateway-namespace/gateway",
+  {"stream": 1, "delta": false, "peer": "10.244.0.20:40312", "node": "router~10.244.0.20~gw-1.gateway-namespace", "gateway": "gateway-namespace/gateway",
    "userAgent": "envoy", "version": "1.37.2", "belowVersionFloor": true,
    "types": {
      "cds": {"sent": "00000000000000aa", "acked": "00000000000000aa"},
@@ -31,15 +31,15 @@ const fixedSyncz = `[
   {"stream": 3, "delta": false, "node": "envoy-3", "gateway": "gateway-namespace/gateway", "userAgent": "envoy", "version": "1.40.0", "types": {}}
 ]`
 
-// Written by hand: one row per stream, a cell per type, the NACK's error
-// after the table.
-const fixedProxyStatus = `NAME                                          GATEWAY                             STREAM     VERSION                        CDS                           LDS                                        EDS                           RDS
-router~10.244.0.20~gw-1.gateway-namespace     gateway-namespace/gateway           sotw       envoy 1.37.2 (below floor)     SYNCED (00000000000000aa)     STALE (sent 00000000000000bb, acked -)     NACKED (00000000000000cc)     NOT SENT
-envoy-2                                       - (no Gateway in node metadata)     delta      -                              NOT SENT                      NOT SENT                                   NOT SENT                      NOT SENT
-envoy-3                                       gateway-namespace/gateway           sotw       envoy 1.40.0                   NOT SENT                      NOT SENT                                   NOT SENT                      NOT SENT
+// Written by hand: one row per stream, a cell per type, the peer and
+// stream id, the NACK's error after the table.
+const fixedProxyStatus = `NAME                                          GATEWAY                             STREAM     VERSION                        CDS                           LDS                                        EDS                           RDS          PEER
+router~10.244.0.20~gw-1.gateway-namespace     gateway-namespace/gateway           sotw       envoy 1.37.2 (below floor)     SYNCED (00000000000000aa)     STALE (sent 00000000000000bb, acked -)     NACKED (00000000000000cc)     NOT SENT     10.244.0.20:40312 (stream 1)
+envoy-2                                       - (no Gateway in node metadata)     delta      -                              NOT SENT                      NOT SENT                                   NOT SENT                      NOT SENT     - (stream 2)
+envoy-3                                       gateway-namespace/gateway           sotw       envoy 1.40.0                   NOT SENT                      NOT SENT                                   NOT SENT                      NOT SENT     - (stream 3)
 
 NACKs:
-  router~10.244.0.20~gw-1.gateway-namespace gateway-namespace/gateway EDS 00000000000000cc: bad endpoint
+  router~10.244.0.20~gw-1.gateway-namespace gateway-namespace/gateway 10.244.0.20:40312 (stream 1) EDS 00000000000000cc: bad endpoint
 `
 
 func TestProxyStatusTable(t *testing.T) {
@@ -51,7 +51,7 @@ func TestProxyStatusTable(t *testing.T) {
 		_, _ = w.Write([]byte(fixedSyncz))
 	}))
 	defer srv.Close()
-	out, err := run(t, defaultDeps(), "proxy-status", "--http-address", strings.TrimPrefix(srv.URL, "http://"))
+	out, err := run(t, defaultDeps(), "proxy-status", "--debug-address", strings.TrimPrefix(srv.URL, "http://"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -63,9 +63,9 @@ func TestProxyStatusTable(t *testing.T) {
 func TestProxyStatusErrors(t *testing.T) {
 	srv := httptest.NewServer(http.NotFoundHandler())
 	defer srv.Close()
-	_, err := run(t, defaultDeps(), "proxy-status", "--http-address", srv.URL)
+	_, err := run(t, defaultDeps(), "proxy-status", "--debug-address", srv.URL)
 	wantErr(t, err, "/debug/syncz", "404")
-	_, err = run(t, defaultDeps(), "proxy-status", "--http-address", srv.URL, "-o", "yaml")
+	_, err = run(t, defaultDeps(), "proxy-status", "--debug-address", srv.URL, "-o", "yaml")
 	wantErr(t, err, `-o "yaml": want short or json`)
 }
 
@@ -108,7 +108,7 @@ func TestProxyStatusLive(t *testing.T) {
 	}
 	deadline := time.Now().Add(10 * time.Second)
 	for {
-		out, err := run(t, defaultDeps(), "proxy-status", "--http-address", e.http.URL)
+		out, err := run(t, defaultDeps(), "proxy-status", "--debug-address", e.http.URL)
 		if err != nil {
 			t.Fatal(err)
 		}

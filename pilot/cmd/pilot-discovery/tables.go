@@ -5,7 +5,6 @@ package main
 
 import (
 	"bytes"
-	"fmt"
 	"io"
 	"net"
 	"sort"
@@ -24,10 +23,14 @@ import (
 
 // The short tables follow `istioctl proxy-config`: the same columns where
 // the data exists, the same tabwriter layout (cells padded by 5 spaces),
-// "-" for an empty cell.
+// "-" for an empty cell. Every cell goes through escapeCell: what proxies
+// and users wrote (node ids, NACK messages, names, regexes) never reaches
+// the terminal as control characters, and a tab or newline in a cell
+// cannot split it into columns or rows.
 
 // table is a tabwriter whose Flush also trims the padding after each
-// line's last cell.
+// line's last cell. Rows are written with row only, which escapes each
+// cell.
 type table struct {
 	out io.Writer
 	buf bytes.Buffer
@@ -40,8 +43,16 @@ func newTable(w io.Writer) *table {
 	return t
 }
 
-// Write takes tab-separated cells, newline-terminated rows.
-func (t *table) Write(p []byte) (int, error) { return t.tw.Write(p) }
+// row writes one row, each cell escaped (escapeCell).
+func (t *table) row(cells ...string) {
+	for i, c := range cells {
+		if i > 0 {
+			_, _ = t.tw.Write([]byte{'\t'})
+		}
+		_, _ = io.WriteString(t.tw, escapeCell(c))
+	}
+	_, _ = t.tw.Write([]byte{'\n'})
+}
 
 // Flush aligns the rows and writes them to the underlying writer.
 func (t *table) Flush() error {
@@ -101,9 +112,9 @@ func writeClusters(w io.Writer, clusters []*clusterv3.Cluster) error {
 		return a.subset < b.subset
 	})
 	t := newTable(w)
-	fmt.Fprintln(t, "SERVICE FQDN\tPORT\tSUBSET\tDIRECTION\tTYPE\tDESTINATION RULE")
+	t.row("SERVICE FQDN", "PORT", "SUBSET", "DIRECTION", "TYPE", "DESTINATION RULE")
 	for _, r := range rows {
-		fmt.Fprintf(t, "%s\t%s\t%s\t%s\t%s\t%s\n", r.n.fqdn, dash(r.n.port), dash(r.n.subset), dash(r.n.direction), r.typ, r.dr)
+		t.row(r.n.fqdn, dash(r.n.port), dash(r.n.subset), dash(r.n.direction), r.typ, r.dr)
 	}
 	return t.Flush()
 }
@@ -157,9 +168,9 @@ func writeEndpoints(w io.Writer, clas []*endpointv3.ClusterLoadAssignment) error
 		return addrLess(rows[i].addr, rows[j].addr)
 	})
 	t := newTable(w)
-	fmt.Fprintln(t, "ENDPOINT\tSTATUS\tOUTLIER CHECK\tCLUSTER")
+	t.row("ENDPOINT", "STATUS", "OUTLIER CHECK", "CLUSTER")
 	for _, r := range rows {
-		fmt.Fprintf(t, "%s\t%s\tOK\t%s\n", r.addr, r.status, r.cluster)
+		t.row(r.addr, r.status, "OK", r.cluster)
 	}
 	return t.Flush()
 }
@@ -231,9 +242,9 @@ func writeListeners(w io.Writer, listeners []*listenerv3.Listener) error {
 		return rows[i].addr < rows[j].addr
 	})
 	t := newTable(w)
-	fmt.Fprintln(t, "ADDRESSES\tPORT\tMATCH\tDESTINATION")
+	t.row("ADDRESSES", "PORT", "MATCH", "DESTINATION")
 	for _, r := range rows {
-		fmt.Fprintf(t, "%s\t%d\t%s\t%s\n", dash(r.addr), r.port, r.match, r.dest)
+		t.row(dash(r.addr), strconv.FormatUint(uint64(r.port), 10), r.match, r.dest)
 	}
 	return t.Flush()
 }
@@ -279,12 +290,12 @@ func writeRoutes(w io.Writer, rcs []*routev3.RouteConfiguration) error {
 	sorted := append([]*routev3.RouteConfiguration(nil), rcs...)
 	sort.SliceStable(sorted, func(i, j int) bool { return sorted[i].GetName() < sorted[j].GetName() })
 	t := newTable(w)
-	fmt.Fprintln(t, "NAME\tVHOST NAME\tDOMAINS\tMATCH\tROUTE")
+	t.row("NAME", "VHOST NAME", "DOMAINS", "MATCH", "ROUTE")
 	for _, rc := range sorted {
 		for _, vh := range rc.GetVirtualHosts() {
 			domains := strings.Join(vh.GetDomains(), ",")
 			for _, r := range vh.GetRoutes() {
-				fmt.Fprintf(t, "%s\t%s\t%s\t%s\t%s\n", rc.GetName(), vh.GetName(), domains, routeMatch(r.GetMatch()), dash(r.GetName()))
+				t.row(rc.GetName(), vh.GetName(), domains, routeMatch(r.GetMatch()), dash(r.GetName()))
 			}
 		}
 	}

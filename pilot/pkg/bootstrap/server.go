@@ -6,7 +6,8 @@
 // static collections in file mode), the Gateway API and InferencePool
 // controller (2: with its leader-gated writers in a cluster; computed and
 // never written in file mode), the service registry and the per-Gateway
-// xDS translation (3), and the ADS server with its debug endpoints (4).
+// xDS translation (3), and the ADS server with its monitoring and debug
+// endpoints (4; http.go).
 // architecture/README.md draws the flow.
 package bootstrap
 
@@ -16,8 +17,6 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
-	"net/http"
-	"net/http/pprof"
 	"runtime/debug"
 	"sync"
 	"time"
@@ -174,31 +173,16 @@ func (s *Server) Controller() *gateway.Controller { return s.controller }
 // XDS returns the ADS server.
 func (s *Server) XDS() *xds.Server { return s.xds }
 
-// Handler serves the debug and metrics endpoints: the ADS server's
-// (/debug/config_dump, /debug/syncz, /debug/krtz, /metrics, /ready) and
-// /debug/features (the feature flags in effect) and Go's profiles under
-// /debug/pprof/ (net/http/pprof).
-func (s *Server) Handler() http.Handler {
-	mux := http.NewServeMux()
-	mux.Handle("/debug/features", features.Handler(s.args.Features))
-	mux.HandleFunc("/debug/pprof/", pprof.Index)
-	mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
-	mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
-	mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
-	mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
-	mux.Handle("/", s.xds.Handler())
-	return mux
-}
-
 // Run starts the informers, the writers (under leader election unless
-// Args.IsLeader was given) and the ADS server on ads, and serves Handler on
-// httpLis when it is not nil. It returns when ctx ends and everything has
-// stopped, or with the first serving error.
-func (s *Server) Run(ctx context.Context, ads, httpLis net.Listener) error {
+// Args.IsLeader was given) and the ADS server on ads, and serves
+// MonitoringHandler on httpLis and DebugHandler on debugLis, each when it is
+// not nil (http.go says which belongs where). It returns when ctx ends and
+// everything has stopped, or with the first serving error.
+func (s *Server) Run(ctx context.Context, ads, httpLis, debugLis net.Listener) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	var wg sync.WaitGroup
-	errs := make(chan error, 4)
+	errs := make(chan error, 5)
 	if s.args.Files != nil {
 		wg.Go(func() {
 			if err := s.args.Files.Run(ctx); err != nil {
@@ -226,18 +210,10 @@ func (s *Server) Run(ctx context.Context, ads, httpLis net.Listener) error {
 	})
 	wg.Go(func() { s.releaseStartupMemory(ctx) })
 	if httpLis != nil {
-		hs := &http.Server{Handler: s.Handler(), ReadHeaderTimeout: 10 * time.Second}
-		wg.Go(func() {
-			if err := hs.Serve(httpLis); err != nil && !errors.Is(err, http.ErrServerClosed) {
-				errs <- fmt.Errorf("HTTP server: %w", err)
-			}
-		})
-		wg.Go(func() {
-			<-ctx.Done()
-			shutdown, done := context.WithTimeout(context.Background(), 5*time.Second)
-			defer done()
-			_ = hs.Shutdown(shutdown)
-		})
+		serveHTTP(ctx, &wg, errs, "HTTP server", httpLis, s.MonitoringHandler())
+	}
+	if debugLis != nil {
+		serveHTTP(ctx, &wg, errs, "debug HTTP server", debugLis, s.DebugHandler())
 	}
 	var err error
 	select {

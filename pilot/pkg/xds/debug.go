@@ -15,7 +15,8 @@ import (
 )
 
 // Handler returns the debug HTTP handler, to mount on pilot-discovery's
-// HTTP port:
+// debug listener (pilot/pkg/bootstrap/http.go puts only its paths outside
+// /debug/ on the network):
 //
 //	GET /debug/config_dump?gateway=<ns>/<name>
 //	    the Gateway's published configuration as Envoy's admin /config_dump

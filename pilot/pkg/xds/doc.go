@@ -39,7 +39,8 @@
 //     each request until it has something the stream lacks, then writes one
 //     response built from the shared serialized entries.
 //  4. server.go: Server.Run wires the above and serves gRPC; syncz.go
-//     records per stream what was sent, acked and nacked.
+//     records per stream (stream id and peer address) what was sent, acked
+//     and nacked; truncate.go bounds the NACK messages it keeps and logs.
 //
 // # Proxies and Gateways
 //

@@ -13,6 +13,7 @@ import (
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	discoveryv3 "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
 	serverv3 "github.com/envoyproxy/go-control-plane/pkg/server/v3"
+	"google.golang.org/grpc/peer"
 	"k8s.io/utils/clock"
 )
 
@@ -22,6 +23,10 @@ type ProxyStatus struct {
 	Stream int64 `json:"stream"`
 	// Delta is true for DeltaAggregatedResources streams.
 	Delta bool `json:"delta"`
+	// Peer is the remote address of the stream's connection (the proxy, or
+	// the last proxy or NAT in front of it): with Stream, it tells apart
+	// streams that carry the same node id.
+	Peer string `json:"peer,omitempty"`
 	// Node is node.id; Gateway the "namespace/name" from node metadata, or
 	// GatewayError when the metadata is missing.
 	Node         string `json:"node"`
@@ -44,7 +49,8 @@ type TypeStatus struct {
 	// Acked is the last version the proxy accepted.
 	Acked string `json:"acked,omitempty"`
 	// Nacked is the last version the proxy rejected, with its error_detail
-	// message; cleared when a later version is acked.
+	// message, cut to MaxNackMessage bytes; cleared when a later version is
+	// acked.
 	Nacked      string `json:"nacked,omitempty"`
 	NackMessage string `json:"nackMessage,omitempty"`
 }
@@ -87,11 +93,11 @@ func newTracker(log *slog.Logger, m *metrics, c clock.PassiveClock) *tracker {
 	return &tracker{log: log, metrics: m, clock: c, streams: map[streamKey]*streamState{}, belowFloor: map[string]int{}}
 }
 
-func (t *tracker) open(k streamKey) {
+func (t *tracker) open(k streamKey, peer string) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	t.streams[k] = &streamState{
-		status: ProxyStatus{Stream: k.id, Delta: k.delta, Types: map[string]*TypeStatus{}},
+		status: ProxyStatus{Stream: k.id, Delta: k.delta, Peer: peer, Types: map[string]*TypeStatus{}},
 		nonces: map[string]nonceVersion{},
 	}
 	t.metrics.streams.Inc()
@@ -133,10 +139,12 @@ func (t *tracker) request(k streamKey, node *corev3.Node, typeURL, nonce, ackVer
 	}
 	ts := s.typeStatus(kd)
 	if nack {
-		ts.Nacked, ts.NackMessage = sent.version, errDetail
+		msg := truncateMessage(errDetail)
+		ts.Nacked, ts.NackMessage = sent.version, msg
 		t.metrics.nacks.WithLabelValues(kd.String()).Inc()
 		t.log.Warn("xds: proxy rejected configuration (NACK)", "node", s.status.Node, "gateway", s.status.Gateway,
-			"type", kd.String(), "version", sent.version, "nonce", nonce, "delta", k.delta, "error", errDetail)
+			"type", kd.String(), "version", sent.version, "nonce", nonce, "delta", k.delta, "stream", k.id,
+			"peer", s.status.Peer, "error", msg)
 		return
 	}
 	if ackVersion == "" {
@@ -245,15 +253,23 @@ func (t *tracker) Status() []ProxyStatus {
 	return out
 }
 
+// peerAddress is the remote address of the stream's connection, or "".
+func peerAddress(ctx context.Context) string {
+	if p, ok := peer.FromContext(ctx); ok && p.Addr != nil {
+		return p.Addr.String()
+	}
+	return ""
+}
+
 // go-control-plane callbacks.
 
-func (t *tracker) OnStreamOpen(_ context.Context, id int64, _ string) error {
-	t.open(streamKey{id: id})
+func (t *tracker) OnStreamOpen(ctx context.Context, id int64, _ string) error {
+	t.open(streamKey{id: id}, peerAddress(ctx))
 	return nil
 }
 func (t *tracker) OnStreamClosed(id int64, _ *corev3.Node) { t.closed(streamKey{id: id}) }
-func (t *tracker) OnDeltaStreamOpen(_ context.Context, id int64, _ string) error {
-	t.open(streamKey{id: id, delta: true})
+func (t *tracker) OnDeltaStreamOpen(ctx context.Context, id int64, _ string) error {
+	t.open(streamKey{id: id, delta: true}, peerAddress(ctx))
 	return nil
 }
 func (t *tracker) OnDeltaStreamClosed(id int64, _ *corev3.Node) {

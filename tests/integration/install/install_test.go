@@ -66,7 +66,7 @@ func TestInstalledPilotDiscovery(t *testing.T) {
 	certs := newADSTLS(t, dir)
 
 	args, penv := deploymentCommand(t, objs, map[string]string{
-		"--ads-address": "127.0.0.1:0", "--http-address": "127.0.0.1:0",
+		"--ads-address": "127.0.0.1:0", "--http-address": "127.0.0.1:0", "--debug-address": "127.0.0.1:0",
 		"--tls-cert-file": certs.certFile, "--tls-key-file": certs.keyFile, "--kubeconfig": kubeconfig,
 	})
 	p := startPilot(t, buildPilot(t), args, penv)

@@ -262,7 +262,7 @@ func newBenchWorld(b *testing.B) *benchWorld {
 	}
 	pctx, pcancel := context.WithCancel(context.Background())
 	pdone := make(chan error, 1)
-	go func() { pdone <- srv.Run(pctx, lis, nil) }()
+	go func() { pdone <- srv.Run(pctx, lis, nil, nil) }()
 	b.Cleanup(func() { pcancel(); <-pdone })
 
 	// The full EPP on loopback.

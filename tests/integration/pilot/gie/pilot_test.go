@@ -74,7 +74,7 @@ func (p *pilot) run(lis net.Listener) {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	p.cancel, p.done = cancel, make(chan error, 1)
-	go func() { p.done <- s.Run(ctx, lis, nil) }()
+	go func() { p.done <- s.Run(ctx, lis, nil, nil) }()
 }
 
 // Stop stops pilot-discovery and waits for it; safe to call twice.

@@ -1,0 +1,160 @@
+// Copyright infermesh authors
+// SPDX-License-Identifier: Apache-2.0
+
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	routev3 "github.com/envoyproxy/go-control-plane/envoy/config/route/v3"
+	discoveryv3 "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
+	matcherv3 "github.com/envoyproxy/go-control-plane/envoy/type/matcher/v3"
+	resourcev3 "github.com/envoyproxy/go-control-plane/pkg/resource/v3"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+
+	"github.com/infermesh/infermesh/pilot/pkg/xds"
+)
+
+func TestEscapeCell(t *testing.T) {
+	for in, want := range map[string]string{
+		"router~10.0.0.1~gw.ns":      "router~10.0.0.1~gw.ns",
+		"héllo wörld ✓ 名前":           "héllo wörld ✓ 名前",
+		"a\nb\tc\r":                  `a\nb\tc\r`,
+		"\x1b[31mred\x1b[0m":         `\x1b[31mred\x1b[0m`,
+		"\x1b]0;title\a":             `\x1b]0;title\a`,
+		"abc\u202egnp.exe":           `abc\u202egnp.exe`,
+		"bad \xff utf8":              `bad \xff utf8`,
+		"nul\x00 del\x7f c1\u0085 x": `nul\x00 del\x7f c1\u0085 x`,
+	} {
+		if got := escapeCell(in); got != want {
+			t.Errorf("escapeCell(%q) = %q, want %q", in, got, want)
+		}
+	}
+}
+
+// controlBytes lists the control bytes of out other than the newline that
+// ends each line.
+func controlBytes(out string) []byte {
+	var bad []byte
+	for _, b := range []byte(out) {
+		if (b < 0x20 && b != '\n') || b == 0x7f {
+			bad = append(bad, b)
+		}
+	}
+	return bad
+}
+
+// TestProxyStatusEscapesProxyText: node ids, Gateway names and NACK
+// messages come from proxies; none of their control characters reach the
+// terminal, and none splits a row.
+func TestProxyStatusEscapesProxyText(t *testing.T) {
+	st := []xds.ProxyStatus{{
+		Stream: 1, Node: "evil\n\x1b[2Jnode", Gateway: "ns/gw\tFAKE",
+		Types: map[string]*xds.TypeStatus{"cds": {Sent: "v1", Nacked: "v1",
+			NackMessage: "line one\r\nFAKE NACK LINE \x1b]0;pwned\a\x1b[31m"}},
+	}}
+	body, err := json.Marshal(st)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write(body) }))
+	defer srv.Close()
+	out, err := run(t, defaultDeps(), "proxy-status", "--debug-address", srv.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if bad := controlBytes(out); len(bad) > 0 {
+		t.Errorf("proxy-status printed control bytes %q:\n%s", bad, out)
+	}
+	// Header, one row, a blank line, "NACKs:", one NACK line.
+	if n := strings.Count(out, "\n"); n != 5 {
+		t.Errorf("proxy-status printed %d lines, want 5:\n%s", n, out)
+	}
+	for _, want := range []string{`evil\n\x1b[2Jnode`, `ns/gw\tFAKE`, `line one\r\nFAKE NACK LINE \x1b]0;pwned\a\x1b[31m`} {
+		if !strings.Contains(out, want) {
+			t.Errorf("proxy-status lacks the escaped %s:\n%s", want, out)
+		}
+	}
+}
+
+// TestRoutesTableEscapes: a route table cell with a newline or ESC (a
+// regex, a name) stays one escaped cell of one row.
+func TestRoutesTableEscapes(t *testing.T) {
+	rc := &routev3.RouteConfiguration{Name: "http.80", VirtualHosts: []*routev3.VirtualHost{{
+		Name: "vh", Domains: []string{"a.example"},
+		Routes: []*routev3.Route{{
+			Name: "ns.route\x1b[8m.0",
+			Match: &routev3.RouteMatch{PathSpecifier: &routev3.RouteMatch_SafeRegex{
+				SafeRegex: &matcherv3.RegexMatcher{Regex: "/a\n/b"}}},
+		}},
+	}}}
+	var b bytes.Buffer
+	if err := writeRoutes(&b, []*routev3.RouteConfiguration{rc}); err != nil {
+		t.Fatal(err)
+	}
+	out := b.String()
+	if bad := controlBytes(out); len(bad) > 0 || strings.Count(out, "\n") != 2 {
+		t.Errorf("routes table: control bytes %q, %d lines, want none and 2:\n%s", bad, strings.Count(out, "\n"), out)
+	}
+	if !strings.Contains(out, `regex /a\n/b`) || !strings.Contains(out, `ns.route\x1b[8m.0`) {
+		t.Errorf("routes table lacks the escaped cells:\n%s", out)
+	}
+}
+
+// TestProxyStatusTellsStreamsApart: two streams with one node id are two
+// rows that differ (the PEER column: remote address and stream id).
+func TestProxyStatusTellsStreamsApart(t *testing.T) {
+	e := startXDS(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	node := proxyNode(gatewayRef{"gateway-namespace", "gateway"})
+	node.Id = "same-id"
+	for range 2 {
+		conn, err := grpc.NewClient(e.ads, grpc.WithTransportCredentials(insecure.NewCredentials()))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer func() { _ = conn.Close() }()
+		s, err := discoveryv3.NewAggregatedDiscoveryServiceClient(conn).StreamAggregatedResources(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := s.Send(&discoveryv3.DiscoveryRequest{TypeUrl: resourcev3.ClusterType, Node: node}); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := s.Recv(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		out, err := run(t, defaultDeps(), "proxy-status", "--debug-address", e.http.URL)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var rows []string
+		for l := range strings.Lines(out) {
+			if strings.HasPrefix(l, "same-id ") {
+				rows = append(rows, l)
+			}
+		}
+		if len(rows) == 2 {
+			if rows[0] == rows[1] {
+				t.Errorf("two streams of node same-id print the same row:\n%s", out)
+			}
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("proxy-status never showed both streams:\n%s", out)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
