@@ -45,7 +45,7 @@ func StartPilot(t testing.TB, cfg *rest.Config, debounce, maxDelay time.Duration
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
-	go func() { done <- s.Run(ctx, lis, nil) }()
+	go func() { done <- s.Run(ctx, lis, nil, nil) }()
 	t.Cleanup(func() {
 		cancel()
 		if err := <-done; err != nil {
