@@ -90,17 +90,7 @@ func TestADSWithServiceAccountToken(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	dp, err := New(boot, Options{
-		ListenerAddress: func(uint32) string { return "127.0.0.1:0" },
-		MaxBackoff:      100 * time.Millisecond,
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	runCtx, cancel := context.WithCancel(context.Background())
-	runDone := make(chan error, 1)
-	go func() { runDone <- dp.Run(runCtx) }()
-	t.Cleanup(func() { cancel(); <-runDone })
+	dp := runDP(t, boot, nil, Options{MaxBackoff: 100 * time.Millisecond})
 
 	ctx, wcancel := context.WithTimeout(t.Context(), 20*time.Second)
 	defer wcancel()

@@ -4,7 +4,6 @@
 package dataplane
 
 import (
-	"context"
 	"math/rand/v2"
 	"net"
 	"testing"
@@ -76,24 +75,7 @@ func TestEndToEndHeaderModifiers(t *testing.T) {
 		{Cluster: core.ClusterName(80, "a.ns.svc.cluster.local"), Endpoints: []model.Endpoint{{Address: "10.0.0.1", Port: 8080}}},
 		{Cluster: core.ClusterName(80, "b.ns.svc.cluster.local"), Endpoints: []model.Endpoint{{Address: "10.0.0.2", Port: 8080}}},
 	})
-	var d net.Dialer
-	dp, err := New(testBootstrap(t, lis.Addr().String(), false), Options{
-		ListenerAddress: func(uint32) string { return "127.0.0.1:0" },
-		Dial: func(ctx context.Context, network, addr string) (net.Conn, error) {
-			if s, ok := servers[addr]; ok {
-				addr = s
-			}
-			return d.DialContext(ctx, network, addr)
-		},
-		Rand: rand.New(rand.NewPCG(3, 4)),
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	runCtx, cancel := context.WithCancel(context.Background())
-	runDone := make(chan error, 1)
-	go func() { runDone <- dp.Run(runCtx) }()
-	t.Cleanup(func() { cancel(); <-runDone })
+	dp := runDP(t, testBootstrap(t, lis.Addr().String(), false), servers, Options{Rand: rand.New(rand.NewPCG(3, 4))})
 
 	if err := dp.WaitFor(ctx, func(s Snapshot) bool {
 		return s.Listeners["0.0.0.0_80"] != nil || s.LastNACK != nil

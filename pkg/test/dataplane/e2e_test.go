@@ -119,24 +119,7 @@ func testEndToEnd(t *testing.T, delta bool) {
 	adsAddr := lis.Addr().String()
 	stop := runXDS(t, lis)
 
-	var d net.Dialer
-	dp, err := New(testBootstrap(t, adsAddr, delta), Options{
-		ListenerAddress: func(uint32) string { return "127.0.0.1:0" },
-		Dial: func(ctx context.Context, network, addr string) (net.Conn, error) {
-			if a, ok := servers[addr]; ok {
-				addr = a
-			}
-			return d.DialContext(ctx, network, addr)
-		},
-		MaxBackoff: 100 * time.Millisecond,
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	runCtx, cancel := context.WithCancel(context.Background())
-	runDone := make(chan error, 1)
-	go func() { runDone <- dp.Run(runCtx) }()
-	t.Cleanup(func() { cancel(); <-runDone })
+	dp := runDP(t, testBootstrap(t, adsAddr, delta), servers, Options{MaxBackoff: 100 * time.Millisecond})
 
 	if err := dp.WaitFor(ctx, func(s Snapshot) bool {
 		return s.Listeners["0.0.0.0_80"] != nil && len(s.Endpoints[seedShadowCluster]) == 3 && s.Clusters[seedEPPCluster] != nil

@@ -7,6 +7,7 @@ import (
 	"context"
 	"encoding/json"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -196,3 +197,31 @@ func withHCMField(t *testing.T, f *listenerv3.Filter) *listenerv3.Filter {
 }
 
 func seedGateway() model.Gateway { return seedmodel.Gateway() }
+
+// runDP starts a data plane from boot, running until the test ends. It
+// listens on loopback, and a dial to a name in servers goes to the
+// loopback address it maps to (unless opts sets its own Dial).
+func runDP(t *testing.T, boot []byte, servers map[string]string, opts Options) *DataPlane {
+	t.Helper()
+	if opts.ListenerAddress == nil {
+		opts.ListenerAddress = func(uint32) string { return "127.0.0.1:0" }
+	}
+	if opts.Dial == nil {
+		var d net.Dialer
+		opts.Dial = func(ctx context.Context, network, addr string) (net.Conn, error) {
+			if a, ok := servers[addr]; ok {
+				addr = a
+			}
+			return d.DialContext(ctx, network, addr)
+		}
+	}
+	dp, err := New(boot, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	runCtx, cancel := context.WithCancel(context.Background())
+	runDone := make(chan error, 1)
+	go func() { runDone <- dp.Run(runCtx) }()
+	t.Cleanup(func() { cancel(); <-runDone })
+	return dp
+}

@@ -243,24 +243,7 @@ func TestEndToEndOlderEnvoyNoServedEndpoint(t *testing.T) {
 				t.Fatal(err)
 			}
 			_, srv := runXDSServer(t, lis)
-			var d net.Dialer
-			dp, err := New(testBootstrap(t, lis.Addr().String(), false), Options{
-				ListenerAddress: func(uint32) string { return "127.0.0.1:0" },
-				Dial: func(ctx context.Context, network, addr string) (net.Conn, error) {
-					if a, ok := servers[addr]; ok {
-						addr = a
-					}
-					return d.DialContext(ctx, network, addr)
-				},
-				EnvoyVersion: tc.version,
-			})
-			if err != nil {
-				t.Fatal(err)
-			}
-			runCtx, cancel := context.WithCancel(context.Background())
-			runDone := make(chan error, 1)
-			go func() { runDone <- dp.Run(runCtx) }()
-			t.Cleanup(func() { cancel(); <-runDone })
+			dp := runDP(t, testBootstrap(t, lis.Addr().String(), false), servers, Options{EnvoyVersion: tc.version})
 			if err := dp.WaitFor(ctx, func(s Snapshot) bool {
 				return s.Listeners["0.0.0.0_80"] != nil && len(s.Endpoints[seedShadowCluster]) == 3 && s.Clusters[seedEPPCluster] != nil
 			}); err != nil {

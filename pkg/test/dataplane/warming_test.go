@@ -149,23 +149,7 @@ func testPoolProtocolChange(t *testing.T, delta bool) {
 		servers[n] = dualBackend(t, n)
 	}
 	gws, addr := runXDSGateways(t)
-	var d net.Dialer
-	dp, err := New(testBootstrap(t, addr, delta), Options{
-		ListenerAddress: func(uint32) string { return "127.0.0.1:0" },
-		Dial: func(ctx context.Context, network, addr string) (net.Conn, error) {
-			if a, ok := servers[addr]; ok {
-				addr = a
-			}
-			return d.DialContext(ctx, network, addr)
-		},
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	runCtx, cancel := context.WithCancel(context.Background())
-	runDone := make(chan error, 1)
-	go func() { runDone <- dp.Run(runCtx) }()
-	t.Cleanup(func() { cancel(); <-runDone })
+	dp := runDP(t, testBootstrap(t, addr, delta), servers, Options{})
 	if err := dp.WaitFor(ctx, func(s Snapshot) bool {
 		return s.Listeners["0.0.0.0_80"] != nil && len(s.Endpoints[seedShadowCluster]) == 3
 	}); err != nil {
@@ -180,7 +164,7 @@ func testPoolProtocolChange(t *testing.T, delta bool) {
 	gws.UpdateObject(seedmodel.GatewayWith("gateway-namespace", "gateway", "llm-namespace", "llm-route", "llm.ssup2.com", pool))
 	wait, stop := context.WithTimeout(ctx, 5*time.Second)
 	defer stop()
-	err = dp.WaitFor(wait, func(s Snapshot) bool { return isHTTP2(s.Clusters[seedShadowCluster]) })
+	err := dp.WaitFor(wait, func(s Snapshot) bool { return isHTTP2(s.Clusters[seedShadowCluster]) })
 	if errors.Is(err, context.DeadlineExceeded) {
 		t.Fatalf("5 s after the pool turned to h2c its replaced cluster still warms: no ClusterLoadAssignment for %s was sent after the new cluster", seedShadowCluster)
 	} else if err != nil {
