@@ -105,20 +105,7 @@ func corsPoolDP(t *testing.T, mode inferencev1.EndpointPickerFailureMode) (*Data
 		}
 		return d.DialContext(ctx, network, addr)
 	}})
-	var msgs []proto.Message
-	for _, c := range res.Clusters {
-		msgs = append(msgs, c)
-	}
-	for _, e := range res.Endpoints {
-		msgs = append(msgs, e)
-	}
-	for _, r := range res.Routes {
-		msgs = append(msgs, r)
-	}
-	for _, l := range res.Listeners {
-		msgs = append(msgs, l)
-	}
-	load(t, dp, msgs...)
+	load(t, dp, resourcesOf(res)...)
 	return dp, epp, func() int { seen.Lock(); defer seen.Unlock(); return served }
 }
 
