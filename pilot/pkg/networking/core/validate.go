@@ -10,6 +10,8 @@ import (
 	"sync"
 
 	clusterv3 "github.com/envoyproxy/go-control-plane/envoy/config/cluster/v3"
+	listenerv3 "github.com/envoyproxy/go-control-plane/envoy/config/listener/v3"
+	routev3 "github.com/envoyproxy/go-control-plane/envoy/config/route/v3"
 	extprocv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/http/ext_proc/v3"
 	hcmv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/network/http_connection_manager/v3"
 	"google.golang.org/protobuf/proto"
@@ -103,8 +105,28 @@ func validateEach(res Resources, fail func(string, ...any)) resourceNames {
 // checkReferences checks that every name one resource uses exists
 // (Validate rules 3 to 5).
 func checkReferences(res Resources, n resourceNames, fail func(string, ...any)) {
-	routes, clusters, endpoints := n.routes, n.clusters, n.endpoints
-	needCluster := func(owner, cluster string) {
+	needCluster := clusterNeeds(n.clusters, fail)
+	for _, l := range res.Listeners {
+		checkListenerRefs(l, n.memo, n.routes, needCluster, fail)
+	}
+	for _, rc := range res.Routes {
+		for _, vh := range rc.GetVirtualHosts() {
+			for _, r := range vh.GetRoutes() {
+				owner := fmt.Sprintf("route configuration %q virtual host %q route %q", rc.GetName(), vh.GetName(), r.GetName())
+				checkRouteRefs(owner, r, n.memo, needCluster, fail)
+			}
+		}
+	}
+	for _, c := range res.Clusters {
+		checkEDSRef(c, n.endpoints, fail)
+	}
+}
+
+// clusterNeeds returns the check that a cluster named by owner exists in
+// clusters; the two deliberate non-clusters ExtProcPlaceholderCluster and
+// InvalidBackendCluster always pass.
+func clusterNeeds(clusters map[string]bool, fail func(string, ...any)) func(owner, cluster string) {
+	return func(owner, cluster string) {
 		if cluster == ExtProcPlaceholderCluster || cluster == InvalidBackendCluster {
 			return
 		}
@@ -112,57 +134,65 @@ func checkReferences(res Resources, n resourceNames, fail func(string, ...any)) 
 			fail("%s: cluster %q is not in CDS", owner, cluster)
 		}
 	}
-	for _, l := range res.Listeners {
-		for _, fc := range l.GetFilterChains() {
-			for _, f := range fc.GetFilters() {
-				if f.GetTypedConfig() == nil || !f.GetTypedConfig().MessageIs((*hcmv3.HttpConnectionManager)(nil)) {
+}
+
+// checkListenerRefs checks that the route configuration every HCM of l
+// names over RDS is in routes, and that every ext_proc filter's cluster
+// exists (Validate rules 3 and 4).
+func checkListenerRefs(l *listenerv3.Listener, memo anyMemo, routes map[string]bool,
+	needCluster func(owner, cluster string), fail func(string, ...any),
+) {
+	for _, fc := range l.GetFilterChains() {
+		for _, f := range fc.GetFilters() {
+			if f.GetTypedConfig() == nil || !f.GetTypedConfig().MessageIs((*hcmv3.HttpConnectionManager)(nil)) {
+				continue
+			}
+			hcm, err := unpackAs[*hcmv3.HttpConnectionManager](memo, f.GetTypedConfig())
+			if err != nil {
+				fail("listener %q: %w", l.GetName(), err)
+				continue
+			}
+			if rds := hcm.GetRds(); rds != nil && !routes[rds.GetRouteConfigName()] {
+				fail("listener %q: route configuration %q is not in RDS", l.GetName(), rds.GetRouteConfigName())
+			}
+			for _, hf := range hcm.GetHttpFilters() {
+				if hf.GetTypedConfig() == nil || !hf.GetTypedConfig().MessageIs((*extprocv3.ExternalProcessor)(nil)) {
 					continue
 				}
-				hcm, err := unpackAs[*hcmv3.HttpConnectionManager](n.memo, f.GetTypedConfig())
-				if err != nil {
-					fail("listener %q: %w", l.GetName(), err)
-					continue
-				}
-				if rds := hcm.GetRds(); rds != nil && !routes[rds.GetRouteConfigName()] {
-					fail("listener %q: route configuration %q is not in RDS", l.GetName(), rds.GetRouteConfigName())
-				}
-				for _, hf := range hcm.GetHttpFilters() {
-					if hf.GetTypedConfig() == nil || !hf.GetTypedConfig().MessageIs((*extprocv3.ExternalProcessor)(nil)) {
-						continue
-					}
-					if ep, err := unpackAs[*extprocv3.ExternalProcessor](n.memo, hf.GetTypedConfig()); err == nil {
-						needCluster(fmt.Sprintf("listener %q ext_proc", l.GetName()), ep.GetGrpcService().GetEnvoyGrpc().GetClusterName())
-					}
+				if ep, err := unpackAs[*extprocv3.ExternalProcessor](memo, hf.GetTypedConfig()); err == nil {
+					needCluster(fmt.Sprintf("listener %q ext_proc", l.GetName()), ep.GetGrpcService().GetEnvoyGrpc().GetClusterName())
 				}
 			}
 		}
 	}
-	for _, rc := range res.Routes {
-		for _, vh := range rc.GetVirtualHosts() {
-			for _, r := range vh.GetRoutes() {
-				owner := fmt.Sprintf("route configuration %q virtual host %q route %q", rc.GetName(), vh.GetName(), r.GetName())
-				checkExtProc(owner, r.GetTypedPerFilterConfig(), n.memo, needCluster, fail)
-				ra := r.GetRoute()
-				if ra == nil {
-					continue
-				}
-				if c := ra.GetCluster(); c != "" {
-					needCluster(owner, c)
-				}
-				for _, cw := range ra.GetWeightedClusters().GetClusters() {
-					needCluster(owner, cw.GetName())
-					checkExtProc(owner, cw.GetTypedPerFilterConfig(), n.memo, needCluster, fail)
-				}
-				for _, m := range ra.GetRequestMirrorPolicies() {
-					needCluster(owner, m.GetCluster())
-				}
-			}
-		}
+}
+
+// checkRouteRefs checks that every cluster route r sends to (cluster,
+// weighted_clusters, request mirrors) or calls through an ext_proc
+// per-route override exists (Validate rule 4).
+func checkRouteRefs(owner string, r *routev3.Route, memo anyMemo, needCluster func(owner, cluster string), fail func(string, ...any)) {
+	checkExtProc(owner, r.GetTypedPerFilterConfig(), memo, needCluster, fail)
+	ra := r.GetRoute()
+	if ra == nil {
+		return
 	}
-	for _, c := range res.Clusters {
-		if c.GetType() == clusterv3.Cluster_EDS && !endpoints[edsServiceName(c)] {
-			fail("cluster %q: no ClusterLoadAssignment %q in EDS", c.GetName(), edsServiceName(c))
-		}
+	if c := ra.GetCluster(); c != "" {
+		needCluster(owner, c)
+	}
+	for _, cw := range ra.GetWeightedClusters().GetClusters() {
+		needCluster(owner, cw.GetName())
+		checkExtProc(owner, cw.GetTypedPerFilterConfig(), memo, needCluster, fail)
+	}
+	for _, m := range ra.GetRequestMirrorPolicies() {
+		needCluster(owner, m.GetCluster())
+	}
+}
+
+// checkEDSRef checks that an EDS cluster's service name has a
+// ClusterLoadAssignment in endpoints (Validate rule 5).
+func checkEDSRef(c *clusterv3.Cluster, endpoints map[string]bool, fail func(string, ...any)) {
+	if c.GetType() == clusterv3.Cluster_EDS && !endpoints[edsServiceName(c)] {
+		fail("cluster %q: no ClusterLoadAssignment %q in EDS", c.GetName(), edsServiceName(c))
 	}
 }
 
