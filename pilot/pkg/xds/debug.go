@@ -5,7 +5,10 @@ package xds
 
 import (
 	"encoding/json"
+	"fmt"
 	"net/http"
+	"sort"
+	"strings"
 
 	adminv3 "github.com/envoyproxy/go-control-plane/envoy/admin/v3"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
@@ -28,12 +31,20 @@ import (
 //	    Gateway without a published configuration.
 //	GET /debug/syncz   every open stream (JSON []ProxyStatus): node id,
 //	    Gateway, user agent and version (belowVersionFloor for an Envoy
-//	    older than EnvoyVersionFloor), and per type the version sent,
-//	    acked, and nacked with its error.
+//	    older than EnvoyVersionFloor), per type the version sent, acked,
+//	    and nacked with its error, and what of its Gateway's translation is
+//	    refused (refused).
 //	GET /debug/krtz    Config.KrtDebug (404 when unset).
 //	GET /metrics       Config.Registry (404 when unset).
 //	GET /ready         200 once the first configuration is published (every
-//	    input collection synced), else 503.
+//	    input collection synced), else 503. Ready means serving: a Gateway
+//	    served in part does not make it fail (that would take every
+//	    Gateway's control plane away over one Gateway's problem).
+//	GET /healthz/config  200 "ok" when every Gateway's translation is served
+//	    in full, else 503 with one line per Gateway that is not:
+//	    "<namespace>/<name>: N refused" (no messages: they may carry a
+//	    tenant's values, and this path is on the network). Not meant for a
+//	    probe: restarting or unreadying pilot-discovery fixes nothing.
 func (s *Server) Handler() http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /debug/config_dump", s.serveConfigDump)
@@ -45,6 +56,7 @@ func (s *Server) Handler() http.Handler {
 		}
 		_, _ = w.Write([]byte("ok\n"))
 	})
+	mux.HandleFunc("GET /healthz/config", s.serveConfigHealth)
 	if s.cfg.KrtDebug != nil {
 		mux.Handle("GET /debug/krtz", s.cfg.KrtDebug)
 	}
@@ -116,6 +128,26 @@ func (s *Server) ConfigDump(gateway string) (*adminv3.ConfigDump, bool, error) {
 		dump.Configs = append(dump.Configs, a)
 	}
 	return dump, true, nil
+}
+
+func (s *Server) serveConfigHealth(w http.ResponseWriter, _ *http.Request) {
+	counts := s.RefusedGateways()
+	if len(counts) == 0 {
+		_, _ = w.Write([]byte("ok\n"))
+		return
+	}
+	keys := make([]string, 0, len(counts))
+	for k := range counts {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	var b strings.Builder
+	for _, k := range keys {
+		fmt.Fprintf(&b, "%s: %d refused\n", k, counts[k])
+	}
+	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+	w.WriteHeader(http.StatusServiceUnavailable)
+	_, _ = w.Write([]byte(b.String()))
 }
 
 func (s *Server) serveSyncz(w http.ResponseWriter, _ *http.Request) {

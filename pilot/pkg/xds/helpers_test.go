@@ -94,6 +94,8 @@ type envOptions struct {
 	// endpointsSynced gates the Endpoints collection's sync (nil: synced).
 	endpointsSynced krt.Syncer
 	mutate          func(gateway string, res *core.Resources)
+	// serving is Config.Serving (nil: none).
+	serving ServingSink
 	// logger defaults to one that discards.
 	logger *slog.Logger
 }
@@ -114,7 +116,7 @@ func newEnv(t *testing.T, o envOptions) *env {
 		Translate: core.Options{InferenceEnabled: true},
 		Debounce:  20 * time.Millisecond, MaxDelay: 100 * time.Millisecond,
 		Registry: e.registry, KrtDebug: krt.NewDebugHandler(),
-		Logger: o.logger,
+		Logger: o.logger, Serving: o.serving,
 	})
 	if err != nil {
 		t.Fatal(err)

@@ -9,12 +9,13 @@ import "github.com/prometheus/client_golang/prometheus"
 //
 //	infermesh_xds_nacks_total{type}              counter: NACKs received (type: cds|eds|lds|rds)
 //	infermesh_xds_responses_total{type}          counter: responses sent
-//	infermesh_xds_rejected_total{kind}           counter: push-path rejections (kind: gateway|endpoints): a set that failed translation or validation, not served
+//	infermesh_xds_rejected_total{kind}           counter: push-path rejections (kind: gateway|endpoints): a set that failed translation or validation, not served as translated (a Gateway's valid parts are still served)
 //	infermesh_xds_pushes_total                   counter: push-path runs that published
 //	infermesh_xds_push_duration_seconds          histogram: one push-path run (validate, marshal, publish), seconds
 //	infermesh_xds_connected_streams              gauge: open ADS streams
 //	infermesh_xds_dropped_responses_total        counter: responses dropped on a full stream channel (must stay 0)
 //	infermesh_xds_proxies_below_version_floor{gateway}  gauge: open streams of Envoys older than EnvoyVersionFloor (served, but the EPP never learns the served endpoint)
+//	infermesh_xds_gateway_invalid_resources{gateway}    gauge: parts of the Gateway's translation not served as translated (refused by validation: served at their last good version or left out); no series when none
 type metrics struct {
 	nacks     *prometheus.CounterVec
 	responses *prometheus.CounterVec
@@ -25,6 +26,8 @@ type metrics struct {
 	dropped   prometheus.Counter
 	// belowFloor is set by the tracker from its own counts.
 	belowFloor *prometheus.GaugeVec
+	// invalid is set by servingStatus.
+	invalid *prometheus.GaugeVec
 }
 
 func newMetrics() *metrics {
@@ -55,11 +58,15 @@ func newMetrics() *metrics {
 			Name: "infermesh_xds_proxies_below_version_floor",
 			Help: "Open ADS streams of Envoys older than the version floor, by Gateway: they are served, but never report the served endpoint to the EPP.",
 		}, []string{"gateway"}),
+		invalid: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "infermesh_xds_gateway_invalid_resources",
+			Help: "Parts of a Gateway's translated configuration refused by validation (served at their last good version, or left out), by Gateway; absent when the Gateway is served in full.",
+		}, []string{"gateway"}),
 	}
 }
 
 func (m *metrics) register(reg prometheus.Registerer) error {
-	for _, c := range []prometheus.Collector{m.nacks, m.responses, m.rejected, m.pushes, m.pushTime, m.streams, m.dropped, m.belowFloor} {
+	for _, c := range []prometheus.Collector{m.nacks, m.responses, m.rejected, m.pushes, m.pushTime, m.streams, m.dropped, m.belowFloor, m.invalid} {
 		if err := reg.Register(c); err != nil {
 			return err
 		}

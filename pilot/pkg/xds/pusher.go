@@ -17,15 +17,19 @@ import (
 	"google.golang.org/protobuf/proto"
 	"k8s.io/utils/clock"
 
+	"github.com/infermesh/infermesh/pilot/pkg/model"
 	"github.com/infermesh/infermesh/pilot/pkg/networking/core"
 	"github.com/infermesh/infermesh/pkg/kube/krt"
 )
 
 // pusher is the push path: it collects which Gateways and EDS clusters
 // changed (krt events), and on each debounced push validates the changed
-// sets, serializes them once and publishes them to the cache. A set that
-// fails is logged by name, counted, and not published: the cache keeps the
-// last good version.
+// sets, serializes them once and publishes them to the cache. A Gateway set
+// that fails validation is served in part (core.ValidSubset: what is valid,
+// the last good version of what is not, nothing that would dangle); the
+// refused parts are logged, counted and recorded in serving. A set that
+// cannot be served at all (translation failed, or the subset still fails
+// core.Validate) is not published: the cache keeps the last good version.
 type pusher struct {
 	log       *slog.Logger
 	metrics   *metrics
@@ -46,6 +50,10 @@ type pusher struct {
 	good      map[string]*gatewaySnapshot
 	eds       map[string]*edsState
 	users     map[string]map[string]bool
+	// served is, per Gateway, the LDS, RDS and CDS resources of good: the
+	// last good versions ValidSubset falls back to.
+	served  map[string]core.Resources
+	serving *servingStatus
 
 	// mutate, when set (tests only), may change a Gateway's resources after
 	// translation and before validation, to prove that the push path is the
@@ -62,7 +70,7 @@ type edsState struct {
 	synthetic bool
 }
 
-func newPusher(log *slog.Logger, m *metrics, clk clock.PassiveClock, c *Cache,
+func newPusher(log *slog.Logger, m *metrics, clk clock.PassiveClock, c *Cache, serving *servingStatus,
 	gateways krt.Collection[GatewayResources], endpoints krt.Collection[EndpointResources],
 ) *pusher {
 	return &pusher{
@@ -70,6 +78,7 @@ func newPusher(log *slog.Logger, m *metrics, clk clock.PassiveClock, c *Cache,
 		kick:    make(chan struct{}, 1),
 		dirtyGW: map[string]struct{}{}, dirtyEP: map[string]struct{}{},
 		good: map[string]*gatewaySnapshot{}, eds: map[string]*edsState{}, users: map[string]map[string]bool{},
+		served: map[string]core.Resources{}, serving: serving,
 	}
 }
 
@@ -199,19 +208,22 @@ func (p *pusher) setEDS(name string, cla *endpointv3.ClusterLoadAssignment, synt
 // ValidateAll (including packed Anys), unique names, every RDS name in LDS,
 // every route and ext_proc cluster in CDS, and a ClusterLoadAssignment for
 // every EDS cluster (the last good one, or the empty one for a name without
-// endpoints). unlinked collects EDS names the Gateway stopped using.
+// endpoints). A set that fails is served in part (servable). unlinked
+// collects EDS names the Gateway stopped using.
 func (p *pusher) pushGateway(key string, u update, unlinked map[string]bool) {
 	gr := p.gateways.GetKey(key)
 	if gr == nil {
 		if p.good[key] != nil {
 			p.unlink(key, unlinked)
 			delete(p.good, key)
+			delete(p.served, key)
 			u.gateways[key] = nil
 		}
+		p.serving.set(key, nil)
 		return
 	}
 	if gr.Err != "" {
-		p.reject("gateway", key, errors.New(gr.Err))
+		p.refuseAll(key, "translation", errors.New(gr.Err))
 		return
 	}
 	res := core.Resources{Listeners: gr.Listeners, Routes: gr.Routes, Clusters: gr.Clusters}
@@ -219,27 +231,23 @@ func (p *pusher) pushGateway(key string, u update, unlinked map[string]bool) {
 		res = cloneResources(res)
 		p.mutate(key, &res)
 	}
+	last := p.served[key]
+	res.Endpoints = p.assignments(res.Clusters, last.Clusters)
+	res, refused, err := p.servable(key, res, last)
+	if err != nil {
+		p.refuseAll(key, "gateway", err)
+		return
+	}
 	var edsNames []string
 	for _, c := range res.Clusters {
-		if c.GetType() != clusterv3.Cluster_EDS {
-			continue
-		}
-		n := edsName(c)
-		edsNames = append(edsNames, n)
-		if st := p.eds[n]; st != nil {
-			res.Endpoints = append(res.Endpoints, st.cla)
-		} else {
-			res.Endpoints = append(res.Endpoints, core.BuildClusterLoadAssignment(n, nil))
+		if c.GetType() == clusterv3.Cluster_EDS {
+			edsNames = append(edsNames, edsName(c))
 		}
 	}
 	sort.Strings(edsNames)
-	if err := core.Validate(res); err != nil {
-		p.reject("gateway", key, err)
-		return
-	}
 	snap, err := newSnapshot(key, res, edsNames)
 	if err != nil {
-		p.reject("gateway", key, err)
+		p.refuseAll(key, "gateway", err)
 		return
 	}
 	for _, n := range edsNames {
@@ -258,9 +266,75 @@ func (p *pusher) pushGateway(key string, u update, unlinked map[string]bool) {
 		us[key] = true
 	}
 	p.good[key] = snap
+	p.served[key] = core.Resources{Listeners: res.Listeners, Routes: res.Routes, Clusters: res.Clusters}
+	p.serving.set(key, refused)
 	if old == nil || !old.sameAs(snap) {
 		u.gateways[key] = snap
 	}
+}
+
+// servable is res when it passes core.Validate; else core.ValidSubset of
+// res against last, each refused part logged, and the whole rejection
+// counted. An error means not even the subset passes core.Validate, which
+// stays the last guard on what is served.
+func (p *pusher) servable(key string, res, last core.Resources) (core.Resources, []model.RefusedResource, error) {
+	err := core.Validate(res)
+	if err == nil {
+		return res, nil, nil
+	}
+	sub, refusals := core.ValidSubset(res, last)
+	if err := core.Validate(sub); err != nil {
+		return core.Resources{}, nil, err
+	}
+	p.metrics.rejected.WithLabelValues("gateway").Inc()
+	refused := make([]model.RefusedResource, 0, len(refusals))
+	for _, r := range refusals {
+		msg := truncateMessage(r.Err.Error())
+		refused = append(refused, model.RefusedResource{Type: r.Type, Name: r.Name, LastGood: r.LastGood, Error: msg})
+		served := "left out"
+		if r.LastGood {
+			served = "last good version served"
+		}
+		p.log.Error("xds: part of a Gateway's configuration refused; the rest is served", "gateway", key,
+			"type", r.Type, "name", r.Name, "served", served, "error", msg)
+	}
+	return sub, refused, nil
+}
+
+// refuseAll records that nothing of the Gateway's current translation is
+// served: the last good version stays, if there is one.
+func (p *pusher) refuseAll(key, typ string, err error) {
+	p.reject("gateway", key, err)
+	p.serving.set(key, []model.RefusedResource{{
+		Type: typ, Name: key, LastGood: p.good[key] != nil, Error: truncateMessage(err.Error()),
+	}})
+}
+
+// assignments are the ClusterLoadAssignments of the EDS clusters in lists,
+// one per name, sorted: the last good one, or the empty one for a name
+// without endpoints. lists are the current clusters and the last good
+// ones, which core.ValidSubset may serve instead.
+func (p *pusher) assignments(lists ...[]*clusterv3.Cluster) []*endpointv3.ClusterLoadAssignment {
+	seen := map[string]bool{}
+	var names []string
+	for _, cs := range lists {
+		for _, c := range cs {
+			if n := edsName(c); c.GetType() == clusterv3.Cluster_EDS && !seen[n] {
+				seen[n] = true
+				names = append(names, n)
+			}
+		}
+	}
+	sort.Strings(names)
+	out := make([]*endpointv3.ClusterLoadAssignment, 0, len(names))
+	for _, n := range names {
+		if st := p.eds[n]; st != nil {
+			out = append(out, st.cla)
+		} else {
+			out = append(out, core.BuildClusterLoadAssignment(n, nil))
+		}
+	}
+	return out
 }
 
 func (p *pusher) unlink(key string, unlinked map[string]bool) {

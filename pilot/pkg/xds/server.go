@@ -42,6 +42,9 @@ type Config struct {
 	EPPTLS krt.Collection[model.EPPTLS]
 	// Translate are the xDS translator's knobs.
 	Translate core.Options
+	// Serving, when set, receives per Gateway what the push path does not
+	// serve as translated (the controller's Gateway status reads it).
+	Serving ServingSink
 
 	// Debounce is the quiet period that ends a burst of changes (default
 	// DefaultDebounce); MaxDelay bounds how long any change waits (default
@@ -102,6 +105,7 @@ type Server struct {
 	metrics *metrics
 	cache   *Cache
 	tracker *tracker
+	serving *servingStatus
 	started atomic.Bool
 	// mutate is handed to the push path (tests only).
 	mutate func(gateway string, res *core.Resources)
@@ -120,10 +124,14 @@ func NewServer(cfg Config) (*Server, error) {
 			return nil, fmt.Errorf("xds: registering metrics: %w", err)
 		}
 	}
+	serving := newServingStatus(m, cfg.Serving)
+	t := newTracker(cfg.Logger, m, cfg.Clock)
+	t.refused = serving.get
 	return &Server{
 		cfg: cfg, metrics: m,
 		cache:   newCache(cfg.Logger, m),
-		tracker: newTracker(cfg.Logger, m, cfg.Clock),
+		tracker: t,
+		serving: serving,
 	}, nil
 }
 
@@ -131,8 +139,13 @@ func NewServer(cfg Config) (*Server, error) {
 func (s *Server) Cache() *Cache { return s.cache }
 
 // Ready reports whether the first configuration was published: every input
-// collection has synced and proxies are being answered.
+// collection has synced and proxies are being answered. It says nothing of
+// whether every Gateway is served in full (see RefusedGateways).
 func (s *Server) Ready() bool { return s.cache.Synced() }
+
+// RefusedGateways returns, per Gateway ("namespace/name") of which some
+// part of the translation is not served as translated, how many parts.
+func (s *Server) RefusedGateways() map[string]int { return s.serving.counts() }
 
 // Run builds the per-Gateway and per-cluster collections, starts the push
 // path, and serves ADS (envoy.service.discovery.v3.AggregatedDiscoveryService:
@@ -156,7 +169,7 @@ func (s *Server) Run(ctx context.Context, lis net.Listener) error {
 	endpoints := krt.NewCollection(s.cfg.Endpoints, EndpointBuilder(),
 		append(opts, krt.WithName("xds/EndpointResources"))...)
 
-	p := newPusher(s.cfg.Logger, s.metrics, s.cfg.Clock, s.cache, gateways, endpoints)
+	p := newPusher(s.cfg.Logger, s.metrics, s.cfg.Clock, s.cache, s.serving, gateways, endpoints)
 	p.mutate = s.mutate
 	gwReg := gateways.RegisterBatch(p.gatewaysChanged, true)
 	epReg := endpoints.RegisterBatch(p.endpointsChanged, true)

@@ -242,9 +242,12 @@ func TestNACKNotResent(t *testing.T) {
 	})
 }
 
-// TestInvalidSetNeverServed: a Gateway set that fails validation in the
-// push path is not served, and the last good version stays.
-func TestInvalidSetNeverServed(t *testing.T) {
+// TestInvalidResourceKeepsLastGood: a resource that turns invalid in the
+// push path is never served; its last good version stays (so CDS, whose
+// only change is the invalid cluster, is not sent again), while the valid
+// route change of the same push is served. A translation that fails as a
+// whole keeps the last good version of everything.
+func TestInvalidResourceKeepsLastGood(t *testing.T) {
 	var poison atomic.Bool
 	e := seedEnv(t, envOptions{mutate: func(gw string, res *core.Resources) {
 		if poison.Load() && gw == seedGatewayKey {
@@ -262,24 +265,42 @@ func TestInvalidSetNeverServed(t *testing.T) {
 
 	poison.Store(true)
 	e.gateways.UpdateObject(withHost(seedGateway(), "new.example.com"))
-	c.quiet("an invalid set")
+	r := c.recv()
+	if r.GetTypeUrl() != resourcev3.RouteType {
+		t.Fatalf("got %s, want RDS (CDS keeps its last good version)", r.GetTypeUrl())
+	}
+	if d := unmarshalRoute(t, r).GetVirtualHosts()[0].GetDomains(); !cmp.Equal(d, []string{"new.example.com"}) {
+		t.Errorf("domains %v", d)
+	}
+	c.send(&discoveryv3.DiscoveryRequest{TypeUrl: resourcev3.RouteType, ResourceNames: []string{"http.80"}, ResponseNonce: r.GetNonce(), VersionInfo: r.GetVersionInfo()})
+	c.quiet("the invalid cluster")
 	waitFor(t, "rejection counted", func() bool { return counterValue(t, e, "infermesh_xds_rejected_total", "gateway") >= 1 })
-	if got := dumpDomains(t, e); !cmp.Equal(got, []string{"llm.ssup2.com"}) {
-		t.Errorf("config_dump domains after the invalid set = %v, want the last good", got)
+	if got := e.srv.serving.get(seedGatewayKey); len(got) != 1 || got[0].Name != seedShadowCluster || !got[0].LastGood {
+		t.Errorf("refused %+v", got)
 	}
 
 	poison.Store(false)
+	untranslatable := withHost(seedGateway(), "broken.example.com")
+	broken := *untranslatable.Listeners[0].Routes[0]
+	broken.Rules = []model.Rule{{Index: 0}} // neither HTTP nor GRPC: BuildRouteConfigurations fails
+	untranslatable.Listeners[0].Routes = []*model.Route{&broken}
+	e.gateways.UpdateObject(untranslatable)
+	waitFor(t, "translation failure recorded", func() bool {
+		got := e.srv.serving.get(seedGatewayKey)
+		return len(got) == 1 && got[0].Type == "translation" && got[0].LastGood
+	})
+	c.quiet("a Gateway that cannot be translated")
+
 	e.gateways.UpdateObject(withHost(seedGateway(), "fixed.example.com"))
-	r := c.recv()
+	r = c.recv()
 	if r.GetTypeUrl() != resourcev3.RouteType {
 		t.Fatalf("got %s, want RDS", r.GetTypeUrl())
 	}
-	rc := &routev3.RouteConfiguration{}
-	if err := r.GetResources()[0].UnmarshalTo(rc); err != nil {
-		t.Fatal(err)
-	}
-	if d := rc.GetVirtualHosts()[0].GetDomains(); !cmp.Equal(d, []string{"fixed.example.com"}) {
+	if d := unmarshalRoute(t, r).GetVirtualHosts()[0].GetDomains(); !cmp.Equal(d, []string{"fixed.example.com"}) {
 		t.Errorf("domains %v", d)
+	}
+	if got := e.srv.serving.get(seedGatewayKey); got != nil {
+		t.Errorf("refused after the fix: %+v", got)
 	}
 }
 

@@ -15,6 +15,8 @@ import (
 	serverv3 "github.com/envoyproxy/go-control-plane/pkg/server/v3"
 	"google.golang.org/grpc/peer"
 	"k8s.io/utils/clock"
+
+	"github.com/infermesh/infermesh/pilot/pkg/model"
 )
 
 // ProxyStatus is one connected stream as /debug/syncz shows it.
@@ -37,6 +39,10 @@ type ProxyStatus struct {
 	ProxyVersion
 	// Types are per xDS type (cds, eds, lds, rds).
 	Types map[string]*TypeStatus `json:"types"`
+	// Refused are the parts of the Gateway's translation that the push
+	// path does not serve as translated (served at their last good
+	// version, or left out); empty when it is served in full.
+	Refused []model.RefusedResource `json:"refused,omitempty"`
 }
 
 // TypeStatus is one type of one stream.
@@ -65,6 +71,10 @@ type tracker struct {
 
 	mu      sync.Mutex
 	streams map[streamKey]*streamState
+	// refused returns what the push path refused of a Gateway
+	// (servingStatus.get, whose lock never waits for t.mu); nil: nothing.
+	refused func(gateway string) []model.RefusedResource
+
 	// belowFloor counts, per Gateway, the open streams whose proxy is below
 	// EnvoyVersionFloor (the gauge's source, so a Gateway's series is
 	// deleted at 0).
@@ -234,6 +244,9 @@ func (t *tracker) Status() []ProxyStatus {
 		for k, v := range s.status.Types {
 			c := *v
 			p.Types[k] = &c
+		}
+		if t.refused != nil && p.Gateway != "" {
+			p.Refused = t.refused(p.Gateway)
 		}
 		out = append(out, p)
 	}
