@@ -273,4 +273,3 @@ func TestRefusedIsVisible(t *testing.T) {
 		t.Errorf("/healthz/config after the fix = %d %q", code, body)
 	}
 }
-
