@@ -80,7 +80,10 @@ type Server struct {
 	xds        *xds.Server
 	elector    *leaderelection.Elector
 	events     record.EventBroadcaster // nil in file mode
-	stop       chan struct{}
+	// serving is the feed from the ADS server's push path (what it does not
+	// serve of each Gateway) to the controller's Gateway status.
+	serving krt.StaticCollection[model.GatewayServing]
+	stop    chan struct{}
 }
 
 // NewServer builds every stage; nothing runs until Run.
@@ -94,6 +97,7 @@ func NewServer(args Args) (*Server, error) {
 		return nil, fmt.Errorf("bootstrap: krt metrics: %w", err)
 	}
 	opts := []krt.CollectionOption{krt.WithStop(s.stop), krt.WithDebugging(s.krtDebug)}
+	s.serving = krt.NewStaticCollection[model.GatewayServing](nil, nil, append(opts, krt.WithName("xds/GatewayServing"))...)
 	var reg registry.Outputs
 	if args.Files != nil {
 		s.controller, reg = fileMode(args.Files, args.Features, opts)
@@ -115,7 +119,7 @@ func NewServer(args Args) (*Server, error) {
 	s.xds, err = xds.NewServer(xds.Config{
 		Gateways: gateways, Endpoints: reg.Endpoints, EPPTLS: reg.EPPTLS, Translate: translate,
 		Debounce: args.Debounce, MaxDelay: args.MaxDelay, Registry: s.registry, KrtDebug: s.krtDebug,
-		GRPCOptions: args.GRPCOptions,
+		GRPCOptions: args.GRPCOptions, Serving: s.serving,
 	})
 	if err != nil {
 		if s.events != nil {
@@ -154,6 +158,7 @@ func (s *Server) clusterMode(opts []krt.CollectionOption) (*gateway.Controller, 
 	recorder := s.events.NewRecorder(scheme.Scheme, corev1.EventSource{Component: "pilot-discovery"})
 	c, err := gateway.NewController(gateway.ControllerConfig{
 		Client: args.Client, Features: args.Features, IsLeader: isLeader, Recorder: recorder, Krt: opts,
+		Serving: s.serving,
 	})
 	if err != nil {
 		s.events.Shutdown()

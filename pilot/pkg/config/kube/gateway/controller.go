@@ -21,6 +21,7 @@ import (
 	gwv1ac "sigs.k8s.io/gateway-api/applyconfiguration/apis/v1"
 
 	"github.com/infermesh/infermesh/pilot/pkg/features"
+	"github.com/infermesh/infermesh/pilot/pkg/model"
 	"github.com/infermesh/infermesh/pkg/kube"
 	"github.com/infermesh/infermesh/pkg/kube/apply"
 	"github.com/infermesh/infermesh/pkg/kube/krt"
@@ -47,6 +48,10 @@ type ControllerConfig struct {
 	IsLeader func() bool
 	// Krt are options for every derived collection.
 	Krt []krt.CollectionOption
+	// Serving is what the ADS server does not serve of each Gateway's
+	// translation (pilot/pkg/xds Config.Serving); nil: nothing is read and
+	// Programmed does not reflect it.
+	Serving krt.Collection[model.GatewayServing]
 }
 
 // Controller is the Gateway API and InferencePool controller over a
@@ -59,7 +64,9 @@ type Controller struct {
 	Deployments DeploymentOutputs
 	// WrittenGatewayStatuses is the Gateway status the writer applies:
 	// Outputs.GatewayStatuses, with the deployment's Programmed condition
-	// and addresses when Gateway deployment is on.
+	// and addresses when Gateway deployment is on, then Programmed=False/
+	// Invalid for a Gateway the ADS server serves in part
+	// (ServedGatewayStatuses over ControllerConfig.Serving).
 	WrittenGatewayStatuses krt.Collection[GatewayStatusResult]
 	runs                   []func(ctx context.Context)
 }
@@ -117,6 +124,9 @@ func NewController(cfg ControllerConfig) (*Controller, error) {
 			add(w())
 		}
 		c.WrittenGatewayStatuses = DeployedGatewayStatuses(c.GatewayStatuses, in.Gateways, c.Gateways, in.Services, proxy, cfg.Krt)
+	}
+	if cfg.Serving != nil {
+		c.WrittenGatewayStatuses = ServedGatewayStatuses(c.WrittenGatewayStatuses, cfg.Serving, cfg.Krt)
 	}
 	if in.InferencePools != nil {
 		add(shadowServiceWriter(cfg, c.ShadowServices, in.InferencePools))
