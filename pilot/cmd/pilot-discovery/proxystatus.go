@@ -15,6 +15,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/infermesh/infermesh/pilot/pkg/model"
 	"github.com/infermesh/infermesh/pilot/pkg/xds"
 )
 
@@ -41,6 +42,8 @@ func newProxyStatusCommand() *cobra.Command {
 			"  STALE (sent v, acked a)  the last version sent is not acked yet\n" +
 			"  NACKED (v)               the proxy rejected version v (the errors follow the table)\n" +
 			"  NOT SENT                 nothing of this type was sent on the stream\n" +
+			"REFUSED counts the parts of the proxy's Gateway configuration that failed validation: each is served\n" +
+			"at its last good version or left out, and listed after the table (\"-\": served in full).\n" +
 			"VERSION is the node's user_agent_name and version; \"(below floor)\" marks an Envoy older than\n" +
 			"the version floor (" + xds.EnvoyVersionFloor.String() + "): it is served, but never reports the endpoint it served to the EPP.\n\n" +
 			"The debug endpoints listen on loopback; against a cluster, forward the port first:\n" +
@@ -104,19 +107,21 @@ func runProxyStatus(ctx context.Context, w io.Writer, o *proxyStatusOptions) err
 	return writeProxyStatus(w, st)
 }
 
-// writeProxyStatus prints NAME, GATEWAY, STREAM, a column per xDS type and
-// PEER (the connection's remote address and stream id, which tell apart two
-// streams with one node id), then one line per NACK with its error message.
-// Everything a proxy wrote is escaped (escapeCell).
+// writeProxyStatus prints NAME, GATEWAY, STREAM, a column per xDS type,
+// REFUSED and PEER (the connection's remote address and stream id, which
+// tell apart two streams with one node id), then one line per NACK with its
+// error message and one line per refused part of each Gateway (once per
+// Gateway). Everything a proxy or a user wrote is escaped (escapeCell).
 func writeProxyStatus(w io.Writer, st []xds.ProxyStatus) error {
 	t := newTable(w)
 	header := []string{"NAME", "GATEWAY", "STREAM", "VERSION"}
 	for _, ty := range proxyStatusTypes {
 		header = append(header, ty.column)
 	}
-	header = append(header, "PEER")
+	header = append(header, "REFUSED", "PEER")
 	t.row(header...)
-	var nacks []string
+	var nacks, refused []string
+	refusedShown := map[string]bool{}
 	for _, p := range st {
 		gw := p.Gateway
 		if gw == "" {
@@ -136,8 +141,12 @@ func writeProxyStatus(w io.Writer, st []xds.ProxyStatus) error {
 					ty.column, escapeCell(ts.Nacked) + ":", escapeCell(ts.NackMessage)}, " "))
 			}
 		}
-		cells = append(cells, peer)
+		cells = append(cells, refusedCell(len(p.Refused)), peer)
 		t.row(cells...)
+		if len(p.Refused) > 0 && !refusedShown[gw] {
+			refusedShown[gw] = true
+			refused = append(refused, refusedLines(gw, p.Refused)...)
+		}
 	}
 	if err := t.Flush(); err != nil {
 		return err
@@ -148,7 +157,36 @@ func writeProxyStatus(w io.Writer, st []xds.ProxyStatus) error {
 			fmt.Fprintln(w, "  "+n)
 		}
 	}
+	if len(refused) > 0 {
+		fmt.Fprintln(w, "\nRefused (failed validation in pilot-discovery):")
+		for _, r := range refused {
+			fmt.Fprintln(w, "  "+r)
+		}
+	}
 	return nil
+}
+
+// refusedCell is the REFUSED cell: how many parts of the Gateway's
+// configuration are not served as translated.
+func refusedCell(n int) string {
+	if n == 0 {
+		return "-"
+	}
+	return strconv.Itoa(n)
+}
+
+// refusedLines are the lines after the table for one Gateway's refused
+// parts: Gateway, type, name, what is served instead, and the error.
+func refusedLines(gw string, rs []model.RefusedResource) []string {
+	out := make([]string, 0, len(rs))
+	for _, r := range rs {
+		served := "left out"
+		if r.LastGood {
+			served = "last good version served"
+		}
+		out = append(out, escapeCell(gw)+" "+escapeCell(r.Type)+" "+escapeCell(r.Name)+" ("+served+"): "+escapeCell(r.Error))
+	}
+	return out
 }
 
 // versionCell is the VERSION cell: user agent and version as the node sent

@@ -26,20 +26,29 @@ const fixedSyncz = `[
      "cds": {"sent": "00000000000000aa", "acked": "00000000000000aa"},
      "lds": {"sent": "00000000000000bb"},
      "eds": {"sent": "00000000000000cc", "acked": "00000000000000c0", "nacked": "00000000000000cc", "nackMessage": "bad endpoint"}
-   }},
+   },
+   "refused": [{"type": "route", "name": "http.80/llm.ssup2.com:80/llm-namespace.llm-route.0", "error": "header value\r\nx: y"},
+               {"type": "cluster", "name": "outbound|8080||svc.ns.svc.cluster.local", "lastGood": true, "error": "connect_timeout"}]},
   {"stream": 2, "delta": true, "node": "envoy-2", "gatewayError": "node \"envoy-2\": node.metadata must carry the Gateway", "types": {}},
-  {"stream": 3, "delta": false, "node": "envoy-3", "gateway": "gateway-namespace/gateway", "userAgent": "envoy", "version": "1.40.0", "types": {}}
+  {"stream": 3, "delta": false, "node": "envoy-3", "gateway": "gateway-namespace/gateway", "userAgent": "envoy", "version": "1.40.0", "types": {},
+   "refused": [{"type": "route", "name": "http.80/llm.ssup2.com:80/llm-namespace.llm-route.0", "error": "header value\r\nx: y"},
+               {"type": "cluster", "name": "outbound|8080||svc.ns.svc.cluster.local", "lastGood": true, "error": "connect_timeout"}]}
 ]`
 
-// Written by hand: one row per stream, a cell per type, the peer and
-// stream id, the NACK's error after the table.
-const fixedProxyStatus = `NAME                                          GATEWAY                             STREAM     VERSION                        CDS                           LDS                                        EDS                           RDS          PEER
-router~10.244.0.20~gw-1.gateway-namespace     gateway-namespace/gateway           sotw       envoy 1.37.2 (below floor)     SYNCED (00000000000000aa)     STALE (sent 00000000000000bb, acked -)     NACKED (00000000000000cc)     NOT SENT     10.244.0.20:40312 (stream 1)
-envoy-2                                       - (no Gateway in node metadata)     delta      -                              NOT SENT                      NOT SENT                                   NOT SENT                      NOT SENT     - (stream 2)
-envoy-3                                       gateway-namespace/gateway           sotw       envoy 1.40.0                   NOT SENT                      NOT SENT                                   NOT SENT                      NOT SENT     - (stream 3)
+// Written by hand: one row per stream, a cell per type, the count of the
+// Gateway's refused parts, the peer and stream id, the NACK's error after
+// the table, then each Gateway's refused parts once, escaped.
+const fixedProxyStatus = `NAME                                          GATEWAY                             STREAM     VERSION                        CDS                           LDS                                        EDS                           RDS          REFUSED     PEER
+router~10.244.0.20~gw-1.gateway-namespace     gateway-namespace/gateway           sotw       envoy 1.37.2 (below floor)     SYNCED (00000000000000aa)     STALE (sent 00000000000000bb, acked -)     NACKED (00000000000000cc)     NOT SENT     2           10.244.0.20:40312 (stream 1)
+envoy-2                                       - (no Gateway in node metadata)     delta      -                              NOT SENT                      NOT SENT                                   NOT SENT                      NOT SENT     -           - (stream 2)
+envoy-3                                       gateway-namespace/gateway           sotw       envoy 1.40.0                   NOT SENT                      NOT SENT                                   NOT SENT                      NOT SENT     2           - (stream 3)
 
 NACKs:
   router~10.244.0.20~gw-1.gateway-namespace gateway-namespace/gateway 10.244.0.20:40312 (stream 1) EDS 00000000000000cc: bad endpoint
+
+Refused (failed validation in pilot-discovery):
+  gateway-namespace/gateway route http.80/llm.ssup2.com:80/llm-namespace.llm-route.0 (left out): header value\r\nx: y
+  gateway-namespace/gateway cluster outbound|8080||svc.ns.svc.cluster.local (last good version served): connect_timeout
 `
 
 func TestProxyStatusTable(t *testing.T) {

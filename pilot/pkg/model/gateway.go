@@ -9,6 +9,10 @@
 // (Services, and InferencePools with their shadow Service and Endpoint
 // Picker).
 //
+// GatewayServing (serving.go) runs the other way: what the ADS server does
+// not serve of a Gateway's translation, for the controller's Gateway
+// status.
+//
 // Values are immutable once built: the controller's krt collections share
 // them between readers.
 package model

@@ -24,15 +24,15 @@ type RefusedResource struct {
 	// (one route rule in one virtual host), "cluster", "cluster load
 	// assignment" (core.Refusal), "translation" (the Gateway could not be
 	// translated at all) or "gateway" (the whole set was refused).
-	Type string
+	Type string `json:"type"`
 	// Name names the part (core.Refusal.Name), or the Gateway for the last
 	// two types.
-	Name string
+	Name string `json:"name"`
 	// LastGood is true when the last good version is served in its place,
 	// false when nothing is.
-	LastGood bool
+	LastGood bool `json:"lastGood,omitempty"`
 	// Error is why, cut to a bounded length.
-	Error string
+	Error string `json:"error"`
 }
 
 // ResourceName is the krt key: namespace/name.

@@ -14,7 +14,8 @@
 // Endpoint Picker host (from the service registry). Outputs are LDS, RDS,
 // CDS and EDS resources on the gRPC port, and the debug endpoints of
 // Server.Handler (/debug/config_dump, /debug/syncz, /debug/krtz, /metrics,
-// /ready).
+// /ready, /healthz/config), and per Gateway what of its translation is not
+// served as translated (Config.Serving, model.GatewayServing).
 //
 // # Pipeline
 //
@@ -31,10 +32,17 @@
 //     core.Validate (every resource's ValidateAll, including packed Anys;
 //     unique names; every RDS name in LDS; every route and ext_proc cluster
 //     in CDS; a ClusterLoadAssignment for every EDS cluster), serializes
-//     each resource once (entry.go) and publishes to the cache. A set that
-//     fails is logged by Gateway or cluster name with the error, counted in
-//     infermesh_xds_rejected_total, and not published: proxies keep the last
-//     good version.
+//     each resource once (entry.go) and publishes to the cache. A Gateway
+//     set that fails is served in part (core.ValidSubset): every valid
+//     part, the last good version of an invalid one, else nothing, and
+//     nothing that would dangle; each refused part is logged and the set
+//     counted in infermesh_xds_rejected_total. A set that cannot be served
+//     at all (translation failed; an invalid EDS assignment) is not
+//     published: proxies keep the last good version. serving.go records
+//     what was refused per Gateway, shown in /debug/syncz (refused), the
+//     gauge infermesh_xds_gateway_invalid_resources{gateway} and
+//     /healthz/config, and handed to Config.Serving (a ServingSink), which
+//     the controller's Gateway status reads (Programmed=False/Invalid).
 //  3. cache.go, respond.go: the Cache (go-control-plane cache.Cache) parks
 //     each request until it has something the stream lacks, then writes one
 //     response built from the shared serialized entries.

@@ -29,7 +29,9 @@
 //   - endpoint.go: a ClusterLoadAssignment for every EDS cluster.
 //   - gateway.go: BuildGateway, which runs all of the above.
 //   - validate.go, validate_headers.go: Validate, the check the push path
-//     runs before serving.
+//     runs before serving; validate_subset.go: ValidSubset, what of a set
+//     that fails can still be served (per resource, virtual host and route
+//     rule, preferring the last good version).
 //   - names.go, inputs.go: resource names and extension names; Inputs and
 //     Options.
 //

@@ -23,6 +23,9 @@
 //   - shadowservice.go: a pool's shadow Service (name, labels, ports);
 //   - inferencepool_status.go: a pool's status.parents entries, and whether
 //     the pool is accepted (only then does it get a shadow Service).
+//   - serving_status.go: a Gateway's Programmed=False/Invalid while the ADS
+//     server serves it in part (model.GatewayServing, fed back from the
+//     push path through ControllerConfig.Serving).
 //
 // collections.go wires them into krt collections (Build): the same pipeline
 // runs over informers in a cluster and over static collections in file mode,
