@@ -22,7 +22,8 @@ import (
 //
 //   - the monitoring listener (--http-address, on the network: the Service
 //     port and the kubelet's readiness probe) serves MonitoringHandler:
-//     /metrics and /ready, which show no user's configuration;
+//     /metrics, /ready and /healthz/config, which show no user's
+//     configuration;
 //   - the debug listener (--debug-address, loopback by default) serves
 //     DebugHandler: every /debug/ endpoint. They are unauthenticated and
 //     show every Gateway's configuration (config_dump, syncz, krtz), the
@@ -49,7 +50,7 @@ func (s *Server) DebugHandler() http.Handler {
 
 // MonitoringHandler serves what may be reached from the network: every
 // endpoint of DebugHandler except the debug endpoints (withoutDebug), so
-// /metrics and /ready.
+// /metrics, /ready and /healthz/config.
 func (s *Server) MonitoringHandler() http.Handler { return withoutDebug(s.DebugHandler()) }
 
 // withoutDebug answers 404 for every request whose path, decoded or as
