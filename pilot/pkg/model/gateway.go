@@ -31,7 +31,31 @@ type Gateway struct {
 	// Listeners are the Gateway's usable listeners (accepted, not
 	// conflicted), in spec.listeners order.
 	Listeners []Listener
+	// EPPBodyMode is how request bodies reach the Gateway's Endpoint
+	// Pickers, from its GatewayClass's parameters (the ConfigMap key
+	// eppRequestBodyMode); "" is EPPBodyModeFullDuplexStreamed.
+	EPPBodyMode EPPBodyMode
+	// ClassParametersError is set when the GatewayClass's parametersRef
+	// does not resolve (the class is Accepted=False/InvalidParameters):
+	// the translator refuses the Gateway, so its proxies keep their last
+	// configuration and a new proxy gets none.
+	ClassParametersError string
 }
+
+// EPPBodyMode selects the ext_proc body modes of a Gateway's pool routes
+// (architecture/xds.md, "EPP request body mode").
+type EPPBodyMode string
+
+const (
+	// EPPBodyModeFullDuplexStreamed (the default): request and response
+	// bodies FULL_DUPLEX_STREAMED, as the GIE EPP protocol describes.
+	EPPBodyModeFullDuplexStreamed EPPBodyMode = ""
+	// EPPBodyModeStreamed: request bodies STREAMED with
+	// send_body_without_waiting_for_header_response, response bodies not
+	// sent, for EPPs that answer body chunks with plain body responses
+	// (lwepp v1.6.0).
+	EPPBodyModeStreamed EPPBodyMode = "Streamed"
+)
 
 // ResourceName is the krt key: namespace/name.
 func (g Gateway) ResourceName() string { return g.Namespace + "/" + g.Name }

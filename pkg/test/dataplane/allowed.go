@@ -68,6 +68,8 @@ var allowedFields = fieldSet(
 	"envoy.extensions.filters.http.ext_proc.v3.ExternalProcessor.failure_mode_allow",
 	"envoy.extensions.filters.http.ext_proc.v3.ExternalProcessor.metadata_options",
 	"envoy.extensions.filters.http.ext_proc.v3.ExternalProcessor.route_cache_action",
+	"envoy.extensions.filters.http.ext_proc.v3.ExternalProcessor.message_timeout",
+	"envoy.extensions.filters.http.ext_proc.v3.ExternalProcessor.send_body_without_waiting_for_header_response",
 	"envoy.extensions.filters.http.ext_proc.v3.ProcessingMode.request_header_mode",
 	"envoy.extensions.filters.http.ext_proc.v3.ProcessingMode.response_header_mode",
 	"envoy.extensions.filters.http.ext_proc.v3.ProcessingMode.request_body_mode",

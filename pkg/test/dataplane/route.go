@@ -93,10 +93,13 @@ type route struct {
 
 // placeholderExtProc stands in for the listener's filter config when a
 // per-route ext_proc config is checked on its own (RDS arrives separately
-// from LDS).
+// from LDS). It allows a STREAMED request body (which needs the
+// listener's send_body_without_waiting_for_header_response); the pair is
+// checked again per request against the real listener config, where a
+// mismatch is a 500 and an error log.
 var placeholderExtProc = &extprocv3.ExternalProcessor{GrpcService: &corev3.GrpcService{
 	TargetSpecifier: &corev3.GrpcService_EnvoyGrpc_{EnvoyGrpc: &corev3.GrpcService_EnvoyGrpc{ClusterName: "placeholder"}},
-}}
+}, SendBodyWithoutWaitingForHeaderResponse: true}
 
 // perFilterConfig is a typed_per_filter_config map, unpacked.
 type perFilterConfig struct {

@@ -5,10 +5,13 @@ package core
 
 import (
 	"testing"
+	"time"
 
 	clusterv3 "github.com/envoyproxy/go-control-plane/envoy/config/cluster/v3"
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	extprocv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/http/ext_proc/v3"
+
+	"github.com/infermesh/infermesh/pilot/pkg/model"
 )
 
 // The tests in this file pin the places where our configuration knowingly
@@ -105,5 +108,23 @@ func TestDecisionsRetriesAndClusters(t *testing.T) {
 				}
 			}
 		}
+	}
+}
+
+// Decision: with the STREAMED EPP body mode (a GatewayClass parameter),
+// message_timeout is 1000 s, above the connection manager's 5-minute
+// stream_idle_timeout, not Envoy's 200 ms default: the timer measures the
+// client's upload gaps and the EPP's queueing, which that bound and
+// timeouts.request already cover (architecture/xds.md, "message_timeout
+// (STREAMED EPP body mode)").
+func TestDecisionsStreamedMessageTimeout(t *testing.T) {
+	gw := seedGateway()
+	gw.EPPBodyMode = model.EPPBodyModeStreamed
+	ep := extProcFilterOf(t, build(t, gw, seedInputs(), inferenceOn))
+	if got := ep.GetMessageTimeout().AsDuration(); got != 1000*time.Second {
+		t.Errorf("message_timeout = %v, want 1000s", got)
+	}
+	if hcm := hcmOf(t, build(t, gw, seedInputs(), inferenceOn), "0.0.0.0_80"); hcm.GetStreamIdleTimeout() != nil {
+		t.Errorf("stream_idle_timeout = %v: the 1000 s message timer relies on Envoy's 5-minute default ending a stall first", hcm.GetStreamIdleTimeout())
 	}
 }

@@ -4,9 +4,12 @@
 package core
 
 import (
+	"time"
+
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	extprocv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/http/ext_proc/v3"
 	hcmv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/network/http_connection_manager/v3"
+	"google.golang.org/protobuf/types/known/durationpb"
 	"google.golang.org/protobuf/types/known/wrapperspb"
 	inferencev1 "sigs.k8s.io/gateway-api-inference-extension/api/v1"
 
@@ -41,7 +44,14 @@ import (
 // x-gateway-destination-endpoint, and by default a header mutation clears
 // the route cache and re-runs route selection; the pick is carried by
 // metadata, the route must not change after the EPP answered.
-func extProcBaseFilter() (*hcmv3.HttpFilter, error) {
+//
+// With model.EPPBodyModeStreamed (a GatewayClass parameter) the filter
+// also carries the two settings of that mode that exist only at filter
+// level (ExtProcOverrides has neither): send_body_without_waiting_for_
+// header_response, and message_timeout EPPStreamedMessageTimeout. Both
+// are ignored by Envoy while the processing mode is not STREAMED, so the
+// inert filter stays inert.
+func extProcBaseFilter(mode model.EPPBodyMode) (*hcmv3.HttpFilter, error) {
 	cfg := &extprocv3.ExternalProcessor{
 		GrpcService: grpcService(ExtProcPlaceholderCluster),
 		ProcessingMode: &extprocv3.ProcessingMode{
@@ -57,6 +67,10 @@ func extProcBaseFilter() (*hcmv3.HttpFilter, error) {
 			ReceivingNamespaces:  &extprocv3.MetadataOptions_MetadataNamespaces{Untyped: []string{MetadataNamespaceLB}},
 		},
 		RouteCacheAction: extprocv3.ExternalProcessor_RETAIN,
+	}
+	if mode == model.EPPBodyModeStreamed {
+		cfg.SendBodyWithoutWaitingForHeaderResponse = true
+		cfg.MessageTimeout = durationpb.New(EPPStreamedMessageTimeout)
 	}
 	a, err := toAny(cfg)
 	if err != nil {
@@ -105,22 +119,68 @@ func extProcBaseFilter() (*hcmv3.HttpFilter, error) {
 // (Envoy default 5 minutes without bytes either way) ends it.
 //
 // metadata_options are not set: they would replace the base filter's lists.
-func extProcOverride(epp *model.EPPBackend) *extprocv3.ExtProcPerRoute {
+//
+// mode model.EPPBodyModeStreamed (a GatewayClass parameter, see
+// architecture/xds.md "EPP request body mode") changes the processing mode
+// only: request body STREAMED (each chunk goes to the EPP at once, without
+// waiting for its headers response, because the listener filter sets
+// send_body_without_waiting_for_header_response; the EPP answers each
+// chunk, and no mutation means unchanged), response body NONE, trailers
+// SKIP. Then failure_mode_allow holds for requests with bodies too: Envoy
+// ends it only for FULL_DUPLEX_STREAMED (Filter::failureModeAllow), since
+// STREAMED keeps each chunk until the EPP answers and hands the kept
+// chunks on when the EPP fails. Envoy's per-message timer runs in this
+// mode: see EPPStreamedMessageTimeout.
+func extProcOverride(epp *model.EPPBackend, mode model.EPPBodyMode) *extprocv3.ExtProcPerRoute {
 	return &extprocv3.ExtProcPerRoute{
 		Override: &extprocv3.ExtProcPerRoute_Overrides{Overrides: &extprocv3.ExtProcOverrides{
-			ProcessingMode: &extprocv3.ProcessingMode{
-				RequestHeaderMode:   extprocv3.ProcessingMode_SEND,
-				ResponseHeaderMode:  extprocv3.ProcessingMode_SEND,
-				RequestBodyMode:     extprocv3.ProcessingMode_FULL_DUPLEX_STREAMED,
-				ResponseBodyMode:    extprocv3.ProcessingMode_FULL_DUPLEX_STREAMED,
-				RequestTrailerMode:  extprocv3.ProcessingMode_SEND,
-				ResponseTrailerMode: extprocv3.ProcessingMode_SEND,
-			},
+			ProcessingMode:   eppProcessingMode(mode),
 			GrpcService:      grpcService(eppClusterName(epp)),
 			FailureModeAllow: wrapperspb.Bool(epp.FailureMode == inferencev1.EndpointPickerFailOpen),
 		}},
 	}
 }
+
+// eppProcessingMode is the ProcessingMode of a pool's routes in mode.
+func eppProcessingMode(mode model.EPPBodyMode) *extprocv3.ProcessingMode {
+	if mode == model.EPPBodyModeStreamed {
+		return &extprocv3.ProcessingMode{
+			RequestHeaderMode:   extprocv3.ProcessingMode_SEND,
+			ResponseHeaderMode:  extprocv3.ProcessingMode_SEND,
+			RequestBodyMode:     extprocv3.ProcessingMode_STREAMED,
+			ResponseBodyMode:    extprocv3.ProcessingMode_NONE,
+			RequestTrailerMode:  extprocv3.ProcessingMode_SKIP,
+			ResponseTrailerMode: extprocv3.ProcessingMode_SKIP,
+		}
+	}
+	return &extprocv3.ProcessingMode{
+		RequestHeaderMode:   extprocv3.ProcessingMode_SEND,
+		ResponseHeaderMode:  extprocv3.ProcessingMode_SEND,
+		RequestBodyMode:     extprocv3.ProcessingMode_FULL_DUPLEX_STREAMED,
+		ResponseBodyMode:    extprocv3.ProcessingMode_FULL_DUPLEX_STREAMED,
+		RequestTrailerMode:  extprocv3.ProcessingMode_SEND,
+		ResponseTrailerMode: extprocv3.ProcessingMode_SEND,
+	}
+}
+
+// EPPStreamedMessageTimeout is ExternalProcessor.message_timeout for
+// Gateways in model.EPPBodyModeStreamed, chosen knowingly (the
+// "Decisions" table of architecture/xds.md). In STREAMED mode Envoy's
+// per-message timer runs (default 200 ms): it starts with the request
+// headers and again with every body chunk sent, and stops at each answer.
+// An EPP that picks from the body answers the headers only after the
+// body's last chunk, so the timer measures both the client's gaps while
+// uploading the body and the EPP's own time to pick, including any time it
+// queues the request when its model servers are saturated. A short value
+// would turn a slow upload or a queued request into a 504 on a FailClose
+// pool and, on a FailOpen pool, into a request sent past the EPP exactly
+// when load control matters. So it is set above the bounds that already
+// end a stalled exchange, the connection manager's stream_idle_timeout
+// (Envoy's 5 min, reset by every byte) and the route's timeouts.request
+// (max_stream_duration): as in FULL_DUPLEX_STREAMED mode, where Envoy runs
+// no timer, those decide. 1000 s is also Istio's value, so an EPP behaves
+// the same behind both. (Envoy accepts at most 3600 s.)
+const EPPStreamedMessageTimeout = 1000 * time.Second
 
 // eppClusterName is the cluster of a pool's Endpoint Picker.
 func eppClusterName(epp *model.EPPBackend) string {

@@ -69,6 +69,10 @@ type Options struct {
 	// ClusterDomain resolves RequestMirror backendRefs to Service hosts
 	// (<name>.<namespace>.svc.<ClusterDomain>); default cluster.local.
 	ClusterDomain string
+
+	// eppBodyMode is the Gateway's model.Gateway.EPPBodyMode, set by
+	// BuildListeners and BuildRouteConfigurations for their builders.
+	eppBodyMode model.EPPBodyMode
 }
 
 // WithDefaults returns o with every unset field set to its default.

@@ -79,6 +79,10 @@ func groupByPort(gw *model.Gateway) ([]portGroup, error) {
 // names are the refs as given (namespace/name); serving them is the ADS
 // server's job.
 func BuildListeners(gw *model.Gateway, opts Options) ([]*listenerv3.Listener, error) {
+	if gw.ClassParametersError != "" {
+		return nil, fmt.Errorf("GatewayClass parameters: %s", gw.ClassParametersError)
+	}
+	opts.eppBodyMode = gw.EPPBodyMode
 	groups, err := groupByPort(gw)
 	if err != nil {
 		return nil, err
@@ -149,7 +153,7 @@ func buildHCM(g portGroup, opts Options) (*hcmv3.HttpConnectionManager, error) {
 	}
 	filters := []*hcmv3.HttpFilter{{Name: FilterCORS, ConfigType: &hcmv3.HttpFilter_TypedConfig{TypedConfig: corsAny}}}
 	if opts.InferenceEnabled {
-		ep, err := extProcBaseFilter()
+		ep, err := extProcBaseFilter(opts.eppBodyMode)
 		if err != nil {
 			return nil, err
 		}

@@ -40,6 +40,7 @@ type routeEntry struct {
 // that answers CORS preflights without the EPP (preflightRoute).
 func BuildRouteConfigurations(gw *model.Gateway, opts Options) ([]*routev3.RouteConfiguration, error) {
 	opts = opts.WithDefaults()
+	opts.eppBodyMode = gw.EPPBodyMode
 	groups, err := groupByPort(gw)
 	if err != nil {
 		return nil, err
@@ -425,7 +426,7 @@ func backendAction(backends []model.Backend, ruleSetsHost, grpc bool, opts Optio
 			if !opts.InferenceEnabled {
 				return nil, nil, fmt.Errorf("backend %s/%s is an InferencePool but inference is not enabled", b.Pool.Namespace, b.Pool.Name)
 			}
-			a, err := toAny(extProcOverride(epp))
+			a, err := toAny(extProcOverride(epp, opts.eppBodyMode))
 			if err != nil {
 				return nil, nil, err
 			}

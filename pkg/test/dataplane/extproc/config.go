@@ -27,9 +27,16 @@ type Config struct {
 	RouteCacheAction extprocv3.ExternalProcessor_RouteCacheAction
 
 	// MessageTimeout is ExternalProcessor.message_timeout (default 200 ms).
-	// Envoy applies no per-message timeout when either body mode is
-	// FULL_DUPLEX_STREAMED, and neither does Process.
+	// Each direction has its own timer, as each of Envoy's ProcessorStates
+	// does; a direction whose body mode is FULL_DUPLEX_STREAMED runs none
+	// (ProcessorState::onStartProcessorCall, processor_state.cc).
 	MessageTimeout time.Duration
+	// SendBodyWithoutWaiting is
+	// ExternalProcessor.send_body_without_waiting_for_header_response: in
+	// STREAMED request body mode, body chunks go to the processor while its
+	// request headers response is still pending (Filter::onData,
+	// ext_proc.cc). It is also sent in protocol_config.
+	SendBodyWithoutWaiting bool
 	// StatusOnError is ExternalProcessor.status_on_error: the local reply
 	// status for a failed stream or a rejected response (default 500). A
 	// per-message timeout always answers 504.
@@ -96,6 +103,7 @@ func Effective(filter *extprocv3.ExternalProcessor, filterDisabled bool, perRout
 		MessageTimeout:           DefaultMessageTimeout,
 		StatusOnError:            500,
 		AllowContentLengthHeader: filter.GetAllowContentLengthHeader(),
+		SendBodyWithoutWaiting:   filter.GetSendBodyWithoutWaitingForHeaderResponse(),
 	}
 	if filter.GetDisableClearRouteCache() {
 		cfg.RouteCacheAction = extprocv3.ExternalProcessor_RETAIN
@@ -149,7 +157,7 @@ func Effective(filter *extprocv3.ExternalProcessor, filterDisabled bool, perRout
 	if t := grpcSvc.GetTimeout(); t != nil {
 		cfg.Timeout = t.AsDuration()
 	}
-	if err := checkMode(cfg.ProcessingMode); err != nil {
+	if err := checkMode(cfg.ProcessingMode, cfg.SendBodyWithoutWaiting); err != nil {
 		return Config{}, false, err
 	}
 	if !sendsAnything(cfg.ProcessingMode) {
@@ -198,8 +206,6 @@ func checkFilter(f *extprocv3.ExternalProcessor) error {
 		return notImpl("disable_immediate_response")
 	case f.GetObservabilityMode():
 		return notImpl("observability_mode")
-	case f.GetSendBodyWithoutWaitingForHeaderResponse():
-		return notImpl("send_body_without_waiting_for_header_response")
 	case f.GetProcessingRequestModifier() != nil:
 		return notImpl("processing_request_modifier")
 	case f.GetOnProcessingResponse() != nil:
@@ -251,15 +257,21 @@ func checkGrpcService(g *corev3.GrpcService) error {
 // checkMode accepts the modes Process implements: headers and trailers
 // DEFAULT/SEND/SKIP; bodies NONE and FULL_DUPLEX_STREAMED; a trailer mode
 // SEND only together with a FULL_DUPLEX_STREAMED body (the pairing Envoy
-// requires for that body mode).
-func checkMode(pm *extprocv3.ProcessingMode) error {
+// requires for that body mode); and a STREAMED request body, with its
+// trailer mode not SEND, only with send_body_without_waiting (the mode a
+// GatewayClass parameter selects, see architecture/dataplane.md).
+// STREAMED without that flag (the body held until the headers response),
+// a STREAMED response body, BUFFERED, BUFFERED_PARTIAL and GRPC are not
+// implemented.
+func checkMode(pm *extprocv3.ProcessingMode, sendBodyWithoutWaiting bool) error {
 	for _, b := range []struct {
-		name string
-		mode extprocv3.ProcessingMode_BodySendMode
-		tr   extprocv3.ProcessingMode_HeaderSendMode
+		name     string
+		mode     extprocv3.ProcessingMode_BodySendMode
+		tr       extprocv3.ProcessingMode_HeaderSendMode
+		streamed bool // STREAMED is implemented in this direction
 	}{
-		{"request", pm.GetRequestBodyMode(), pm.GetRequestTrailerMode()},
-		{"response", pm.GetResponseBodyMode(), pm.GetResponseTrailerMode()},
+		{"request", pm.GetRequestBodyMode(), pm.GetRequestTrailerMode(), sendBodyWithoutWaiting},
+		{"response", pm.GetResponseBodyMode(), pm.GetResponseTrailerMode(), false},
 	} {
 		switch b.mode {
 		case extprocv3.ProcessingMode_NONE:
@@ -267,6 +279,15 @@ func checkMode(pm *extprocv3.ProcessingMode) error {
 				return notImpl(b.name + "_trailer_mode SEND with " + b.name + "_body_mode NONE")
 			}
 		case extprocv3.ProcessingMode_FULL_DUPLEX_STREAMED:
+		case extprocv3.ProcessingMode_STREAMED:
+			switch {
+			case b.name == "request" && !b.streamed:
+				return notImpl("request_body_mode STREAMED without send_body_without_waiting_for_header_response")
+			case !b.streamed:
+				return notImpl(b.name + "_body_mode STREAMED")
+			case b.tr == extprocv3.ProcessingMode_SEND:
+				return notImpl(b.name + "_trailer_mode SEND with " + b.name + "_body_mode STREAMED")
+			}
 		default:
 			return notImpl(b.name + "_body_mode " + b.mode.String())
 		}
@@ -301,7 +322,20 @@ func duplexResp(pm *extprocv3.ProcessingMode) bool {
 	return pm.GetResponseBodyMode() == extprocv3.ProcessingMode_FULL_DUPLEX_STREAMED
 }
 
+// streamedReq: the request body goes in STREAMED mode (checkMode allows it
+// only with send_body_without_waiting_for_header_response).
+func streamedReq(pm *extprocv3.ProcessingMode) bool {
+	return pm.GetRequestBodyMode() == extprocv3.ProcessingMode_STREAMED
+}
+
+// reqBodyToProcessor: request body chunks go to the processor, which may
+// change them, so content-length cannot be trusted
+// (ProcessorState::shouldRemoveContentLength, processor_state.h).
+func reqBodyToProcessor(pm *extprocv3.ProcessingMode) bool {
+	return duplexReq(pm) || streamedReq(pm)
+}
+
 func sendsAnything(pm *extprocv3.ProcessingMode) bool {
-	return sendReqHeaders(pm) || sendRespHeaders(pm) || duplexReq(pm) || duplexResp(pm) ||
+	return sendReqHeaders(pm) || sendRespHeaders(pm) || reqBodyToProcessor(pm) || duplexResp(pm) ||
 		sendReqTrailers(pm) || sendRespTrailers(pm)
 }

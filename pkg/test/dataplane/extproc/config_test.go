@@ -6,10 +6,12 @@ package extproc
 import (
 	"errors"
 	"testing"
+	"time"
 
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	extprocv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/http/ext_proc/v3"
 	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/durationpb"
 	"google.golang.org/protobuf/types/known/wrapperspb"
 )
 
@@ -83,18 +85,34 @@ func TestEffective(t *testing.T) {
 	streamed.GetOverrides().ProcessingMode = &extprocv3.ProcessingMode{RequestBodyMode: extprocv3.ProcessingMode_STREAMED}
 	modeOverride := baseFilter()
 	modeOverride.AllowModeOverride = true
+	noWaitFilter := baseFilter()
+	noWaitFilter.SendBodyWithoutWaitingForHeaderResponse = true
+	streamedTrailers := seedOverride(false)
+	streamedTrailers.GetOverrides().ProcessingMode = &extprocv3.ProcessingMode{
+		RequestBodyMode: extprocv3.ProcessingMode_STREAMED, RequestTrailerMode: extprocv3.ProcessingMode_SEND}
+	streamedResp := seedOverride(false)
+	streamedResp.GetOverrides().ProcessingMode = &extprocv3.ProcessingMode{ResponseBodyMode: extprocv3.ProcessingMode_STREAMED}
 	for name, tc := range map[string]struct {
 		filter *extprocv3.ExternalProcessor
 		route  *extprocv3.ExtProcPerRoute
 		want   error
 	}{
-		"FULL_DUPLEX without trailer SEND": {fdNoTrailers, nil, ErrInvalid},
-		"FULL_DUPLEX with failure allowed": {fdAllow, nil, ErrInvalid},
-		"STREAMED body":                    {baseFilter(), streamed, ErrNotImplemented},
-		"allow_mode_override":              {modeOverride, nil, ErrNotImplemented},
+		"FULL_DUPLEX without trailer SEND":                {fdNoTrailers, nil, ErrInvalid},
+		"FULL_DUPLEX with failure allowed":                {fdAllow, nil, ErrInvalid},
+		"STREAMED body without send_body_without_waiting": {baseFilter(), streamed, ErrNotImplemented},
+		"STREAMED body with trailer SEND":                 {noWaitFilter, streamedTrailers, ErrNotImplemented},
+		"STREAMED response body":                          {noWaitFilter, streamedResp, ErrNotImplemented},
+		"allow_mode_override":                             {modeOverride, nil, ErrNotImplemented},
 	} {
 		if _, _, err := Effective(tc.filter, false, tc.route); !errors.Is(err, tc.want) {
 			t.Errorf("%s: err = %v, want %v", name, err, tc.want)
 		}
+	}
+	// STREAMED request body with send_body_without_waiting_for_header_response
+	// and message_timeout on the filter: implemented.
+	noWaitFilter.MessageTimeout = durationpb.New(1000 * time.Second)
+	cfg, ok, err = Effective(noWaitFilter, true, streamed)
+	if err != nil || !ok || !cfg.SendBodyWithoutWaiting || cfg.MessageTimeout != 1000*time.Second {
+		t.Errorf("STREAMED with send_body_without_waiting: ok=%v err=%v cfg=%+v", ok, err, cfg)
 	}
 }

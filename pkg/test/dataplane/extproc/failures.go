@@ -55,10 +55,13 @@ func (r *run) onStreamEnd(err error) {
 // continueAll is Envoy's clearAsyncState: whatever waited for the processor
 // continues as it is.
 func (r *run) continueAll() {
-	r.stopTimer()
+	r.stopTimers()
 	if r.reqHdrsPending {
 		r.reqHdrsPending = false
 		r.startUpstream()
+	}
+	if streamedReq(r.cfg.ProcessingMode) && r.reqHasBody {
+		r.flushReqQueue()
 	}
 	if r.reqPipe != nil && (r.reqLast || r.reqTrPending) {
 		r.reqTrPending = false
@@ -78,7 +81,7 @@ func (r *run) continueAll() {
 // response headers are already out.
 func (r *run) failClosed(code int, details string) {
 	r.c.LocalReplies.Add(1)
-	r.stopTimer()
+	r.stopTimers()
 	r.localReply(&Response{Status: code, Headers: http.Header{}, Body: http.NoBody, Trailers: http.Header{}, Details: details})
 }
 
@@ -102,32 +105,64 @@ func (r *run) localReply(resp *Response) {
 	}
 }
 
-func (r *run) startTimer() {
+// Timer directions: Envoy's decoding and encoding ProcessorStates each
+// have their own message timer.
+const (
+	decode = 0
+	encode = 1
+)
+
+type msgTimer struct {
+	t   *time.Timer
+	gen int
+}
+
+type timerEvent struct{ dir, gen int }
+
+// startTimer is ProcessorState::onStartProcessorCall (processor_state.cc):
+// every message that expects a response (headers, each body chunk,
+// trailers) starts the direction's timer afresh with message_timeout,
+// except in a direction whose body mode is FULL_DUPLEX_STREAMED, which
+// runs no timer.
+func (r *run) startTimer(dir int) {
 	pm := r.cfg.ProcessingMode
-	if duplexReq(pm) || duplexResp(pm) {
-		return // no per-message timeout in FULL_DUPLEX_STREAMED mode
+	if (dir == decode && duplexReq(pm)) || (dir == encode && duplexResp(pm)) {
+		return
 	}
-	r.stopTimer()
-	g := r.timerGen
-	r.timer = time.AfterFunc(r.cfg.MessageTimeout, func() {
+	r.stopTimer(dir)
+	g := r.timers[dir].gen
+	r.timers[dir].t = time.AfterFunc(r.cfg.MessageTimeout, func() {
 		select {
-		case r.timerCh <- g:
+		case r.timerCh <- timerEvent{dir, g}:
 		case <-r.done:
 		}
 	})
 }
 
-func (r *run) stopTimer() {
-	r.timerGen++
-	if r.timer != nil {
-		r.timer.Stop()
-		r.timer = nil
+// stopTimer is ProcessorState::onFinishProcessorCall's stopMessageTimer:
+// every response the direction accepts stops its timer, also when more
+// responses are still due (a STREAMED chunk queue that is not empty); the
+// next message sent starts it again.
+func (r *run) stopTimer(dir int) {
+	r.timers[dir].gen++
+	if r.timers[dir].t != nil {
+		r.timers[dir].t.Stop()
+		r.timers[dir].t = nil
 	}
 }
 
-// onTimeout is Envoy's onMessageTimeout: 504 unless failures are allowed.
-func (r *run) onTimeout(g int) {
-	if g != r.timerGen || r.complete {
+func (r *run) stopTimers() {
+	r.stopTimer(decode)
+	r.stopTimer(encode)
+}
+
+// onTimeout is Envoy's Filter::onMessageTimeout (ext_proc.cc): with
+// failure_mode_allow the processor is ignored for the rest of the request
+// and everything waiting continues unmodified (clearAsyncState, which
+// also hands on the STREAMED chunks still queued); otherwise 504 with
+// details ext_proc_error_per-message_timeout_exceeded.
+func (r *run) onTimeout(ev timerEvent) {
+	if ev.gen != r.timers[ev.dir].gen || r.complete {
 		return
 	}
 	r.c.MessageTimeouts.Add(1)

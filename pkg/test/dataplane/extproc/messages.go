@@ -31,7 +31,7 @@ func (r *run) onMessage(m *extprocsvc.ProcessingResponse) {
 			return
 		}
 		r.setMetadata(m.GetDynamicMetadata())
-		r.stopTimer()
+		r.stopTimer(decode)
 		cr := v.RequestHeaders.GetResponse()
 		if cr.GetStatus() == extprocsvc.CommonResponse_CONTINUE_AND_REPLACE {
 			r.errorResponse(errReplace)
@@ -44,13 +44,20 @@ func (r *run) onMessage(m *extprocsvc.ProcessingResponse) {
 		// In FULL_DUPLEX_STREAMED the body may change length: Envoy drops
 		// content-length after applying the processor's header mutation too
 		// (a processor that echoes every header would put it back).
-		if duplexReq(pm) && !r.cfg.AllowContentLengthHeader {
+		if reqBodyToProcessor(pm) && !r.cfg.AllowContentLengthHeader {
 			r.reqHdrs.remove("content-length")
 		}
 		r.reqHdrsPending = false
+		if streamedReq(pm) && r.holdsHeadersForBody() {
+			return
+		}
 		r.startUpstream()
 
 	case *extprocsvc.ProcessingResponse_RequestBody:
+		if streamedReq(pm) {
+			r.onStreamedBodyResponse(m, v.RequestBody)
+			return
+		}
 		if r.reqPipe == nil || r.reqPipe.finished() || !duplexReq(pm) {
 			r.spurious("request body")
 			return
@@ -85,7 +92,7 @@ func (r *run) onMessage(m *extprocsvc.ProcessingResponse) {
 			return
 		}
 		r.setMetadata(m.GetDynamicMetadata())
-		r.stopTimer()
+		r.stopTimer(encode)
 		cr := v.ResponseHeaders.GetResponse()
 		if cr.GetStatus() == extprocsvc.CommonResponse_CONTINUE_AND_REPLACE {
 			r.errorResponse(errReplace)
@@ -147,7 +154,7 @@ func (r *run) immediate(ir *extprocsvc.ImmediateResponse) {
 	r.c.ImmediateResponses.Add(1)
 	r.closeStream()
 	r.complete = true
-	r.stopTimer()
+	r.stopTimers()
 	code := int(ir.GetStatus().GetCode())
 	if code < 200 {
 		code = 200

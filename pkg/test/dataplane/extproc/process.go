@@ -97,6 +97,10 @@ var ErrStreamReset = errors.New("ext_proc: stream reset after response headers")
 //     end_of_stream, unless trailers follow (then a trailers message ends
 //     the body); what the upstream gets is what the processor streams back
 //     in streamed_response; no per-message timeout in this mode;
+//   - STREAMED request bodies (with send_body_without_waiting, see
+//     streamed.go): chunks sent at once and queued, handed upstream as the
+//     processor answers each, after its headers response; one message
+//     timer per direction;
 //   - the request continues upstream once the request headers response is
 //     applied (or at once when headers are SKIP), so the OverrideHost pick
 //     is the metadata set by then;
@@ -187,7 +191,7 @@ type run struct {
 	reqPump  chan pumpEvent
 	respPump chan pumpEvent
 	upCh     chan upEvent
-	timerCh  chan int
+	timerCh  chan timerEvent
 	readerCl chan struct{}
 
 	stream       extprocsvc.ExternalProcessor_ProcessClient
@@ -212,6 +216,11 @@ type run struct {
 	reqTrPending   bool
 	reqTrailers    headerMap
 	upStarted      bool
+	// STREAMED request body (streamed.go): chunks sent and awaiting their
+	// body response, in order (Envoy's ChunkQueue), and processed data
+	// that reached the filter before the upstream started.
+	reqQueue []queuedChunk
+	reqHeld  [][]byte
 
 	// response direction
 	upResp          *Response
@@ -225,8 +234,9 @@ type run struct {
 	respTrPending   bool
 	respTrailers    headerMap
 
-	timer    *time.Timer
-	timerGen int
+	// timers are the per-message timers of the request (decode) and
+	// response (encode) directions, one per Envoy ProcessorState.
+	timers [2]msgTimer
 }
 
 func newRun(ctx context.Context, cfg Config, dial Dialer, req *Request, up Upstream) *run {
@@ -245,7 +255,7 @@ func newRun(ctx context.Context, cfg Config, dial Dialer, req *Request, up Upstr
 		reqPump:  make(chan pumpEvent),
 		respPump: make(chan pumpEvent),
 		upCh:     make(chan upEvent),
-		timerCh:  make(chan int),
+		timerCh:  make(chan timerEvent),
 		readerCl: make(chan struct{}, 1),
 		md:       map[string]*structpb.Struct{},
 	}
@@ -309,8 +319,8 @@ func (r *run) loop() {
 			r.onRespPump(ev)
 		case ev := <-r.upCh:
 			r.onUpstream(ev)
-		case g := <-r.timerCh:
-			r.onTimeout(g)
+		case ev := <-r.timerCh:
+			r.onTimeout(ev)
 		case <-held:
 			r.gate = true // the body is held back: the processor's events come first
 		}
@@ -327,7 +337,7 @@ func (r *run) loop() {
 }
 
 func (r *run) cleanup() {
-	r.stopTimer()
+	r.stopTimers()
 	if r.gateTimer != nil {
 		r.gateTimer.Stop()
 	}
@@ -365,6 +375,9 @@ func (r *run) needsMore() bool {
 	if duplexReq(pm) && r.reqHasBody && (r.reqPipe == nil || !r.reqPipe.finished()) {
 		return true
 	}
+	if streamedReq(pm) && r.reqHasBody && (!r.reqLast || len(r.reqQueue) > 0) {
+		return true // body chunks still to send, or their responses still to come
+	}
 	respNoop := !sendRespHeaders(pm) && !duplexResp(pm) && !sendRespTrailers(pm)
 	if respNoop {
 		return false
@@ -381,7 +394,7 @@ func (r *run) start() {
 	r.reqHasBody = req.Body != nil && req.Body != http.NoBody
 	r.reqHdrs = requestHeaderMap(req.Method, req.Path, req.Authority, req.Scheme, req.Headers)
 	r.gate = true
-	if r.reqHasBody && duplexReq(pm) {
+	if r.reqHasBody && reqBodyToProcessor(pm) {
 		r.gate = false
 		r.gateTimer = time.NewTimer(heldBodyGrace)
 		go r.pump(req.Body, func() http.Header { return req.Trailers }, r.reqPump)
@@ -400,8 +413,8 @@ func (r *run) start() {
 		RequestHeaders: &extprocsvc.HttpHeaders{Headers: r.reqHdrs.toProto(), EndOfStream: !r.reqHasBody},
 	}})
 	r.reqHdrsPending = true
-	r.startTimer()
-	if duplexReq(pm) && !r.cfg.AllowContentLengthHeader {
+	r.startTimer(decode)
+	if reqBodyToProcessor(pm) && !r.cfg.AllowContentLengthHeader {
 		// Envoy drops content-length after sending the headers when the
 		// body may be rewritten (shouldRemoveContentLength).
 		r.reqHdrs.remove("content-length")
@@ -490,6 +503,8 @@ func (r *run) send(m *extprocsvc.ProcessingRequest) {
 		m.ProtocolConfig = &extprocsvc.ProtocolConfiguration{
 			RequestBodyMode:  r.cfg.ProcessingMode.GetRequestBodyMode(),
 			ResponseBodyMode: r.cfg.ProcessingMode.GetResponseBodyMode(),
+			// Filter::encodeProtocolConfig (ext_proc.cc) sends the flag too.
+			SendBodyWithoutWaitingForHeaderResponse: r.cfg.SendBodyWithoutWaiting,
 		}
 	}
 	if r.stream != nil {
@@ -606,6 +621,17 @@ func (r *run) startUpstream() {
 		if r.complete && r.reqLast {
 			r.reqPipe.finish(nil, r.reqTrailersIn)
 		}
+	case streamedReq(pm):
+		up.Trailers = http.Header{}
+		r.reqPipe = newBodyPipe(up.Trailers, nil)
+		up.Body = r.reqPipe
+		for _, b := range r.reqHeld {
+			r.reqPipe.write(b)
+		}
+		r.reqHeld = nil
+		if r.reqLast && len(r.reqQueue) == 0 {
+			r.reqPipe.finish(nil, r.reqTrailersIn)
+		}
 	default:
 		up.Body, up.Trailers = r.req.Body, r.req.Trailers
 	}
@@ -639,16 +665,23 @@ func (r *run) onReqPump(ev pumpEvent) {
 		r.reqLast, r.reqTrailersIn = true, ev.trailers
 	}
 	if r.complete {
-		if r.reqPipe != nil {
+		switch {
+		case r.reqPipe != nil:
 			r.reqPipe.write(ev.data)
 			if ev.last {
 				r.reqPipe.finish(nil, ev.trailers)
 			}
+		case streamedReq(pm):
+			r.reqHeld = append(r.reqHeld, ev.data) // the upstream starts once the headers continue
 		}
 		return
 	}
 	if !r.open() {
 		r.onReqPump(ev) // processing is complete now: pass the chunk through
+		return
+	}
+	if streamedReq(pm) {
+		r.sendStreamedChunk(ev)
 		return
 	}
 	withTrailers := ev.last && len(ev.trailers) > 0 && sendReqTrailers(pm)
@@ -741,7 +774,7 @@ func (r *run) onUpstream(ev upEvent) {
 		ResponseHeaders: &extprocsvc.HttpHeaders{Headers: r.respHdrs.toProto(), EndOfStream: !r.respHasBody},
 	}})
 	r.respHdrsPending = true
-	r.startTimer()
+	r.startTimer(encode)
 	if duplexResp(pm) && !r.cfg.AllowContentLengthHeader {
 		r.respHdrs.remove("content-length")
 	}

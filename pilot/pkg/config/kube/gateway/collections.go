@@ -34,6 +34,9 @@ type Inputs struct {
 	Namespaces      krt.Collection[*corev1.Namespace]
 	Services        krt.Collection[*corev1.Service]
 	InferencePools  krt.Collection[*inferencev1.InferencePool]
+	// ConfigMaps are read for GatewayClass parameters (classparams.go); nil
+	// means none exist.
+	ConfigMaps krt.Collection[*corev1.ConfigMap]
 }
 
 // Options are the controller's settings (pilot/pkg/features).
@@ -198,19 +201,38 @@ func Build(in Inputs, opts Options) Outputs {
 		return append(slices.Clone(opts.Krt), krt.WithName("gateway/"+name))
 	}
 
-	out.ClassStatuses = krt.NewCollection(in.GatewayClasses, func(ctx krt.HandlerContext, gc *gwv1.GatewayClass) *ClassStatus {
+	classParams := krt.NewCollection(in.GatewayClasses, func(ctx krt.HandlerContext, gc *gwv1.GatewayClass) *ClassParams {
 		if !IsOurGatewayClass(gc, opts.ControllerName) {
 			return nil
 		}
-		return &ClassStatus{Name: gc.Name, Condition: GatewayClassAcceptedCondition(gc, metav1.Time{})}
+		p := ResolveClassParams(gc, func(ns, name string) *corev1.ConfigMap {
+			if in.ConfigMaps == nil {
+				return nil
+			}
+			if cm := krt.FetchOne(ctx, in.ConfigMaps, krt.FilterKey(ns+"/"+name)); cm != nil {
+				return *cm
+			}
+			return nil
+		})
+		return &p
+	}, with("ClassParams")...)
+
+	out.ClassStatuses = krt.NewCollection(in.GatewayClasses, func(ctx krt.HandlerContext, gc *gwv1.GatewayClass) *ClassStatus {
+		p := krt.FetchOne(ctx, classParams, krt.FilterKey(gc.Name))
+		if p == nil {
+			return nil
+		}
+		return &ClassStatus{Name: gc.Name, Condition: GatewayClassAcceptedCondition(gc, p.Problem, metav1.Time{})}
 	}, with("ClassStatuses")...)
 
 	out.Gateways = krt.NewCollection(in.Gateways, func(ctx krt.HandlerContext, gw *gwv1.Gateway) *GatewayView {
-		gc := krt.FetchOne(ctx, in.GatewayClasses, krt.FilterKey(string(gw.Spec.GatewayClassName)))
-		if gc == nil || !IsOurGatewayClass(*gc, opts.ControllerName) {
+		p := krt.FetchOne(ctx, classParams, krt.FilterKey(string(gw.Spec.GatewayClassName)))
+		if p == nil {
 			return nil
 		}
-		return NewGatewayView(gw)
+		v := NewGatewayView(gw)
+		v.Class, v.EPPBodyMode, v.ClassProblem = p.Class, p.EPPBodyMode, p.Problem
+		return v
 	}, with("Gateways")...)
 
 	lookups := func(ctx krt.HandlerContext) (GatewayLookup, NamespaceLabels, BackendLookups) {
@@ -334,6 +356,9 @@ func Build(in Inputs, opts Options) Outputs {
 		// Programmed stays False/Pending until Gateway deployments exist
 		// (issue 6): nothing here knows whether a proxy serves the Gateway.
 		st := GatewayStatus(&gw, attached, false, metav1.Time{})
+		if gw.ClassProblem != "" {
+			st = withClassProblem(st, gw.Class, gw.ClassProblem)
+		}
 		return &GatewayStatusResult{Namespace: gw.Gateway.Namespace, Name: gw.Gateway.Name, Status: st}
 	}, with("GatewayStatuses")...)
 
@@ -486,7 +511,8 @@ func RouteParentStatuses(r RouteResult, controller string) []gwv1.RouteParentSta
 // from the routes that name it: each usable listener with the routes
 // attached to it, sorted by kind, namespace and name.
 func TranslatorGateway(gw GatewayView, routes []RouteResult) *model.Gateway {
-	out := &model.Gateway{Namespace: gw.Gateway.Namespace, Name: gw.Gateway.Name}
+	out := &model.Gateway{Namespace: gw.Gateway.Namespace, Name: gw.Gateway.Name,
+		EPPBodyMode: gw.EPPBodyMode, ClassParametersError: gw.ClassProblem}
 	built := map[string]*model.Route{}
 	for _, l := range gw.Listeners {
 		if !l.Usable() {

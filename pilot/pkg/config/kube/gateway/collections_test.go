@@ -34,6 +34,7 @@ type pipeline struct {
 	ns       krt.StaticCollection[*corev1.Namespace]
 	services krt.StaticCollection[*corev1.Service]
 	pools    krt.StaticCollection[*inferencev1.InferencePool]
+	cms      krt.StaticCollection[*corev1.ConfigMap]
 	out      Outputs
 }
 
@@ -56,6 +57,7 @@ func newPipeline(t *testing.T, inference bool, objs ...any) *pipeline {
 		ns:       krt.NewStaticCollection[*corev1.Namespace](nil, nil, stop),
 		services: krt.NewStaticCollection[*corev1.Service](nil, nil, stop),
 		pools:    krt.NewStaticCollection[*inferencev1.InferencePool](nil, nil, stop),
+		cms:      krt.NewStaticCollection[*corev1.ConfigMap](nil, nil, stop),
 	}
 	for _, o := range objs {
 		p.add(o)
@@ -63,6 +65,7 @@ func newPipeline(t *testing.T, inference bool, objs ...any) *pipeline {
 	p.out = Build(Inputs{
 		GatewayClasses: p.classes, Gateways: p.gateways, HTTPRoutes: p.http, GRPCRoutes: p.grpc,
 		ReferenceGrants: p.grants, Namespaces: p.ns, Services: p.services, InferencePools: p.pools,
+		ConfigMaps: p.cms,
 	}, Options{ControllerName: controller, ClusterDomain: "cluster.local", InferenceEnabled: inference,
 		Krt: []krt.CollectionOption{stop}})
 	p.settle()
@@ -88,6 +91,8 @@ func (p *pipeline) add(o any) {
 		p.services.UpdateObject(o)
 	case *inferencev1.InferencePool:
 		p.pools.UpdateObject(o)
+	case *corev1.ConfigMap:
+		p.cms.UpdateObject(o)
 	default:
 		p.t.Fatalf("unsupported object %T", o)
 	}

@@ -94,7 +94,7 @@ func NewController(cfg ControllerConfig) (*Controller, error) {
 	in := Inputs{
 		GatewayClasses: kc.GatewayClasses(), Gateways: kc.Gateways(), HTTPRoutes: kc.HTTPRoutes(),
 		GRPCRoutes: kc.GRPCRoutes(), ReferenceGrants: kc.ReferenceGrants(), Namespaces: kc.Namespaces(),
-		Services: kc.Services(),
+		Services: kc.Services(), ConfigMaps: kc.ConfigMaps(),
 	}
 	if f.EnableInferenceExtension {
 		in.InferencePools = kc.InferencePools()

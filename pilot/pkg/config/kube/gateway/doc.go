@@ -10,6 +10,9 @@
 // The rules are pure functions over the API types, one concept per file:
 //   - gatewayclass.go: which classes are ours (spec.controllerName) and their
 //     Accepted condition;
+//   - classparams.go: a class's parameters (spec.parametersRef to a
+//     ConfigMap; the key eppRequestBodyMode), and what an invalid
+//     reference means for the class and its Gateways;
 //   - listeners.go, gatewaystatus.go: a Gateway's listeners (protocols,
 //     allowedRoutes, conflicts) and its status with attachedRoutes counts;
 //   - hostnames.go, attachment.go: a route's parentRefs against our Gateways

@@ -34,11 +34,11 @@ func OurGatewayClassNames(classes []*gwv1.GatewayClass, controller string) []str
 
 // GatewayClassAcceptedCondition returns the Accepted condition
 // (GatewayClassConditionStatusAccepted) we write on one of our classes:
-// True/Accepted, with observedGeneration the class's generation. Unsupported
-// spec.parametersRef is reported as False/InvalidParameters: infermesh takes
-// no class parameters. The caller keeps lastTransitionTime of an unchanged
-// condition; now is used otherwise.
-func GatewayClassAcceptedCondition(gc *gwv1.GatewayClass, now metav1.Time) metav1.Condition {
+// True/Accepted, or False/InvalidParameters with problem as the message
+// when its spec.parametersRef does not resolve (ResolveClassParams), with
+// observedGeneration the class's generation. The caller keeps
+// lastTransitionTime of an unchanged condition; now is used otherwise.
+func GatewayClassAcceptedCondition(gc *gwv1.GatewayClass, problem string, now metav1.Time) metav1.Condition {
 	c := metav1.Condition{
 		Type:               string(gwv1.GatewayClassConditionStatusAccepted),
 		Status:             metav1.ConditionTrue,
@@ -47,11 +47,10 @@ func GatewayClassAcceptedCondition(gc *gwv1.GatewayClass, now metav1.Time) metav
 		ObservedGeneration: gc.Generation,
 		LastTransitionTime: now,
 	}
-	if p := gc.Spec.ParametersRef; p != nil {
+	if problem != "" {
 		c.Status = metav1.ConditionFalse
 		c.Reason = string(gwv1.GatewayClassReasonInvalidParameters)
-		c.Message = fmt.Sprintf("spec.parametersRef %s/%s %s is not supported: this controller takes no class parameters",
-			p.Group, p.Kind, p.Name)
+		c.Message = problem
 	}
 	return c
 }

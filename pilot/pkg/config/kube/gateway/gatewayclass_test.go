@@ -35,20 +35,21 @@ func TestOurGatewayClassNames(t *testing.T) {
 
 func TestGatewayClassAcceptedCondition(t *testing.T) {
 	cases := []struct {
-		name               string
-		params             *gwv1.ParametersReference
+		name, problem      string
 		wantStatus, reason string
 	}{
 		{name: "accepted", wantStatus: "True", reason: "Accepted"},
-		{name: "parametersRef", params: &gwv1.ParametersReference{Kind: "ConfigMap", Name: "x"}, wantStatus: "False", reason: "InvalidParameters"},
+		{name: "invalid parameters", problem: "ConfigMap ns/p named by spec.parametersRef does not exist", wantStatus: "False", reason: "InvalidParameters"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			gc := gatewayClass("istio", controller)
-			gc.Spec.ParametersRef = tc.params
-			c := GatewayClassAcceptedCondition(gc, now)
+			c := GatewayClassAcceptedCondition(gc, tc.problem, now)
 			if c.Type != "Accepted" || string(c.Status) != tc.wantStatus || c.Reason != tc.reason || c.ObservedGeneration != 2 || !c.LastTransitionTime.Equal(&now) {
 				t.Fatalf("condition = %+v, want Accepted=%s (%s), generation 2", c, tc.wantStatus, tc.reason)
+			}
+			if tc.problem != "" && c.Message != tc.problem {
+				t.Errorf("message = %q, want the problem %q", c.Message, tc.problem)
 			}
 		})
 	}

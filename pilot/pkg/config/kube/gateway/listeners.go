@@ -12,6 +12,8 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
 	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
+
+	"github.com/infermesh/infermesh/pilot/pkg/model"
 )
 
 // Route kinds we attach (Gateway API RouteGroupKind, group GatewayGroup).
@@ -31,6 +33,13 @@ type GatewayView struct {
 	Gateway    types.NamespacedName
 	Generation int64
 	Listeners  []ListenerView
+	// Class is spec.gatewayClassName; EPPBodyMode and ClassProblem are
+	// its parameters (ClassParams): a Gateway of a class whose parameters
+	// do not resolve is Accepted=False/InvalidParameters and refused by
+	// the translator.
+	Class        string
+	EPPBodyMode  model.EPPBodyMode
+	ClassProblem string
 }
 
 // ListenerView is one Gateway API Listener as we validated it.
