@@ -21,9 +21,9 @@ type podRuntime struct {
 	node   *provider
 	ctx    context.Context
 	cancel context.CancelFunc
-	wg     sync.WaitGroup   // the containers' supervisors
-	kick   chan struct{}    // wakes the status notifier
-	done   chan struct{}    // closed once terminated and reported
+	wg     sync.WaitGroup  // the containers' supervisors
+	kick   chan struct{}   // wakes the status notifier
+	done   chan struct{}   // closed once terminated and reported
 	conds  *conditionClock // transition times of the pod conditions
 
 	mu          sync.Mutex
