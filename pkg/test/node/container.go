@@ -47,6 +47,9 @@ func (c *container) supervise(ctx context.Context) {
 		if ran >= 2*c.pod.node.cfg.MaxBackOff {
 			failures = 0 // the kubelet forgets a back-off after 2x its cap
 		}
+		c.pod.mu.Lock()
+		c.last = c.state // the run that just ended
+		c.pod.mu.Unlock()
 		if d := c.pod.node.cfg.backOff(failures); d > 0 && !c.backOff(ctx, d) {
 			return
 		}
@@ -142,7 +145,6 @@ func (c *container) shouldRestart() bool {
 func (c *container) backOff(ctx context.Context, d time.Duration) bool {
 	msg := fmt.Sprintf("back-off %s restarting failed container=%s pod=%s_%s(%s)", d, c.spec.Name, c.pod.pod.Name, c.pod.pod.Namespace, c.pod.pod.UID)
 	c.pod.mu.Lock()
-	c.last = c.state
 	c.state = corev1.ContainerState{Waiting: &corev1.ContainerStateWaiting{Reason: "CrashLoopBackOff", Message: msg}}
 	c.pod.mu.Unlock()
 	c.pod.event(corev1.EventTypeWarning, "BackOff", "Back-off restarting failed container %s", c.spec.Name)

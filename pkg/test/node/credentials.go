@@ -73,16 +73,19 @@ func (n *provider) credentials(ctx context.Context, pod *corev1.Pod, dir string)
 }
 
 // requestToken asks for a token of the pod's ServiceAccount bound to the
-// pod, retrying while the account does not exist yet.
+// pod, retrying while the account does not exist yet. A pod without
+// serviceAccountName (the ServiceAccount admission plugin, which kubeenv
+// turns off, would have set "default") gets an unbound token of "default":
+// the apiserver refuses to bind a token to a pod that names no account.
 func (n *provider) requestToken(ctx context.Context, pod *corev1.Pod) (string, error) {
 	sa := pod.Spec.ServiceAccountName
-	if sa == "" {
-		sa = "default"
-	}
 	req := &authenticationv1.TokenRequest{Spec: authenticationv1.TokenRequestSpec{
 		ExpirationSeconds: ptr.To(int64(tokenLifetime / time.Second)),
 		BoundObjectRef:    &authenticationv1.BoundObjectReference{Kind: "Pod", APIVersion: "v1", Name: pod.Name, UID: pod.UID},
 	}}
+	if sa == "" {
+		sa, req.Spec.BoundObjectRef = "default", nil
+	}
 	var token string
 	var last error
 	err := wait.PollUntilContextTimeout(ctx, 500*time.Millisecond, tokenWait, true, func(ctx context.Context) (bool, error) {

@@ -24,6 +24,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/infermesh/infermesh/pkg/test/kubeenv"
@@ -191,12 +192,19 @@ func tryGet(url string) (string, error) {
 	return string(b), nil
 }
 
-// appContainer is the test program as a container serving HTTP on port.
+// appContainer is the test program as a container serving HTTP on port,
+// with a readiness probe on /healthz so that Ready means serving (a
+// container without one is ready as soon as its process starts, before it
+// listens, as with a real kubelet).
 func appContainer(name string, port int, env ...corev1.EnvVar) corev1.Container {
 	return corev1.Container{
 		Name:  name,
 		Image: appImage,
 		Env:   append([]corev1.EnvVar{{Name: "HTTP_PORT", Value: fmt.Sprint(port)}}, env...),
+		ReadinessProbe: &corev1.Probe{
+			ProbeHandler:  corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{Path: "/healthz", Port: intstr.FromInt32(int32(port))}},
+			PeriodSeconds: 1, TimeoutSeconds: 1, SuccessThreshold: 1, FailureThreshold: 1,
+		},
 	}
 }
 

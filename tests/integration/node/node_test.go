@@ -105,6 +105,8 @@ func (c *cluster) testEnvironment(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// kubeenv turns the ServiceAccount admission plugin off, so the pod
+	// names no account unless it says so; the node then uses "default".
 	field := func(name, path string) corev1.EnvVar {
 		return corev1.EnvVar{Name: name, ValueFrom: &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{FieldPath: path}}}
 	}
@@ -125,7 +127,7 @@ func (c *cluster) testEnvironment(t *testing.T) {
 	}
 	want := map[string]string{
 		"POD_NAME": "downward", "NAMESPACE": ns, "POD_UID": string(created.UID),
-		"POD_IP": p.Status.PodIP, "HOST_IP": "10.244.64.1", "NODE": nodeName, "SA": "default",
+		"POD_IP": p.Status.PodIP, "HOST_IP": "10.244.64.1", "NODE": nodeName, "SA": created.Spec.ServiceAccountName,
 		"GREETING":                   fmt.Sprintf("hello downward at %s, $(POD_NAME) $(UNDEFINED)", svc.Spec.ClusterIP),
 		"FOO_SVC_SERVICE_HOST":       svc.Spec.ClusterIP,
 		"FOO_SVC_SERVICE_PORT":       "8000",
@@ -212,8 +214,12 @@ func (c *cluster) probeCase(t *testing.T, ns string, pc probeCase) {
 	p = c.waitPod(t, ns, name, "restarted by the liveness probe, then Ready", waitBound, func(p *corev1.Pod) bool {
 		return isReady(p) && p.Status.ContainerStatuses[0].RestartCount == 1
 	})
-	if last := p.Status.ContainerStatuses[0].LastTerminationState.Terminated; last == nil || last.ExitCode == 0 {
-		t.Errorf("lastState after a liveness kill = %+v, want terminated with a non-zero exit code", last)
+	// The app exits 0 on SIGTERM, so the killed run ends Completed.
+	if last := p.Status.ContainerStatuses[0].LastTerminationState.Terminated; last == nil || last.ExitCode != 0 || last.Reason != "Completed" {
+		t.Errorf("lastState after a liveness kill = %+v, want terminated, Completed (the app exits 0 on SIGTERM)", last)
+	}
+	if log, err := os.ReadFile(c.node.LogPath(p, "app", 0)); err != nil || !strings.Contains(string(log), "got SIGTERM") {
+		t.Errorf("the first run's log (%v) lacks the SIGTERM of the liveness kill:\n%s", err, log)
 	}
 }
 
