@@ -1,0 +1,81 @@
+// Copyright infermesh authors
+// SPDX-License-Identifier: Apache-2.0
+
+package node
+
+import (
+	"fmt"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+)
+
+// serviceAccountMountPath is where the kubelet mounts a pod's API credentials.
+const serviceAccountMountPath = "/var/run/secrets/kubernetes.io/serviceaccount"
+
+// unsupported lists the parts of pod this node cannot run faithfully. A pod
+// with any of them is not started: its containers wait with reason
+// CreateContainerConfigError and a Warning event names what is missing,
+// rather than the node running something other than what the pod asks for.
+// The one exception is the kube-api-access volume that the ServiceAccount
+// admission plugin adds to every pod: this node hands the same credentials
+// over as a kubeconfig instead (see doc.go).
+func unsupported(pod *corev1.Pod) []string {
+	var out []string
+	if len(pod.Spec.InitContainers) > 0 {
+		out = append(out, "initContainers")
+	}
+	if len(pod.Spec.ReadinessGates) > 0 {
+		out = append(out, "readinessGates")
+	}
+	if pod.Spec.HostNetwork {
+		out = append(out, "hostNetwork")
+	}
+	for i := range pod.Spec.Containers {
+		out = append(out, unsupportedInContainer(pod, &pod.Spec.Containers[i])...)
+	}
+	return out
+}
+
+func unsupportedInContainer(pod *corev1.Pod, c *corev1.Container) []string {
+	var out []string
+	at := func(what string) { out = append(out, fmt.Sprintf("container %s: %s", c.Name, what)) }
+	for _, m := range c.VolumeMounts {
+		if !isServiceAccountMount(pod, m) {
+			at("volumeMount " + m.Name)
+		}
+	}
+	if len(c.VolumeDevices) > 0 {
+		at("volumeDevices")
+	}
+	if c.WorkingDir != "" {
+		at("workingDir")
+	}
+	if c.Lifecycle != nil {
+		at("lifecycle hooks")
+	}
+	probes := []struct {
+		kind  string
+		probe *corev1.Probe
+	}{{"livenessProbe", c.LivenessProbe}, {"readinessProbe", c.ReadinessProbe}, {"startupProbe", c.StartupProbe}}
+	for _, p := range probes {
+		if p.probe != nil && p.probe.HTTPGet == nil && p.probe.TCPSocket == nil && p.probe.GRPC == nil {
+			at(p.kind + " with an exec handler")
+		}
+	}
+	return out
+}
+
+// isServiceAccountMount reports whether m mounts the admission plugin's
+// kube-api-access projected volume at the service-account path.
+func isServiceAccountMount(pod *corev1.Pod, m corev1.VolumeMount) bool {
+	if m.MountPath != serviceAccountMountPath || !strings.HasPrefix(m.Name, "kube-api-access-") {
+		return false
+	}
+	for _, v := range pod.Spec.Volumes {
+		if v.Name == m.Name {
+			return v.Projected != nil
+		}
+	}
+	return false
+}
