@@ -15,6 +15,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/util/retry"
 
 	"github.com/infermesh/infermesh/pkg/test/kubeenv"
 )
@@ -65,7 +66,7 @@ func TestSchedulerBindsPodToReadyNode(t *testing.T) {
 func registerReadyNode(t *testing.T, client kubernetes.Interface, name string) {
 	t.Helper()
 	ctx := t.Context()
-	n, err := client.CoreV1().Nodes().Create(ctx, &corev1.Node{ObjectMeta: metav1.ObjectMeta{
+	_, err := client.CoreV1().Nodes().Create(ctx, &corev1.Node{ObjectMeta: metav1.ObjectMeta{
 		Name:   name,
 		Labels: map[string]string{corev1.LabelHostname: name},
 	}}, metav1.CreateOptions{})
@@ -77,16 +78,23 @@ func registerReadyNode(t *testing.T, client kubernetes.Interface, name string) {
 		corev1.ResourceCPU:    resource.MustParse("2"),
 		corev1.ResourceMemory: resource.MustParse("4Gi"),
 	}
-	now := metav1.Now()
-	n.Status = corev1.NodeStatus{
-		Capacity:    room,
-		Allocatable: room,
-		Conditions: []corev1.NodeCondition{{
+	// The node-lifecycle controller writes the new Node too (its taints):
+	// retry on conflict, as a kubelet's status updates do.
+	err = retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		n, err := client.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		now := metav1.Now()
+		n.Status.Capacity, n.Status.Allocatable = room, room
+		n.Status.Conditions = []corev1.NodeCondition{{
 			Type: corev1.NodeReady, Status: corev1.ConditionTrue, Reason: "KubeletReady",
 			LastHeartbeatTime: now, LastTransitionTime: now,
-		}},
-	}
-	if _, err := client.CoreV1().Nodes().UpdateStatus(ctx, n, metav1.UpdateOptions{}); err != nil {
+		}}
+		_, err = client.CoreV1().Nodes().UpdateStatus(ctx, n, metav1.UpdateOptions{})
+		return err
+	})
+	if err != nil {
 		t.Fatal(err)
 	}
 }
