@@ -11,8 +11,8 @@
 # mostly wait on the processes they start. So:
 #   - the binaries the suites need, built once per machine and cached
 #     (hack/k8s-test-binaries.sh: kube-apiserver, kube-controller-manager,
-#     etcd; hack/epp-binaries.sh: the endpoint pickers), start building in
-#     the background at once;
+#     kube-scheduler, etcd; hack/epp-binaries.sh: the endpoint pickers),
+#     start building in the background at once;
 #   - vet, gofmt and the unit tests run in the foreground meanwhile;
 #   - staticcheck runs beside the integration suites, filling the cores
 #     they leave idle;

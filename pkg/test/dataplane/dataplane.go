@@ -28,8 +28,18 @@ import (
 // Options configure a DataPlane.
 type Options struct {
 	// ListenerAddress maps an xDS listener's port to the local address to
-	// bind, e.g. 80 -> "127.0.0.1:0". nil binds "127.0.0.1:<port>".
+	// bind, e.g. 80 -> "127.0.0.1:0". nil binds "127.0.0.1:<port>", unless
+	// BindListenerAddresses is set.
 	ListenerAddress func(port uint32) string
+	// BindListenerAddresses binds each listener at the address and port of
+	// its socket_address, as Envoy does (the command in cmd/dataplane, run as
+	// a pod's process in its own network namespace). It excludes
+	// ListenerAddress.
+	BindListenerAddresses bool
+	// ServiceNode, when not empty, replaces the bootstrap node's id, as
+	// Envoy's --service-node does (source/common/local_info/
+	// local_info_impl.h, buildLocalNode).
+	ServiceNode string
 	// Logger receives connection and configuration events; nil discards.
 	Logger *slog.Logger
 	// Dial, when set, opens every outgoing TCP connection (ADS, upstreams,
@@ -153,6 +163,12 @@ func New(bootstrap []byte, opts Options) (*DataPlane, error) {
 	t, err := parseBootstrap(bootstrap)
 	if err != nil {
 		return nil, err
+	}
+	if opts.BindListenerAddresses && opts.ListenerAddress != nil {
+		return nil, errors.New("dataplane: Options.BindListenerAddresses and Options.ListenerAddress exclude each other")
+	}
+	if opts.ServiceNode != "" {
+		t.node = withNodeID(t.node, opts.ServiceNode)
 	}
 	if opts.EnvoyVersion == "" {
 		opts.EnvoyVersion = DefaultEnvoyVersion
@@ -389,10 +405,7 @@ func (dp *DataPlane) syncListenersLocked(next *activeConfig) {
 		if dp.listeners[name] != nil {
 			continue
 		}
-		addr := "127.0.0.1:" + strconv.FormatUint(uint64(l.port), 10)
-		if dp.opts.ListenerAddress != nil {
-			addr = dp.opts.ListenerAddress(l.port)
-		}
+		addr := dp.bindAddress(l)
 		ln, err := net.Listen("tcp", addr)
 		if err != nil {
 			// Envoy would reject the listener; we log, the test sees no Addr.
@@ -410,6 +423,19 @@ func (dp *DataPlane) syncListenersLocked(next *activeConfig) {
 		}()
 		dp.listeners[name] = b
 	}
+}
+
+// bindAddress is where listener l is bound (see Options.ListenerAddress and
+// Options.BindListenerAddresses).
+func (dp *DataPlane) bindAddress(l *listenerConfig) string {
+	port := strconv.FormatUint(uint64(l.port), 10)
+	switch {
+	case dp.opts.BindListenerAddresses:
+		return net.JoinHostPort(l.address, port)
+	case dp.opts.ListenerAddress != nil:
+		return dp.opts.ListenerAddress(l.port)
+	}
+	return "127.0.0.1:" + port
 }
 
 func (b *boundListener) close() {

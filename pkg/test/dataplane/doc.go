@@ -21,6 +21,10 @@
 // module it is built on and of the Gateway Deployments' image); the node it
 // sends declares it in user_agent_build_version, with user_agent_name
 // "envoy", unless the bootstrap sets them (as Envoy, source/server/server.cc).
+// Options.ServiceNode replaces the bootstrap node's id, as Envoy's
+// --service-node does. Listeners bind 127.0.0.1:<port> (or where
+// Options.ListenerAddress says), or, with Options.BindListenerAddresses, at
+// their own socket_address, as Envoy does.
 // Run keeps an ADS stream up (reconnecting with bounded backoff); Addr gives
 // each xDS listener's bound address; Snapshot and WaitFor expose the
 // configuration in effect and the counters.
@@ -56,6 +60,10 @@
 //     reverse, a filter's own reply through every encoder filter), the CORS
 //     and ext_proc filters (the latter through package extproc), and the
 //     router with the override_host load balancer.
+//
+// The command cmd/dataplane runs it as a process started with Envoy's
+// command line (-c FILE --service-node ID), for pods run as local processes;
+// see its doc.go.
 //
 // # Where it knowingly differs from Envoy
 //
@@ -102,7 +110,8 @@
 //   - The file_based_metadata token is trimmed of surrounding white space.
 //   - Weighted cluster choice uses Options.Rand, not Envoy's per-request
 //     random value or x-envoy-stable-hash headers.
-//   - The bootstrap's admin and static listeners (status port) are not run.
+//   - The bootstrap's admin and static listeners (status port) are not run,
+//     so cmd/dataplane fails a readiness probe on the status port.
 //   - Run as an older Envoy, a field newer than it is cleared from the
 //     resource (Snapshot shows it without the field; an old Envoy keeps the
 //     bytes as unknown), and --reject-unknown-dynamic-fields is not

@@ -47,6 +47,18 @@ var fieldsIntroduced = map[protoreflect.FullName]envoyVersion{
 	"envoy.extensions.load_balancing_policies.override_host.v3.OverrideHost.selected_host_key": {semver.MustParse("1.38.0")},
 }
 
+// withNodeID returns a copy of n with id set, as Envoy applies
+// --service-node to the bootstrap's node (source/common/local_info/
+// local_info_impl.h, buildLocalNode: a non-empty name replaces node.id).
+func withNodeID(n *corev3.Node, id string) *corev3.Node {
+	out := &corev3.Node{}
+	if n != nil {
+		out = proto.Clone(n).(*corev3.Node)
+	}
+	out.Id = id
+	return out
+}
+
 // declaredNode is the node the data plane sends: the bootstrap's, with
 // user_agent_name "envoy" and user_agent_build_version v unless the
 // bootstrap sets them, as Envoy fills them (source/server/server.cc,

@@ -15,15 +15,18 @@ import (
 const KubernetesVersion = "v1.37.2"
 
 // BinariesEnv names the environment variable that, when set, points at a folder
-// holding kube-apiserver, kube-controller-manager and etcd. It overrides the
-// cache folder of hack/k8s-test-binaries.sh.
+// holding kube-apiserver, kube-controller-manager and etcd (and kube-scheduler
+// for WithScheduler). It overrides the cache folder of hack/k8s-test-binaries.sh.
 const BinariesEnv = "KUBE_TEST_BINARIES"
 
-// binaryNames are the executables Start needs, all in one folder.
+// binaryNames are the executables every Start needs, all in one folder.
 var binaryNames = []string{"etcd", "kube-apiserver", "kube-controller-manager"}
 
+// schedulerBinary is the executable Start needs too with WithScheduler.
+const schedulerBinary = "kube-scheduler"
+
 // errNoBinaries is wrapped by findBinaries when a binary is missing.
-var errNoBinaries = errors.New("kubeenv: Kubernetes test binaries not found; build them with hack/k8s-test-binaries.sh (or `make integ`), or point " + BinariesEnv + " at a folder holding " + "etcd, kube-apiserver and kube-controller-manager")
+var errNoBinaries = errors.New("kubeenv: Kubernetes test binaries not found; build them with hack/k8s-test-binaries.sh (or `make integ`), or point " + BinariesEnv + " at a folder holding " + "etcd, kube-apiserver and kube-controller-manager (and kube-scheduler for WithScheduler)")
 
 // defaultBinaryDir is where hack/k8s-test-binaries.sh puts the binaries:
 // ${INFERMESH_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/infermesh}/k8s/<version>/bin.
@@ -39,17 +42,17 @@ func defaultBinaryDir(getenv func(string) string) string {
 	return filepath.Join(root, "k8s", KubernetesVersion, "bin")
 }
 
-// findBinaries returns the folder holding every binary in binaryNames: dir if
-// not empty, else $KUBE_TEST_BINARIES, else the script's cache folder. The error
+// findBinaries returns the folder holding every binary in names: dir if not
+// empty, else $KUBE_TEST_BINARIES, else the script's cache folder. The error
 // wraps errNoBinaries and names the folder searched and the missing binary.
-func findBinaries(dir string, getenv func(string) string) (string, error) {
+func findBinaries(dir string, names []string, getenv func(string) string) (string, error) {
 	if dir == "" {
 		dir = getenv(BinariesEnv)
 	}
 	if dir == "" {
 		dir = defaultBinaryDir(getenv)
 	}
-	for _, name := range binaryNames {
+	for _, name := range names {
 		p := filepath.Join(dir, name)
 		st, err := os.Stat(p)
 		if err != nil {

@@ -31,7 +31,7 @@ func TestFindBinaries(t *testing.T) {
 	env := map[string]string{BinariesEnv: dir}
 	getenv := func(k string) string { return env[k] }
 
-	_, err := findBinaries("", getenv)
+	_, err := findBinaries("", binaryNames, getenv)
 	if !errors.Is(err, errNoBinaries) || !strings.Contains(err.Error(), "hack/k8s-test-binaries.sh") {
 		t.Fatalf("empty folder: err = %v, want errNoBinaries naming the script", err)
 	}
@@ -40,10 +40,16 @@ func TestFindBinaries(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if got, err := findBinaries("", getenv); err != nil || got != dir {
+	if got, err := findBinaries("", binaryNames, getenv); err != nil || got != dir {
 		t.Fatalf("findBinaries = %q, %v; want %q", got, err, dir)
 	}
-	if _, err := findBinaries(t.TempDir(), getenv); !errors.Is(err, errNoBinaries) {
+	if _, err := findBinaries(t.TempDir(), binaryNames, getenv); !errors.Is(err, errNoBinaries) {
 		t.Fatalf("an explicit empty folder must win over %s: err = %v", BinariesEnv, err)
+	}
+	// A folder cached before kube-scheduler was added serves Start, but not
+	// Start with WithScheduler, and the error names the missing binary.
+	_, err = findBinaries("", append(binaryNames, schedulerBinary), getenv)
+	if !errors.Is(err, errNoBinaries) || !strings.Contains(err.Error(), schedulerBinary) {
+		t.Fatalf("folder without %s: err = %v, want errNoBinaries naming it", schedulerBinary, err)
 	}
 }

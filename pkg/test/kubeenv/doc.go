@@ -2,9 +2,10 @@
 // SPDX-License-Identifier: Apache-2.0
 
 // Package kubeenv runs a real, throwaway Kubernetes control plane for one test:
-// etcd, kube-apiserver and kube-controller-manager, built from the Kubernetes
-// release's own modules and started as child processes on free 127.0.0.1 ports.
-// No kubelet, no scheduler, no pod network (but see [NewNetNS]): what shows only
+// etcd, kube-apiserver and kube-controller-manager (and kube-scheduler when a
+// test asks with [WithScheduler]), built from the Kubernetes release's own
+// modules and started as child processes on free 127.0.0.1 ports.
+// No kubelet, no pod network (but see [NewNetNS]): what shows only
 // against a real API server (validation, defaulting, server-side apply field
 // ownership, status subresources, owner-reference garbage collection,
 // EndpointSlices, watch restarts) is real.
@@ -39,7 +40,12 @@
 //
 // The controller-manager runs the EndpointSlice, EndpointSlice-mirroring,
 // garbage-collector and service-account controllers (add more with
-// [WithControllers]). Since there is no kubelet, pods stay Pending until a test
+// [WithControllers]). [WithScheduler] adds kube-scheduler, acting as
+// [SchedulerUser] through the apiserver's bootstrap RBAC (not system:masters),
+// without leader election, its HTTPS port on a free loopback port; Start waits
+// for its /readyz, and it stops first. It binds pods only to Nodes that report
+// Ready and have room, after node-lifecycle-controller has lifted admission's
+// not-ready taint (see [WithScheduler]). Since there is no kubelet, pods stay Pending until a test
 // plays the kubelet's part with [MarkPodReady] / [SetPodReady]: bind the pod to
 // the Node and write its IP, phase and Ready condition through the status
 // subresource. Then the EndpointSlice controller publishes it (measured here:
@@ -60,8 +66,8 @@
 //   - [Start], [Env.StopAPIServer], [Env.StartAPIServer] and [Env.ApplyCRDs] stop
 //     the test with t.Fatal when the harness fails: call them from the test's
 //     own goroutine. [Env.AuditEvents] and the kubelet stand-in return errors.
-//   - Start registers a t.Cleanup that stops kube-controller-manager, then
-//     kube-apiserver, then etcd, whether the test passed or not, and attaches each
+//   - Start registers a t.Cleanup that stops kube-scheduler (if running), then
+//     kube-controller-manager, then kube-apiserver, then etcd, whether the test passed or not, and attaches each
 //     process's log to the test output only when the test failed. [Env.Stop]
 //     does the stopping earlier (for good; idempotent); the cleanup then only
 //     attaches the logs.

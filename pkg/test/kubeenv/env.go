@@ -7,6 +7,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"slices"
 	"testing"
 	"time"
 
@@ -44,10 +45,12 @@ type Env struct {
 	creds credentials
 
 	etcd, apiServer, controllerManager *process
+	scheduler                          *process // nil without WithScheduler
+	schedulerPort                      int
 }
 
-// Start starts etcd, kube-apiserver and kube-controller-manager, creates the
-// Node NodeName, installs the CRDs of WithCRDs and WithStandardCRDs, and
+// Start starts etcd, kube-apiserver and kube-controller-manager (and
+// kube-scheduler with WithScheduler), creates the Node NodeName, installs the CRDs of WithCRDs and WithStandardCRDs, and
 // returns once the apiserver is ready and the controllers are running (bounded
 // by WithStartupTimeout). Its
 // t.Cleanup stops them all in reverse order, and logs their output if the test
@@ -57,11 +60,15 @@ func Start(t testing.TB, opts ...Option) *Env {
 	t.Helper()
 	began := time.Now()
 	o := newOptions(opts)
-	bin, err := findBinaries(o.binaryDir, os.Getenv)
+	names := binaryNames
+	if o.scheduler {
+		names = append(append([]string(nil), binaryNames...), schedulerBinary)
+	}
+	bin, err := findBinaries(o.binaryDir, names, os.Getenv)
 	if err != nil {
 		t.Fatal(err)
 	}
-	ports, err := freePorts(3)
+	ports, err := freePorts(4)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -76,6 +83,10 @@ func Start(t testing.TB, opts ...Option) *Env {
 	e.etcd = newEtcd(bin, e.files, etcdPort, peerPort)
 	e.apiServer = newAPIServer(bin, e.files, apiPort, etcdPort, o.apiServerArgs)
 	e.controllerManager = newControllerManager(bin, e.files, o.controllers)
+	if o.scheduler {
+		e.schedulerPort = ports[3]
+		e.scheduler = newScheduler(bin, e.files, e.schedulerPort)
+	}
 	t.Cleanup(e.cleanup) // before the first process starts, so none outlives a failed Start
 
 	ctx, cancel := context.WithTimeout(context.Background(), o.startupTimeout)
@@ -92,7 +103,7 @@ func Start(t testing.TB, opts ...Option) *Env {
 
 // boot starts etcd, kube-apiserver and kube-controller-manager in turn, creates
 // the Node, and returns how long after began the apiserver became ready, once
-// the controllers run.
+// the controllers (and the scheduler, if asked for) run.
 func (e *Env) boot(ctx context.Context, began time.Time, etcdPort int) (time.Duration, error) {
 	etcdURL := fmt.Sprintf("http://127.0.0.1:%d", etcdPort)
 	if err := e.etcd.start(); err != nil {
@@ -136,7 +147,29 @@ func (e *Env) boot(ctx context.Context, began time.Time, etcdPort int) (time.Dur
 		_, err := client.CoreV1().ServiceAccounts(metav1.NamespaceDefault).Get(ctx, "default", metav1.GetOptions{})
 		return err == nil
 	})
-	return apiReady, err
+	if err != nil || e.scheduler == nil {
+		return apiReady, err
+	}
+	return apiReady, e.startScheduler(ctx)
+}
+
+// startScheduler starts kube-scheduler and waits until its /readyz answers,
+// which includes its informers' first sync.
+func (e *Env) startScheduler(ctx context.Context) error {
+	if err := e.scheduler.start(); err != nil {
+		return err
+	}
+	return waitFor(ctx, e.scheduler, "kube-scheduler /readyz", schedulerReady(e.schedulerPort))
+}
+
+// processes returns the running parts in the order they stop: the scheduler
+// (if any), kube-controller-manager, kube-apiserver, etcd.
+func (e *Env) processes() []*process {
+	ps := []*process{e.controllerManager, e.apiServer, e.etcd}
+	if e.scheduler != nil {
+		ps = append([]*process{e.scheduler}, ps...)
+	}
+	return ps
 }
 
 // RESTConfig returns a new client config for AdminUser (system:masters), with
@@ -166,30 +199,29 @@ func createNode(ctx context.Context, client kubernetes.Interface) error {
 	return nil
 }
 
-// Stop stops kube-controller-manager, kube-apiserver and etcd now, in that
-// order (SIGTERM, then SIGKILL after 5 s), and returns once all have exited.
+// Stop stops kube-scheduler (with WithScheduler), kube-controller-manager,
+// kube-apiserver and etcd now, in that order (SIGTERM, then SIGKILL after 5 s), and returns once all have exited.
 // The cluster is gone for good: do not call StartAPIServer afterwards. Start's
 // t.Cleanup then stops nothing more, but still attaches the logs if the test
 // failed. Calling Stop again does nothing. A process that survives SIGKILL is
 // reported with t.Error.
 func (e *Env) Stop() {
 	e.t.Helper()
-	for _, p := range []*process{e.controllerManager, e.apiServer, e.etcd} {
+	for _, p := range e.processes() {
 		if err := p.stop(stopGrace); err != nil {
 			e.t.Error(err)
 		}
 	}
 }
 
-// cleanup stops kube-controller-manager, kube-apiserver and etcd, in that order,
-// unless Stop already did, and attaches their logs to the test output if the
-// test failed.
+// cleanup stops the processes as Stop does, unless Stop already did, and
+// attaches their logs to the test output if the test failed.
 func (e *Env) cleanup() {
 	e.Stop()
 	if !e.t.Failed() {
 		return
 	}
-	for _, p := range []*process{e.etcd, e.apiServer, e.controllerManager} {
+	for _, p := range slices.Backward(e.processes()) {
 		e.t.Logf("kubeenv: %s log (%s):\n%s", p.name, p.logPath, p.logTail(256<<10))
 	}
 }

@@ -20,13 +20,17 @@ import (
 	"github.com/infermesh/infermesh/pkg/test/certs"
 )
 
-// Identities in the static token file. Both are in system:masters; the
-// controller-manager has its own name so the audit log tells its writes apart.
+// Identities in the static token file. The admin and the controller-manager are
+// in system:masters; the controller-manager has its own name so the audit log
+// tells its writes apart. The scheduler is in no group: it acts through the
+// apiserver's bootstrap RBAC for system:kube-scheduler, as in a real cluster.
 const (
 	// AdminUser is the user name of Env.RESTConfig and Env.Kubeconfig.
 	AdminUser = "kubeenv-admin"
 	// ControllerManagerUser is the user name kube-controller-manager acts as.
 	ControllerManagerUser = "system:kube-controller-manager"
+	// SchedulerUser is the user name kube-scheduler acts as (WithScheduler).
+	SchedulerUser = "system:kube-scheduler"
 )
 
 // auditPolicy logs every request once, when its response completes (and when a
@@ -50,6 +54,7 @@ type files struct {
 	auditLog       string
 	adminConfig    string // kubeconfig for tests
 	kcmConfig      string // kubeconfig for kube-controller-manager
+	schedConfig    string // kubeconfig for kube-scheduler
 	etcdData       string
 	logs           string
 }
@@ -66,6 +71,7 @@ func newFiles(dir string) files {
 		auditLog:       p("audit.log"),
 		adminConfig:    p("kubeconfig"),
 		kcmConfig:      p("kube-controller-manager.kubeconfig"),
+		schedConfig:    p("kube-scheduler.kubeconfig"),
 		etcdData:       p("etcd"),
 		logs:           p("logs"),
 	}
@@ -77,6 +83,7 @@ type credentials struct {
 	caPEM      []byte
 	adminToken string
 	kcmToken   string
+	schedToken string
 }
 
 // write creates every file the control plane reads, with fresh keys and tokens.
@@ -94,9 +101,9 @@ func (f files) write(host string) (credentials, error) {
 	if err != nil {
 		return credentials{}, err
 	}
-	c := credentials{host: host, caPEM: certPEM, adminToken: randomToken(), kcmToken: randomToken()}
-	tokens := fmt.Sprintf("%s,%s,1,\"system:masters\"\n%s,%s,2,\"system:masters\"\n",
-		c.adminToken, AdminUser, c.kcmToken, ControllerManagerUser)
+	c := credentials{host: host, caPEM: certPEM, adminToken: randomToken(), kcmToken: randomToken(), schedToken: randomToken()}
+	tokens := fmt.Sprintf("%s,%s,1,\"system:masters\"\n%s,%s,2,\"system:masters\"\n%s,%s,3\n",
+		c.adminToken, AdminUser, c.kcmToken, ControllerManagerUser, c.schedToken, SchedulerUser)
 	for path, data := range map[string][]byte{
 		f.servingCert:    certPEM,
 		f.servingKey:     keyPEM,
@@ -112,6 +119,9 @@ func (f files) write(host string) (credentials, error) {
 		return credentials{}, err
 	}
 	if err := writeKubeconfig(f.kcmConfig, c, ControllerManagerUser, c.kcmToken); err != nil {
+		return credentials{}, err
+	}
+	if err := writeKubeconfig(f.schedConfig, c, SchedulerUser, c.schedToken); err != nil {
 		return credentials{}, err
 	}
 	return c, nil

@@ -14,6 +14,7 @@ type options struct {
 	apiServerArgs  []string
 	crds           []string
 	standardCRDs   bool
+	scheduler      bool
 	startupTimeout time.Duration
 }
 
@@ -66,4 +67,20 @@ func WithCRDs(paths ...string) Option {
 // cluster to become ready (default 90 s, generous for a loaded 2-core machine).
 func WithStartupTimeout(d time.Duration) Option {
 	return func(o *options) { o.startupTimeout = d }
+}
+
+// WithScheduler runs kube-scheduler beside the apiserver (see scheduler.go), so
+// pods without a spec.nodeName are bound by the real scheduler. It binds only to
+// a Node that has room for the pod and tolerated taints, and the apiserver's
+// TaintNodesByCondition admission gives every new Node the taint
+// node.kubernetes.io/not-ready:NoSchedule, which only kube-controller-manager's
+// node-lifecycle-controller lifts, once the Node reports Ready. So a test that
+// registers Nodes (or runs a node agent) also asks for
+// WithControllers("node-lifecycle-controller"). The Node NodeName that Start
+// creates keeps that taint and has no allocatable pods: the scheduler never
+// picks it. Mind that the node-lifecycle-controller marks the pods of a Node
+// that never reports status (such as NodeName) NotReady after its 60 s
+// start-up grace period, which undoes MarkPodReady there.
+func WithScheduler() Option {
+	return func(o *options) { o.scheduler = true }
 }

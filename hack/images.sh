@@ -1,0 +1,257 @@
+#!/usr/bin/env bash
+# images.sh builds the binaries that stand for container images when pods run
+# as local processes (the node agent of issue 15 maps each pod's image to one),
+# and writes that map. Pinned builds, from the Go module proxy, each into a
+# versioned cache folder outside the repository:
+#
+#   echo-basic           sigs.k8s.io/gateway-api/conformance@$ECHO_VERSION,
+#                        package sigs.k8s.io/gateway-api/conformance/echo-basic:
+#                        the backend of the Gateway API and GIE conformance suites
+#   gie-conformance.test `go test -c` of sigs.k8s.io/gateway-api-inference-extension/conformance
+#                        @$GIE_CONFORMANCE_VERSION: the GIE suite's own test binary
+#
+#   ${INFERMESH_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/infermesh}/images/<name>-<version>/bin/<name>
+#
+# lwepp ($LWEPP_VERSION) is hack/epp-binaries.sh's build, reused where that
+# script caches it (epp/lwepp-<version>/bin/lwepp), never rebuilt here.
+#
+# Our own binaries are built from the repository this script is in, at its
+# working tree, whenever that changed since the last build (commit, changes,
+# untracked files, Go version: see STAMP): pilot-discovery (./pilot/cmd/pilot-discovery) and the test data
+# plane's command (./pkg/test/dataplane/cmd/dataplane). They go into a folder
+# keyed by the repository's path, so two checkouts never overwrite each other's:
+#
+#   .../images/local-<first 12 hex of sha256(repository path)>/
+#       bin/pilot-discovery, bin/dataplane
+#       images.tsv
+#
+# That folder is printed as the only, so last, line of stdout; every other
+# message goes to stderr. images.tsv holds one line per image, the image
+# reference, a TAB, and the absolute path of the binary that runs as its
+# entrypoint; no header, no comments:
+#
+#   gcr.io/k8s-staging-gateway-api/echo-basic:v20251106-v1.3.0-263-g47c3435c  .../echo-basic
+#   registry.k8s.io/gateway-api-inference-extension/lwepp:v1.6.0               .../lwepp
+#   ghcr.io/infermesh/pilot-discovery:latest                                    .../pilot-discovery
+#   docker.io/envoyproxy/envoy:distroless-v1.40.0                               .../dataplane
+#
+# The first two are the references the suites' manifests name. Ours are the
+# references an unmodified install uses: pilot-discovery's is the image in
+# manifests/20-deployment.yaml, and the Gateway data plane's is the default of
+# PILOT_GATEWAY_PROXY_IMAGE (pilot/pkg/features/features.go), the image our
+# Gateway controller gives every Gateway Deployment. Both are read from those
+# files, so the map cannot drift from them. That Envoy image runs the test data
+# plane (pkg/test/dataplane), a stand-in for Envoy started with Envoy's own
+# arguments; with ENVOY_BINARY=<path of an envoy binary> it runs that Envoy
+# instead. An image missing from the map is the node agent's to refuse.
+#
+# Reuse: a pinned binary that is present and checks out (`go version -m` names
+# the package and the module version asked for) is not rebuilt. A build goes
+# into a temporary folder beside its cache folder and is renamed into place at
+# the end, so a killed build never leaves a half-filled folder; our own
+# binaries and images.tsv are each replaced by one rename. Concurrent runs
+# serialise on lock files (flock).
+#
+# Cost: see architecture/ci.md.
+#
+# Environment:
+#   INFERMESH_CACHE            cache root (default ${XDG_CACHE_HOME:-$HOME/.cache}/infermesh)
+#   ECHO_VERSION               sigs.k8s.io/gateway-api release for echo-basic (default v1.6.1)
+#   GIE_CONFORMANCE_VERSION    GIE release of the conformance suite (default v1.6.0)
+#   LWEPP_VERSION              GIE release of lwepp (default v1.6.0)
+#   ENVOY_BINARY               an Envoy binary to run for the Gateway data-plane image
+#   GO                         go command (default go)
+set -euo pipefail
+
+ECHO_VERSION=${ECHO_VERSION:-v1.6.1}
+GIE_CONFORMANCE_VERSION=${GIE_CONFORMANCE_VERSION:-v1.6.0}
+LWEPP_VERSION=${LWEPP_VERSION:-v1.6.0}
+GO=${GO:-go}
+CACHE_ROOT=${INFERMESH_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/infermesh}
+ROOT=$CACHE_ROOT/images
+REPO=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd -P)
+
+# The images the suites' manifests name (GIE v1.6.0 conformance/resources).
+ECHO_IMAGE=gcr.io/k8s-staging-gateway-api/echo-basic:v20251106-v1.3.0-263-g47c3435c
+LWEPP_IMAGE=registry.k8s.io/gateway-api-inference-extension/lwepp:$LWEPP_VERSION
+
+GWAPI=sigs.k8s.io/gateway-api
+GIE=sigs.k8s.io/gateway-api-inference-extension
+
+log() { printf '==> %s\n' "$*" >&2; }
+die() { printf 'images: %s\n' "$*" >&2; exit 1; }
+
+for v in "$ECHO_VERSION" "$GIE_CONFORMANCE_VERSION" "$LWEPP_VERSION"; do
+	[[ $v =~ ^v[0-9]+\.[0-9]+\.[0-9]+$ ]] || die "versions must look like v1.6.0, got $v"
+done
+
+# built BIN PKG MODULE VERSION: true when BIN exists and its build information
+# names package PKG as its main package (for a test binary, PKG.test) and
+# MODULE at VERSION among its modules.
+built() {
+	[[ -x $1 ]] || return 1
+	local info
+	info=$("$GO" version -m "$1" 2>/dev/null) || return 1
+	awk -v pkg="$2" '$1 == "path" && ($2 == pkg || $2 == pkg ".test") { found = 1 } END { exit !found }' <<<"$info" &&
+		awk -v mod="$3" -v ver="$4" '($1 == "mod" || $1 == "dep") && $2 == mod && $3 == ver { found = 1 } END { exit !found }' <<<"$info"
+}
+
+# lock NAME: serialise on ROOT/.NAME.lock (fd 9) until unlock.
+lock() {
+	exec 9>"$ROOT/.$1.lock"
+	if ! flock -n 9; then
+		log "waiting for another images.sh building $1"
+		flock 9
+	fi
+}
+unlock() { exec 9>&-; }
+
+# throwaway_module DIR NAME IMPORT REQUIRE...: a module in DIR named for NAME
+# whose tools.go imports IMPORT and whose go.mod requires each "module version"
+# in REQUIRE; the go directive and the one-line replace directives that do not
+# point into the release's own tree come from the go.mod of the first one
+# (replace directives apply only in the main module).
+throwaway_module() {
+	local dir=$1 name=$2 import=$3
+	shift 3
+	local mod ver gomod godirective
+	read -r mod ver <<<"$1"
+	gomod=$(cd "$dir" && GOFLAGS=-mod=mod "$GO" list -m -f '{{.GoMod}}' "$mod@$ver")
+	[[ -s $gomod ]] || die "could not fetch the go.mod of $mod@$ver"
+	godirective=$(awk '$1 == "go" && NF == 2 { print $2; exit }' "$gomod")
+	[[ -n $godirective ]] || die "no go directive in $gomod"
+	{
+		echo "// Generated by hack/images.sh; throwaway."
+		echo "module infermesh.test/images/$name"
+		echo
+		echo "go $godirective"
+		echo
+		local r
+		for r in "$@"; do echo "require $r"; done
+		echo
+		awk '$1 == "replace" && $3 == "=>" && $4 !~ /^\.\.?\// { print }' "$gomod"
+	} >"$dir/go.mod"
+	printf '//go:build tools\n\npackage tools\n\nimport _ "%s"\n' "$import" >"$dir/tools.go"
+	(cd "$dir" && GOFLAGS=-mod=mod "$GO" mod tidy) >&2
+}
+
+# build NAME VERSION PKG MODULE KIND REQUIRE...: make sure
+# ROOT/NAME-VERSION/bin/NAME exists and is PKG from MODULE at VERSION; KIND is
+# "build" for a command, "test" for `go test -c` of the package.
+build() {
+	local name=$1 version=$2 pkg=$3 module=$4 kind=$5
+	shift 5
+	local dest=$ROOT/$name-$version
+	lock "$name-$version"
+	if built "$dest/bin/$name" "$pkg" "$module" "$version"; then
+		log "reusing $dest"
+		unlock
+		return
+	fi
+	rm -rf "$ROOT/.build-$name-$version".*
+	local work
+	work=$(mktemp -d "$ROOT/.build-$name-$version.XXXXXX")
+	# shellcheck disable=SC2064 # expand now: work is local
+	trap "rm -rf '$work'" EXIT
+	mkdir -p "$work/mod" "$work/out/bin"
+	log "$name: resolving modules for $module $version"
+	throwaway_module "$work/mod" "$name" "$pkg" "$@"
+
+	local start=$SECONDS flags=(-trimpath -buildvcs=false -ldflags "-s -w" -o "$work/out/bin/$name")
+	log "$name: go $kind $pkg"
+	if [[ $kind == test ]]; then
+		(cd "$work/mod" && CGO_ENABLED=0 GOFLAGS=-mod=mod "$GO" test -c "${flags[@]}" "$pkg") >&2
+	else
+		(cd "$work/mod" && CGO_ENABLED=0 GOFLAGS=-mod=mod "$GO" build "${flags[@]}" "$pkg") >&2
+	fi
+	log "$name: built in $((SECONDS - start)) s"
+	built "$work/out/bin/$name" "$pkg" "$module" "$version" ||
+		die "the fresh $work/out/bin/$name is not $pkg from $module $version"
+	{
+		echo "$module $version"
+		echo "package $pkg ($kind)"
+		"$GO" version
+	} >"$work/out/VERSIONS"
+	cp "$work/mod/go.mod" "$work/out/go.mod.txt"
+	rm -rf "$dest"
+	mv "$work/out" "$dest"
+	rm -rf "$work"
+	trap - EXIT
+	unlock
+	log "$name: binary in $dest/bin"
+}
+
+# read_image WHAT FILE FS AWK: the image reference AWK, with field separator
+# FS, prints from FILE.
+read_image() {
+	local ref
+	ref=$(awk -F "$3" "$4" "$REPO/$2")
+	[[ $ref =~ ^[a-z0-9.-]+(:[0-9]+)?/[a-z0-9./_-]+:[A-Za-z0-9._-]+$ ]] || die "could not read $1 from $2 (got '$ref')"
+	printf '%s\n' "$ref"
+}
+
+mkdir -p "$ROOT"
+
+build echo-basic "$ECHO_VERSION" "$GWAPI/conformance/echo-basic" "$GWAPI/conformance" build \
+	"$GWAPI/conformance $ECHO_VERSION" "$GWAPI $ECHO_VERSION"
+build gie-conformance.test "$GIE_CONFORMANCE_VERSION" "$GIE/conformance" "$GIE/conformance" test \
+	"$GIE/conformance $GIE_CONFORMANCE_VERSION" "$GIE $GIE_CONFORMANCE_VERSION"
+
+LWEPP=$CACHE_ROOT/epp/lwepp-$LWEPP_VERSION/bin/lwepp
+if [[ ! -x $LWEPP ]]; then
+	log "lwepp $LWEPP_VERSION is not cached yet: hack/epp-binaries.sh builds it"
+	LWEPP_VERSION=$LWEPP_VERSION "$REPO/hack/epp-binaries.sh" >/dev/null
+fi
+[[ -x $LWEPP ]] || die "hack/epp-binaries.sh left no $LWEPP"
+
+PILOT_IMAGE=$(read_image "pilot-discovery's image" manifests/20-deployment.yaml ' ' \
+	'$1 == "image:" && $2 ~ /\/pilot-discovery:/ { print $2; exit }')
+# stringFlag("PILOT_GATEWAY_PROXY_IMAGE", "<default>", ...: the second string.
+PROXY_IMAGE=$(read_image "PILOT_GATEWAY_PROXY_IMAGE's default" pilot/pkg/features/features.go '"' \
+	'$2 == "PILOT_GATEWAY_PROXY_IMAGE" { print $4; exit }')
+if [[ -n ${ENVOY_BINARY:-} ]]; then
+	[[ -f $ENVOY_BINARY && -x $ENVOY_BINARY ]] || die "ENVOY_BINARY=$ENVOY_BINARY is not an executable file"
+	"$ENVOY_BINARY" --version >/dev/null 2>&1 || die "ENVOY_BINARY=$ENVOY_BINARY does not answer --version"
+	ENVOY_BINARY=$(cd "$(dirname "$ENVOY_BINARY")" && pwd -P)/$(basename "$ENVOY_BINARY")
+fi
+
+# Our own binaries and the map, in the folder of this checkout.
+KEY=$(printf '%s' "$REPO" | sha256sum | cut -c1-12)
+LOCAL=$ROOT/local-$KEY
+lock "local-$KEY"
+mkdir -p "$LOCAL/bin"
+rm -rf "$LOCAL/.build".*
+WORK=$(mktemp -d "$LOCAL/.build.XXXXXX")
+trap 'rm -rf "$WORK"' EXIT
+# The source state our binaries are built from: commit, uncommitted changes
+# (untracked files included) and Go version. Equal to the stamp of the last
+# build, the binaries are reused (go build relinks every time, which costs
+# 10 to 45 s here).
+STAMP=$( (cd "$REPO" && git rev-parse HEAD && git status --porcelain=v1 --untracked-files=all &&
+	git diff HEAD --binary && git ls-files --others --exclude-standard -z | xargs -0r sha256sum && "$GO" version) | sha256sum | cut -c1-64)
+if [[ -x $LOCAL/bin/pilot-discovery && -x $LOCAL/bin/dataplane && $(cat "$LOCAL/STAMP" 2>/dev/null) == "$STAMP" ]]; then
+	log "reusing pilot-discovery and dataplane in $LOCAL/bin (sources unchanged)"
+else
+	for cmd in pilot-discovery:./pilot/cmd/pilot-discovery dataplane:./pkg/test/dataplane/cmd/dataplane; do
+		name=${cmd%%:*}
+		start=$SECONDS
+		# Plain go build, as `make build` and the integration suites compile:
+		# they share the Go build cache.
+		(cd "$REPO" && "$GO" build -o "$WORK/$name" "${cmd#*:}") >&2
+		mv -f "$WORK/$name" "$LOCAL/bin/$name"
+		log "$name: built from $REPO in $((SECONDS - start)) s"
+	done
+	printf '%s\n' "$STAMP" >"$WORK/STAMP"
+	mv -f "$WORK/STAMP" "$LOCAL/STAMP"
+fi
+{
+	printf '%s\t%s\n' "$ECHO_IMAGE" "$ROOT/echo-basic-$ECHO_VERSION/bin/echo-basic"
+	printf '%s\t%s\n' "$LWEPP_IMAGE" "$LWEPP"
+	printf '%s\t%s\n' "$PILOT_IMAGE" "$LOCAL/bin/pilot-discovery"
+	printf '%s\t%s\n' "$PROXY_IMAGE" "${ENVOY_BINARY:-$LOCAL/bin/dataplane}"
+} >"$WORK/images.tsv"
+mv -f "$WORK/images.tsv" "$LOCAL/images.tsv"
+printf '%s\n' "$REPO" >"$LOCAL/REPOSITORY"
+unlock
+log "image map in $LOCAL/images.tsv"
+printf '%s\n' "$LOCAL"
