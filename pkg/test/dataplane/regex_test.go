@@ -16,6 +16,7 @@ import (
 	"google.golang.org/protobuf/types/known/anypb"
 	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
 
+	"github.com/infermesh/infermesh/pilot/pkg/model"
 	"github.com/infermesh/infermesh/pilot/pkg/networking/core"
 )
 
@@ -163,16 +164,23 @@ func TestRuntimeLayers(t *testing.T) {
 	}
 }
 
-// The translator leaves out a regex match over the bootstrap's limit, so
-// the route configuration it builds is accepted; a match within the limit
-// (above Envoy's default) stays.
+// The translator leaves out a rule with a regex match over the bootstrap's
+// limit, so the route configuration it builds is accepted; a rule whose
+// match is within the limit (above Envoy's default) stays.
 func TestTranslatedRegexFitsTheBootstrapLimit(t *testing.T) {
 	gw := seedGateway()
-	rule := *gw.Listeners[0].Routes[0].Rules[0].HTTP
+	route := *gw.Listeners[0].Routes[0]
 	typ := gwv1.PathMatchRegularExpression
 	small, big := modelsRE, bigRE
-	rule.Matches = []gwv1.HTTPRouteMatch{{Path: &gwv1.HTTPPathMatch{Type: &typ, Value: &small}}, {Path: &gwv1.HTTPPathMatch{Type: &typ, Value: &big}}}
-	gw.Listeners[0].Routes[0].Rules[0].HTTP = &rule
+	withMatch := func(index int, re *string) model.Rule {
+		r := route.Rules[0]
+		http := *r.HTTP
+		http.Matches = []gwv1.HTTPRouteMatch{{Path: &gwv1.HTTPPathMatch{Type: &typ, Value: re}}}
+		r.HTTP, r.Index = &http, index
+		return r
+	}
+	route.Rules = []model.Rule{withMatch(0, &small), withMatch(1, &big)}
+	gw.Listeners[0].Routes[0] = &route
 	res, err := core.BuildGateway(&gw, core.Inputs{}, core.Options{InferenceEnabled: true})
 	if err != nil {
 		t.Fatal(err)

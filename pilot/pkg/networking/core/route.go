@@ -314,7 +314,7 @@ type backendShare struct {
 // rule when grpc) sends to, and for a pool its EPP. ok is false for a
 // backend that gets HTTP 500: unresolved (Invalid set, or neither Service
 // nor Pool), a pool without a usable Endpoint Picker (no
-// endpointPickerRef, or port 0), or a pool whose model servers speak
+// endpointPickerRef, or port 0), or a Service port or a pool that speaks
 // HTTP/1.1 behind a GRPCRoute (gRPC needs HTTP/2; the controller reports
 // it as ResolvedRefs=False/UnsupportedProtocol and sets Invalid, this is
 // the same rule for a model built without it).
@@ -323,6 +323,9 @@ func backendCluster(b *model.Backend, grpc bool) (cluster string, epp *model.EPP
 	case b.Invalid != "":
 		return "", nil, false
 	case b.Service != nil:
+		if grpc && !b.Service.HTTP2 {
+			return "", nil, false
+		}
 		return ClusterName(uint32(b.Service.Port), b.Service.Host), nil, true
 	case b.Pool != nil:
 		p := b.Pool

@@ -91,7 +91,7 @@ func TestHostHeaderBecomesHostRewrite(t *testing.T) {
 			Type:                  gwv1.GRPCRouteFilterRequestHeaderModifier,
 			RequestHeaderModifier: &gwv1.HTTPHeaderFilter{Add: []gwv1.HTTPHeader{hdr("Host", "grpc.internal")}},
 		}}},
-		Backends: backendTo("a"),
+		Backends: grpcBackendTo("a"),
 	})
 	grpc.Kind = "GRPCRoute"
 	gw := gateway(
