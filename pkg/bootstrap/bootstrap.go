@@ -30,6 +30,8 @@ import (
 	"google.golang.org/protobuf/types/known/durationpb"
 	"google.golang.org/protobuf/types/known/structpb"
 	"google.golang.org/protobuf/types/known/wrapperspb"
+
+	"github.com/infermesh/infermesh/pkg/re2size"
 )
 
 // Defaults and names used in the bootstrap.
@@ -66,6 +68,15 @@ const (
 	// name of the credentials factory that applies it
 	// (google_grpc.credentials_factory_name).
 	FileBasedMetadataPlugin = "envoy.grpc_credentials.file_based_metadata"
+	// RE2MaxProgramSize is the largest RE2 program Envoy accepts in a
+	// regex of our xDS: the value of re2.max_program_size.error_level in
+	// the static runtime layer (Envoy's default, 100, refuses a route
+	// configuration holding a regex as plain as ^/v1/models/[a-z0-9-]{1,64}$).
+	// It is Istio's value. The translator checks every user regex against
+	// it (pilot/pkg/networking/core, regex.go).
+	RE2MaxProgramSize = 32768
+	// RuntimeLayerName names the one runtime layer, a static layer.
+	RuntimeLayerName = "static"
 )
 
 // Config is what one Gateway's bootstrap needs.
@@ -192,7 +203,30 @@ func Build(c Config) (*bootstrapv3.Bootstrap, error) {
 			Listeners: []*listenerv3.Listener{status},
 			Clusters:  clusters,
 		},
+		LayeredRuntime: layeredRuntime(),
 	}, nil
+}
+
+// layeredRuntime is one static layer setting re2.max_program_size.
+// error_level to RE2MaxProgramSize. The value is a string, as Istio
+// writes it: Envoy parses a string entry as an integer
+// (source/common/runtime/runtime_impl.cc, SnapshotImpl::createEntry) and
+// hands it to the RE2 limit (runtime_features.cc, maybeSetDeprecatedInts).
+//
+// No admin layer: with one, POST /runtime_modify on the admin port could
+// lower the limit below the one the translator checks, and a route the
+// translator accepted would then be refused. Envoy adds an admin layer
+// only when layered_runtime has no layer at all (source/server/
+// configuration_impl.cc), and without layered_runtime it has none either,
+// so no earlier behaviour is lost.
+func layeredRuntime() *bootstrapv3.LayeredRuntime {
+	layer := &structpb.Struct{Fields: map[string]*structpb.Value{
+		re2size.RuntimeKey: structpb.NewStringValue(strconv.Itoa(RE2MaxProgramSize)),
+	}}
+	return &bootstrapv3.LayeredRuntime{Layers: []*bootstrapv3.RuntimeLayer{{
+		Name:           RuntimeLayerName,
+		LayerSpecifier: &bootstrapv3.RuntimeLayer_StaticLayer{StaticLayer: layer},
+	}}}
 }
 
 // JSON returns Build(c) as indented JSON with proto field names, the form

@@ -6,6 +6,7 @@ package bootstrap_test
 import (
 	"bytes"
 	"errors"
+	"strconv"
 	"testing"
 
 	bootstrapv3 "github.com/envoyproxy/go-control-plane/envoy/config/bootstrap/v3"
@@ -23,6 +24,7 @@ import (
 	"github.com/infermesh/infermesh/pilot/pkg/xds"
 	"github.com/infermesh/infermesh/pkg/bootstrap"
 	"github.com/infermesh/infermesh/pkg/kube/krt"
+	"github.com/infermesh/infermesh/pkg/re2size"
 )
 
 const caPEM = "-----BEGIN CERTIFICATE-----\nMIIB\n-----END CERTIFICATE-----\n"
@@ -219,4 +221,21 @@ func upstreamTLS(t *testing.T, c *clusterv3.Cluster) *tlsv3.UpstreamTlsContext {
 		t.Fatal(err)
 	}
 	return &tc
+}
+
+// The bootstrap raises Envoy's RE2 program size limit (default 100) in one
+// static runtime layer and has no admin layer that could change it.
+func TestRuntimeRaisesRE2ProgramSizeLimit(t *testing.T) {
+	b := roundTrip(t, base())
+	layers := b.GetLayeredRuntime().GetLayers()
+	if len(layers) != 1 || layers[0].GetStaticLayer() == nil {
+		t.Fatalf("layered_runtime layers = %v, want one static layer", layers)
+	}
+	v := layers[0].GetStaticLayer().GetFields()[re2size.RuntimeKey]
+	if v.GetStringValue() != strconv.Itoa(bootstrap.RE2MaxProgramSize) || bootstrap.RE2MaxProgramSize != 32768 {
+		t.Errorf("%s = %v, want \"32768\"", re2size.RuntimeKey, v)
+	}
+	if len(layers[0].GetStaticLayer().GetFields()) != 1 {
+		t.Errorf("static layer = %v, want only %s", layers[0].GetStaticLayer(), re2size.RuntimeKey)
+	}
 }

@@ -25,7 +25,11 @@
 //     used when the name is empty, ignores plugin call credentials and would
 //     open the stream without the token);
 //   - an admin listener on 127.0.0.1 only, and a status listener whose
-//     /healthz/ready forwards to the admin's /ready (the readiness probe).
+//     /healthz/ready forwards to the admin's /ready (the readiness probe);
+//   - layered_runtime: one static layer setting re2.max_program_size.
+//     error_level to RE2MaxProgramSize (Envoy's default, 100, refuses most
+//     user regexes); no admin layer, so the limit cannot drift from the one
+//     the translator checks.
 //
 // Rules callers keep: Build is pure (no I/O, no clock); the token file is
 // read by Envoy, never here. Token rotation: the file_based_metadata plugin

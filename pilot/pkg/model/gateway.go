@@ -18,6 +18,8 @@
 package model
 
 import (
+	"strings"
+
 	"time"
 
 	inferencev1 "sigs.k8s.io/gateway-api-inference-extension/api/v1"
@@ -137,6 +139,32 @@ type ServiceBackend struct {
 	Host string
 	// Port is backendRef.port (the Service port).
 	Port int32
+	// HTTP2 is set when the Service port declares an HTTP/2 protocol
+	// (ServicePortHTTP2). The port's cluster is shared by every route that
+	// sends to it, so its protocol is the port's, never a route's.
+	HTTP2 bool
+}
+
+// ServicePortHTTP2 reports whether a Service port declares HTTP/2: its
+// appProtocol is kubernetes.io/h2c (the Gateway API's HTTP/2 without TLS),
+// grpc, grpc-web, http2 or h2c; or, without an appProtocol, its name is
+// grpc, http2 or starts with "grpc-" or "http2-" (Istio's port naming
+// convention). Case is ignored, as Istio ignores it.
+func ServicePortHTTP2(name, appProtocol string) bool {
+	if appProtocol != "" {
+		switch strings.ToLower(appProtocol) {
+		case "kubernetes.io/h2c", "grpc", "grpc-web", "http2", "h2c":
+			return true
+		}
+		return false
+	}
+	n := strings.ToLower(name)
+	for _, p := range []string{"grpc", "http2"} {
+		if n == p || strings.HasPrefix(n, p+"-") {
+			return true
+		}
+	}
+	return false
 }
 
 // PoolBackend is a resolved backendRef to a GIE InferencePool

@@ -281,9 +281,9 @@ func TestInvalidResourceKeepsLastGood(t *testing.T) {
 
 	poison.Store(false)
 	untranslatable := withHost(seedGateway(), "broken.example.com")
-	broken := *untranslatable.Listeners[0].Routes[0]
-	broken.Rules = []model.Rule{{Index: 0}} // neither HTTP nor GRPC: BuildRouteConfigurations fails
-	untranslatable.Listeners[0].Routes = []*model.Route{&broken}
+	// A class whose parameters do not resolve: BuildListeners refuses the
+	// Gateway as a whole.
+	untranslatable.ClassParametersError = "ConfigMap istio-system/params not found"
 	e.gateways.UpdateObject(untranslatable)
 	waitFor(t, "translation failure recorded", func() bool {
 		got := e.srv.serving.get(seedGatewayKey)

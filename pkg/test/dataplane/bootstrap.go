@@ -33,6 +33,8 @@ type adsTarget struct {
 	address string // host:port
 	tls     *tls.Config
 	token   *fileToken
+	// regex is the regex engine as the bootstrap's runtime configures it.
+	regex regexEngine
 }
 
 // parseBootstrap reads an envoy.config.bootstrap.v3.Bootstrap (JSON) and
@@ -42,8 +44,10 @@ type adsTarget struct {
 // optional UpstreamTlsContext), or as google_grpc (target_uri, ssl channel
 // credentials with optional root_certs, optional file_based_metadata call
 // credentials, applied only under the credentials factory of that name, as
-// Envoy does: see credentialsFactory). LDS and CDS must come over ADS. The rest of the bootstrap
-// (admin, static listeners) is not run by the data plane.
+// Envoy does: see credentialsFactory). LDS and CDS must come over ADS.
+// layered_runtime sets the regex engine's program size limit (runtime.go).
+// The rest of the bootstrap (admin, static listeners) is not run by the
+// data plane.
 func parseBootstrap(b []byte) (*adsTarget, error) {
 	var bs bootstrapv3.Bootstrap
 	if err := protojson.Unmarshal(b, &bs); err != nil {
@@ -58,6 +62,13 @@ func parseBootstrap(b []byte) (*adsTarget, error) {
 	}
 	ads := dr.GetAdsConfig()
 	t := &adsTarget{node: bs.GetNode()}
+	rt, err := runtimeValues(bs.GetLayeredRuntime())
+	if err != nil {
+		return nil, err
+	}
+	if t.regex.maxProgramSize, err = re2MaxProgramSize(rt); err != nil {
+		return nil, err
+	}
 	switch ads.GetApiType() {
 	case corev3.ApiConfigSource_GRPC:
 	case corev3.ApiConfigSource_DELTA_GRPC:

@@ -113,7 +113,7 @@ func forwardNotMatchingPreflights(p *corsv3.CorsPolicy) bool {
 // the literal "*" allows every origin.
 func originAllowed(p *corsv3.CorsPolicy, origin string) bool {
 	for _, m := range p.GetAllowOriginStringMatch() {
-		sm, err := compileStringMatcher(m) // compiled at RDS time already; cannot fail here
+		sm, err := compileStringMatcher(m, recompile) // compiled at RDS time already; cannot fail here
 		if err == nil && (sm.matches("*") || sm.matches(origin)) {
 			return true
 		}

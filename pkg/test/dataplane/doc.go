@@ -54,6 +54,10 @@
 //     '%'; commands are not implemented).
 //   - invalid.go: InvalidConfigError, configuration Envoy itself rejects,
 //     with Envoy's message.
+//   - regex.go, runtime.go: the google_re2 regex engine (RE2 syntax, and
+//     the program size limit re2.max_program_size.error_level, through
+//     pkg/re2size) and the bootstrap's layered_runtime that sets the limit
+//     (static layers; Envoy's default, 100, without one).
 //   - handler.go, filterchain.go, cors.go, upstream.go: serving: the
 //     connection manager, virtual host and route selection, the HTTP filter
 //     chain as Envoy's FilterManager runs it (decoders in order, encoders in
@@ -112,6 +116,10 @@
 //     random value or x-envoy-stable-hash headers.
 //   - The bootstrap's admin and static listeners (status port) are not run,
 //     so cmd/dataplane fails a readiness probe on the status port.
+//   - The RE2 program size compared with the runtime limit is pkg/re2size's
+//     bound, never lower than RE2's (stricter near the limit; the NACK
+//     message's size may differ from Envoy's); Unicode classes are refused
+//     as not implemented.
 //   - Run as an older Envoy, a field newer than it is cleared from the
 //     resource (Snapshot shows it without the field; an old Envoy keeps the
 //     bytes as unknown), and --reject-unknown-dynamic-fields is not

@@ -37,9 +37,8 @@ func headerGateway() model.Gateway {
 	hdr := route("hdr", model.Rule{
 		HTTP: &gwv1.HTTPRouteRule{Filters: []gwv1.HTTPRouteFilter{
 			{Type: gwv1.HTTPRouteFilterRequestHeaderModifier, RequestHeaderModifier: &gwv1.HTTPHeaderFilter{
-				Set:    []gwv1.HTTPHeader{h("Host", "upstream.internal"), h("X-Test-Discount", "100%")},
-				Add:    []gwv1.HTTPHeader{h("X-Test-Template", "%START_TIME%")},
-				Remove: []string{"Host"},
+				Set: []gwv1.HTTPHeader{h("Host", "upstream.internal"), h("X-Test-Discount", "100%")},
+				Add: []gwv1.HTTPHeader{h("X-Test-Template", "%START_TIME%")},
 			}},
 			{Type: gwv1.HTTPRouteFilterResponseHeaderModifier, ResponseHeaderModifier: &gwv1.HTTPHeaderFilter{
 				Add: []gwv1.HTTPHeader{h("X-Off", "50% off")},

@@ -167,13 +167,13 @@ type stringMatcher struct {
 }
 
 // compileRouteTable compiles rc. Any error is a reason to NACK it.
-func compileRouteTable(rc *routev3.RouteConfiguration) (*routeTable, error) {
+func compileRouteTable(rc *routev3.RouteConfiguration, re regexEngine) (*routeTable, error) {
 	t := &routeTable{name: rc.GetName(), exact: map[string]*virtualHost{}}
 	seen := map[string]bool{}
 	for vi, v := range rc.GetVirtualHosts() {
 		vh := &virtualHost{name: v.GetName()}
 		for ri, r := range v.GetRoutes() {
-			cr, err := compileRoute(r)
+			cr, err := compileRoute(r, re)
 			if err != nil {
 				return nil, fmt.Errorf("virtual_hosts[%d] (%s) routes[%d] (%s): %w", vi, v.GetName(), ri, r.GetName(), err)
 			}
@@ -235,9 +235,9 @@ func (vh *virtualHost) selectRoute(method, path string, h http.Header) *route {
 	return nil
 }
 
-func compileRoute(r *routev3.Route) (*route, error) {
+func compileRoute(r *routev3.Route, re regexEngine) (*route, error) {
 	cr := &route{name: r.GetName()}
-	m, err := compileMatch(r.GetMatch())
+	m, err := compileMatch(r.GetMatch(), re)
 	if err != nil {
 		return nil, fmt.Errorf("match: %w", err)
 	}
@@ -248,18 +248,18 @@ func compileRoute(r *routev3.Route) (*route, error) {
 	if cr.respHeaders, err = compileHeaderMutation(r.GetResponseHeadersToAdd(), r.GetResponseHeadersToRemove()); err != nil {
 		return nil, err
 	}
-	if cr.perFilter, err = compilePerFilter(r.GetTypedPerFilterConfig()); err != nil {
+	if cr.perFilter, err = compilePerFilter(r.GetTypedPerFilterConfig(), re); err != nil {
 		return nil, err
 	}
 	switch a := r.GetAction().(type) {
 	case *routev3.Route_Route:
-		if err := compileRouteAction(cr, a.Route, cr.match); err != nil {
+		if err := compileRouteAction(cr, a.Route, cr.match, re); err != nil {
 			return nil, err
 		}
 	case *routev3.Route_Redirect:
 		cr.kind, cr.redirect = actionRedirect, a.Redirect
 		if rr := a.Redirect.GetRegexRewrite(); rr != nil {
-			if _, err := compileRegexRewrite(rr); err != nil {
+			if _, err := compileRegexRewrite(rr, re); err != nil {
 				return nil, err
 			}
 		}
@@ -279,7 +279,7 @@ func compileRoute(r *routev3.Route) (*route, error) {
 	return cr, nil
 }
 
-func compileRouteAction(cr *route, ra *routev3.RouteAction, m routeMatch) error {
+func compileRouteAction(cr *route, ra *routev3.RouteAction, m routeMatch, re regexEngine) error {
 	switch c := ra.GetClusterSpecifier().(type) {
 	case *routev3.RouteAction_Cluster:
 		cr.kind, cr.cluster = actionCluster, c.Cluster
@@ -294,7 +294,7 @@ func compileRouteAction(cr *route, ra *routev3.RouteAction, m routeMatch) error 
 			if wc.respHeaders, err = compileHeaderMutation(cw.GetResponseHeadersToAdd(), cw.GetResponseHeadersToRemove()); err != nil {
 				return fmt.Errorf("weighted_clusters[%d]: %w", i, err)
 			}
-			if wc.perFilter, err = compilePerFilter(cw.GetTypedPerFilterConfig()); err != nil {
+			if wc.perFilter, err = compilePerFilter(cw.GetTypedPerFilterConfig(), re); err != nil {
 				return fmt.Errorf("weighted_clusters[%d]: %w", i, err)
 			}
 			cr.totalWeight += uint64(wc.weight)
@@ -323,7 +323,7 @@ func compileRouteAction(cr *route, ra *routev3.RouteAction, m routeMatch) error 
 		cr.prefixRewrite, cr.hasPrefixRW = p, true
 	}
 	if rr := ra.GetRegexRewrite(); rr != nil {
-		r, err := compileRegexRewrite(rr)
+		r, err := compileRegexRewrite(rr, re)
 		if err != nil {
 			return err
 		}
@@ -380,8 +380,8 @@ func compileRouteAction(cr *route, ra *routev3.RouteAction, m routeMatch) error 
 	return nil
 }
 
-func compileRegexRewrite(rr *matcherv3.RegexMatchAndSubstitute) (*regexRewrite, error) {
-	re, err := regexp.Compile(rr.GetPattern().GetRegex())
+func compileRegexRewrite(rr *matcherv3.RegexMatchAndSubstitute, eng regexEngine) (*regexRewrite, error) {
+	re, err := eng.compile(rr.GetPattern().GetRegex(), false)
 	if err != nil {
 		return nil, fmt.Errorf("regex_rewrite: %w", err)
 	}
@@ -392,7 +392,7 @@ func compileRegexRewrite(rr *matcherv3.RegexMatchAndSubstitute) (*regexRewrite, 
 
 // compilePerFilter unpacks typed_per_filter_config. Only the filters this
 // data plane runs may have per-route configuration.
-func compilePerFilter(m map[string]*anypb.Any) (perFilterConfig, error) {
+func compilePerFilter(m map[string]*anypb.Any, re regexEngine) (perFilterConfig, error) {
 	var pf perFilterConfig
 	for name, a := range m {
 		msg, err := a.UnmarshalNew()
@@ -414,7 +414,7 @@ func compilePerFilter(m map[string]*anypb.Any) (perFilterConfig, error) {
 				return pf, fmt.Errorf("typed_per_filter_config[%q]: CorsPolicy under another filter's name", name)
 			}
 			for _, sm := range c.GetAllowOriginStringMatch() {
-				if _, err := compileStringMatcher(sm); err != nil {
+				if _, err := compileStringMatcher(sm, re); err != nil {
 					return pf, err
 				}
 			}
@@ -426,7 +426,7 @@ func compilePerFilter(m map[string]*anypb.Any) (perFilterConfig, error) {
 	return pf, nil
 }
 
-func compileMatch(m *routev3.RouteMatch) (routeMatch, error) {
+func compileMatch(m *routev3.RouteMatch, eng regexEngine) (routeMatch, error) {
 	var rm routeMatch
 	switch p := m.GetPathSpecifier().(type) {
 	case *routev3.RouteMatch_Prefix:
@@ -436,7 +436,7 @@ func compileMatch(m *routev3.RouteMatch) (routeMatch, error) {
 	case *routev3.RouteMatch_PathSeparatedPrefix:
 		rm.kind, rm.value = "path_separated_prefix", p.PathSeparatedPrefix
 	case *routev3.RouteMatch_SafeRegex:
-		re, err := regexp.Compile(`^(?:` + p.SafeRegex.GetRegex() + `)$`)
+		re, err := eng.compile(p.SafeRegex.GetRegex(), true)
 		if err != nil {
 			return rm, err
 		}
@@ -448,7 +448,7 @@ func compileMatch(m *routev3.RouteMatch) (routeMatch, error) {
 		hm := headerMatcher{name: strings.ToLower(h.GetName()), invert: h.GetInvertMatch()}
 		switch s := h.GetHeaderMatchSpecifier().(type) {
 		case *routev3.HeaderMatcher_StringMatch:
-			sm, err := compileStringMatcher(s.StringMatch)
+			sm, err := compileStringMatcher(s.StringMatch, eng)
 			if err != nil {
 				return rm, err
 			}
@@ -465,7 +465,7 @@ func compileMatch(m *routev3.RouteMatch) (routeMatch, error) {
 		qm := queryMatcher{name: q.GetName()}
 		switch s := q.GetQueryParameterMatchSpecifier().(type) {
 		case *routev3.QueryParameterMatcher_StringMatch:
-			sm, err := compileStringMatcher(s.StringMatch)
+			sm, err := compileStringMatcher(s.StringMatch, eng)
 			if err != nil {
 				return rm, err
 			}
@@ -480,7 +480,7 @@ func compileMatch(m *routev3.RouteMatch) (routeMatch, error) {
 	return rm, nil
 }
 
-func compileStringMatcher(m *matcherv3.StringMatcher) (*stringMatcher, error) {
+func compileStringMatcher(m *matcherv3.StringMatcher, eng regexEngine) (*stringMatcher, error) {
 	sm := &stringMatcher{ignoreCase: m.GetIgnoreCase()}
 	switch p := m.GetMatchPattern().(type) {
 	case *matcherv3.StringMatcher_Exact:
@@ -492,7 +492,7 @@ func compileStringMatcher(m *matcherv3.StringMatcher) (*stringMatcher, error) {
 	case *matcherv3.StringMatcher_Contains:
 		sm.kind, sm.value = "contains", p.Contains
 	case *matcherv3.StringMatcher_SafeRegex:
-		re, err := regexp.Compile(`^(?:` + p.SafeRegex.GetRegex() + `)$`)
+		re, err := eng.compile(p.SafeRegex.GetRegex(), true)
 		if err != nil {
 			return nil, err
 		}

@@ -466,7 +466,7 @@ func redirectReply(r *route, req *extproc.Request) *extproc.Response {
 	case ra.GetPrefixRewrite() != "" || ra.GetRegexRewrite() != nil:
 		tmp := &route{match: r.match, prefixRewrite: ra.GetPrefixRewrite(), hasPrefixRW: ra.GetPrefixRewrite() != ""}
 		if rr := ra.GetRegexRewrite(); rr != nil {
-			tmp.regexRewrite, _ = compileRegexRewrite(rr) // compiled once already at config time
+			tmp.regexRewrite, _ = compileRegexRewrite(rr, recompile) // compiled once already at config time
 		}
 		cp := &extproc.Request{Path: req.Path, Headers: http.Header{}}
 		rewritePath(tmp, cp)

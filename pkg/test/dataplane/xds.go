@@ -80,7 +80,7 @@ type decoded struct {
 // decodeResource decodes a resource as the data plane at
 // DefaultEnvoyVersion does (see decodeResourceAs).
 func decodeResource(typeURL string, a *anypb.Any) (decoded, error) {
-	return decodeResourceAs(typeURL, a, nil)
+	return decodeResourceAs(typeURL, a, nil, defaultRegexEngine)
 }
 
 // decodeResourceAs unpacks a resource of type typeURL, drops the fields
@@ -88,7 +88,7 @@ func decodeResource(typeURL string, a *anypb.Any) (decoded, error) {
 // while parsing, before validation), checks it the way Envoy would (proto
 // validation rules), plus the data plane's honesty check (no set field it
 // does not implement), then compiles it.
-func decodeResourceAs(typeURL string, a *anypb.Any, ignoreNewer func(proto.Message)) (decoded, error) {
+func decodeResourceAs(typeURL string, a *anypb.Any, ignoreNewer func(proto.Message), re regexEngine) (decoded, error) {
 	if a.GetTypeUrl() != typeURL {
 		return decoded{}, fmt.Errorf("resource of type %s in a %s response", a.GetTypeUrl(), typeURL)
 	}
@@ -117,7 +117,7 @@ func decodeResourceAs(typeURL string, a *anypb.Any, ignoreNewer func(proto.Messa
 		}
 		return decoded{name, &listenerEntry{m, cfg}}, nil
 	case *routev3.RouteConfiguration:
-		t, err := compileRouteTable(m)
+		t, err := compileRouteTable(m, re)
 		if err != nil {
 			return fail(err)
 		}
@@ -141,7 +141,7 @@ func decodeResourceAs(typeURL string, a *anypb.Any, ignoreNewer func(proto.Messa
 // decode decodes a resource as this data plane's Envoy version does: a
 // field newer than it is ignored with a warning (ignoreNewerFields).
 func (dp *DataPlane) decode(typeURL string, a *anypb.Any) (decoded, error) {
-	return decodeResourceAs(typeURL, a, func(m proto.Message) { dp.version.ignoreNewerFields(m, dp.unknownField) })
+	return decodeResourceAs(typeURL, a, func(m proto.Message) { dp.version.ignoreNewerFields(m, dp.unknownField) }, dp.target.regex)
 }
 
 func resourceName(m proto.Message) string {

@@ -22,8 +22,8 @@ import (
 )
 
 // clusterSpec is what the routes need of one cluster; several references
-// to one name merge (a Service any GRPCRoute uses gets HTTP/2; a pool's
-// protocol is its appProtocol, whichever routes use it).
+// to one name merge (a Service port's and a pool's protocol are what they
+// declare, whichever routes use them).
 type clusterSpec struct {
 	name string
 	// http2 forces HTTP/2 upstream (h2c, or h2 over TLS).
@@ -56,6 +56,9 @@ func clusterSpecs(gw *model.Gateway, opts Options) map[string]*clusterSpec {
 			}
 			for ri := range r.Rules {
 				rule := &r.Rules[ri]
+				if rule.HTTP == nil && rule.GRPC == nil {
+					continue // not a rule; buildRule leaves it out
+				}
 				grpc := rule.GRPC != nil
 				for bi := range rule.Backends {
 					b := &rule.Backends[bi]
@@ -65,7 +68,8 @@ func clusterSpecs(gw *model.Gateway, opts Options) map[string]*clusterSpec {
 					}
 					s := get(name)
 					if b.Pool == nil {
-						s.http2 = s.http2 || grpc
+						// The Service port's protocol, never the route's.
+						s.http2 = s.http2 || b.Service.HTTP2
 						continue
 					}
 					// The pool's own protocol, never the route's: its
@@ -79,6 +83,10 @@ func clusterSpecs(gw *model.Gateway, opts Options) map[string]*clusterSpec {
 				}
 				for _, m := range ruleFiltersOf(rule).mirrors {
 					if name, err := mirrorService(m.BackendRef, r.Namespace, opts.ClusterDomain); err == nil {
+						// A GRPCRoute's mirrors reach the model only when
+						// their Service port declares HTTP/2 (the controller
+						// resolves them as backendRefs), so this is the
+						// port's protocol too.
 						s := get(name)
 						s.http2 = s.http2 || grpc
 					}
@@ -93,8 +101,11 @@ func clusterSpecs(gw *model.Gateway, opts Options) map[string]*clusterSpec {
 // are EDS clusters (eds_config ADS, service_name = the cluster name
 // outbound|<port>||<host>), with connect_timeout Options.ConnectTimeout.
 //
-//   - Service backends: plain round robin; HTTP/2 when a GRPCRoute uses
-//     them.
+//   - Service backends: plain round robin; HTTP/2 when the Service port
+//     declares it (ServiceBackend.HTTP2), whichever routes use it: one
+//     tenant's GRPCRoute never turns another tenant's HTTP/1.1 backend to
+//     HTTP/2 (the controller refuses a GRPCRoute to a port that declares
+//     no HTTP/2, as UnsupportedProtocol).
 //   - InferencePool shadow Service (outbound|54321||<shadow host>):
 //     load_balancing_policy envoy.load_balancing_policies.override_host
 //     (OverrideHost: override_host_sources metadata envoy.lb /

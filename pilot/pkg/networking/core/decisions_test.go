@@ -4,6 +4,7 @@
 package core
 
 import (
+	"strings"
 	"testing"
 	"time"
 
@@ -12,6 +13,7 @@ import (
 	extprocv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/http/ext_proc/v3"
 
 	"github.com/infermesh/infermesh/pilot/pkg/model"
+	"github.com/infermesh/infermesh/pkg/bootstrap"
 )
 
 // The tests in this file pin the places where our configuration knowingly
@@ -126,5 +128,21 @@ func TestDecisionsStreamedMessageTimeout(t *testing.T) {
 	}
 	if hcm := hcmOf(t, build(t, gw, seedInputs(), inferenceOn), "0.0.0.0_80"); hcm.GetStreamIdleTimeout() != nil {
 		t.Errorf("stream_idle_timeout = %v: the 1000 s message timer relies on Envoy's 5-minute default ending a stall first", hcm.GetStreamIdleTimeout())
+	}
+}
+
+// Decision: Envoy's RE2 program size limit is 32768 (Istio's value), set
+// in the bootstrap's static runtime layer, and the translator refuses a
+// user regex above it, so the limit never refuses a route configuration.
+func TestDecisionsRE2ProgramSizeLimit(t *testing.T) {
+	if bootstrap.RE2MaxProgramSize != 32768 {
+		t.Errorf("RE2MaxProgramSize = %d: revisit the decision in architecture/xds.md", bootstrap.RE2MaxProgramSize)
+	}
+	// 21,601 and 36,000 RE2 instructions (RE2 2022-06-01).
+	if err := checkRegex(strings.Repeat(`[^/]{1,800}`, 3)); err != nil {
+		t.Errorf("a regex within the limit: %v", err)
+	}
+	if err := checkRegex(bigRE2); err == nil {
+		t.Error("a regex over the limit was accepted")
 	}
 }

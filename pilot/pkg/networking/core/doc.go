@@ -23,6 +23,9 @@
 //     host_rewrite_literal, values escaped for Envoy's formatter).
 //   - route_cors.go: the route that answers CORS preflights of a pool's
 //     rule without its EPP.
+//   - regex.go: checkRegex, whether the Gateway's Envoy accepts a user
+//     regex (RE2 syntax, and the program size limit the bootstrap sets,
+//     through pkg/re2size).
 //   - cluster.go: EDS clusters named outbound|<port>||<host> for Services,
 //     InferencePool shadow Services (OverrideHost load balancing) and
 //     Endpoint Pickers (HTTP/2, optional TLS).

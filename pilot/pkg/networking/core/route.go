@@ -14,7 +14,6 @@ import (
 	"google.golang.org/protobuf/types/known/anypb"
 	"google.golang.org/protobuf/types/known/durationpb"
 	"google.golang.org/protobuf/types/known/wrapperspb"
-	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
 
 	"github.com/infermesh/infermesh/pilot/pkg/model"
 )
@@ -65,6 +64,7 @@ type vhost struct {
 func buildRouteConfiguration(g portGroup, opts Options) (*routev3.RouteConfiguration, error) {
 	vhosts := map[string]*vhost{}
 	built := map[*model.Route][]routeEntry{}
+	memo := anyMemo{}
 	for _, l := range g.listeners {
 		for _, r := range l.Routes {
 			hosts := routeHostnames(l.Hostname, r.Hostnames)
@@ -73,11 +73,7 @@ func buildRouteConfiguration(g portGroup, opts Options) (*routev3.RouteConfigura
 			}
 			entries, ok := built[r]
 			if !ok {
-				var err error
-				entries, err = buildRoutes(r, g, opts)
-				if err != nil {
-					return nil, fmt.Errorf("%s %s/%s: %w", r.Kind, r.Namespace, r.Name, err)
-				}
+				entries = buildRoutes(r, g, opts, memo)
 				built[r] = entries
 			}
 			for _, h := range hosts {
@@ -116,69 +112,23 @@ func buildRouteConfiguration(g portGroup, opts Options) (*routev3.RouteConfigura
 	return rc, nil
 }
 
-// buildRoutes translates every match of every rule of r.
-func buildRoutes(r *model.Route, g portGroup, opts Options) ([]routeEntry, error) {
+// buildRoutes translates every match of every rule of r (buildRule). A
+// rule that cannot be served is left out, so its requests fall to the
+// Gateway's other routes; the controller reports it in the route's status
+// from the same check (CheckRoute), so it is only logged at debug level
+// here, where every translation of the Gateway would repeat it.
+func buildRoutes(r *model.Route, g portGroup, opts Options, memo anyMemo) []routeEntry {
 	var out []routeEntry
 	for ri := range r.Rules {
-		rule := &r.Rules[ri]
-		var matches []matchResult
-		switch {
-		case rule.HTTP != nil:
-			ms := rule.HTTP.Matches
-			if len(ms) == 0 {
-				ms = []gwv1.HTTPRouteMatch{{}}
-			}
-			for i := range ms {
-				m, err := httpMatch(&ms[i])
-				if err != nil {
-					skipMatch(r, rule.Index, i, err)
-					continue
-				}
-				matches = append(matches, m)
-			}
-		case rule.GRPC != nil:
-			ms := rule.GRPC.Matches
-			if len(ms) == 0 {
-				ms = []gwv1.GRPCRouteMatch{{}}
-			}
-			for i := range ms {
-				m, err := grpcMatch(&ms[i])
-				if err != nil {
-					skipMatch(r, rule.Index, i, err)
-					continue
-				}
-				matches = append(matches, m)
-			}
-		default:
-			return nil, fmt.Errorf("rule %d has neither HTTP nor GRPC", rule.Index)
+		entries, p := buildRule(r, &r.Rules[ri], g, opts, memo)
+		if p != nil {
+			slog.Debug("xds: route rule cannot be served; it is left out",
+				"route", r.Kind+"/"+r.Namespace+"/"+r.Name, "problem", p.String())
+			continue
 		}
-		for mi, m := range matches {
-			rt, err := buildAction(r, rule, m, g, opts)
-			if err != nil {
-				// One rule that cannot be translated must not take the
-				// Gateway's other routes down with it: its requests get 500.
-				slog.Warn("xds: route rule cannot be translated; its requests get HTTP 500",
-					"route", r.Kind+"/"+r.Namespace+"/"+r.Name, "rule", rule.Index, "error", err)
-				rt = &routev3.Route{Action: &routev3.Route_DirectResponse{DirectResponse: &routev3.DirectResponseAction{Status: 500}}}
-			}
-			rt.Name = fmt.Sprintf("%s.%s.%d", r.Namespace, r.Name, rule.Index)
-			rt.Match = m.match
-			k := m.key
-			k.created, k.nsName, k.kind = r.CreationTimestamp, r.Namespace+"/"+r.Name, r.Kind
-			k.ruleIndex, k.match = rule.Index, mi
-			pre, err := preflightRoute(rt)
-			if err != nil {
-				return nil, fmt.Errorf("rule %d: CORS preflight route: %w", rule.Index, err)
-			}
-			if pre != nil {
-				pk := k
-				pk.preflight = true
-				out = append(out, routeEntry{key: pk, route: pre})
-			}
-			out = append(out, routeEntry{key: k, route: rt})
-		}
+		out = append(out, entries...)
 	}
-	return out, nil
+	return out
 }
 
 // ruleFiltersOf returns the rule's own filters.
@@ -228,7 +178,9 @@ func buildAction(r *model.Route, rule *model.Rule, m matchResult, g portGroup, o
 	rt := &routev3.Route{}
 	f := ruleFiltersOf(rule)
 	req, resp := toHeaderMods(f.reqHeaders, requestHeaders), toHeaderMods(f.respHeaders, responseHeaders)
-	logDropped(r, rule.Index, req, resp)
+	if err := refusedMods(req, resp); err != nil {
+		return nil, err
+	}
 	rt.RequestHeadersToAdd, rt.RequestHeadersToRemove = req.add, req.remove
 	rt.ResponseHeadersToAdd, rt.ResponseHeadersToRemove = resp.add, resp.remove
 	perFilter := map[string]*anypb.Any{}
@@ -282,7 +234,9 @@ func forwardAction(rt *routev3.Route, perFilter map[string]*anypb.Any, r *model.
 		return err
 	}
 	for _, s := range shares {
-		logDropped(r, rule.Index, s.req, s.resp)
+		if err := refusedMods(s.req, s.resp); err != nil {
+			return err
+		}
 	}
 	if ra == nil {
 		rt.Action = directResponse500()
@@ -361,7 +315,7 @@ type backendShare struct {
 // rule when grpc) sends to, and for a pool its EPP. ok is false for a
 // backend that gets HTTP 500: unresolved (Invalid set, or neither Service
 // nor Pool), a pool without a usable Endpoint Picker (no
-// endpointPickerRef, or port 0), or a pool whose model servers speak
+// endpointPickerRef, or port 0), or a Service port or a pool that speaks
 // HTTP/1.1 behind a GRPCRoute (gRPC needs HTTP/2; the controller reports
 // it as ResolvedRefs=False/UnsupportedProtocol and sets Invalid, this is
 // the same rule for a model built without it).
@@ -370,6 +324,9 @@ func backendCluster(b *model.Backend, grpc bool) (cluster string, epp *model.EPP
 	case b.Invalid != "":
 		return "", nil, false
 	case b.Service != nil:
+		if grpc && !b.Service.HTTP2 {
+			return "", nil, false
+		}
 		return ClusterName(uint32(b.Service.Port), b.Service.Host), nil, true
 	case b.Pool != nil:
 		p := b.Pool
@@ -402,7 +359,7 @@ func backendCluster(b *model.Backend, grpc bool) (cluster string, epp *model.EPP
 // backendRef header modifier filters apply to their share (route level for
 // a single backend; a share's Host becomes its entry's host_rewrite_literal
 // unless ruleSetsHost); other backendRef filter types are not supported
-// and are ignored. shares holds every valid share, for the caller to log
+// and are ignored. shares holds every valid share, for the caller to check
 // what their header modifiers left out.
 // grpc: the rule is a GRPCRoute's (a pool that is not h2c cannot serve
 // it, see backendCluster).
@@ -422,10 +379,13 @@ func backendAction(backends []model.Backend, ruleSetsHost, grpc bool, opts Optio
 		f := backendFiltersOf(b)
 		s := backendShare{cluster: cluster, weight: uint32(b.Weight),
 			req: toHeaderMods(f.reqHeaders, requestHeaders), resp: toHeaderMods(f.respHeaders, responseHeaders)}
+		if epp != nil && !opts.InferenceEnabled {
+			// The controller never resolves a pool with the extension off;
+			// a model built without it gets 500, not routing around the EPP.
+			invalidWeight += uint32(b.Weight)
+			continue
+		}
 		if epp != nil {
-			if !opts.InferenceEnabled {
-				return nil, nil, fmt.Errorf("backend %s/%s is an InferencePool but inference is not enabled", b.Pool.Namespace, b.Pool.Name)
-			}
 			a, err := toAny(extProcOverride(epp, opts.eppBodyMode))
 			if err != nil {
 				return nil, nil, err
@@ -460,13 +420,4 @@ func backendAction(backends []model.Backend, ruleSetsHost, grpc bool, opts Optio
 		ra.ClusterNotFoundResponseCode = routev3.RouteAction_INTERNAL_SERVER_ERROR
 	}
 	return ra, shares, nil
-}
-
-// skipMatch logs a match of a route rule that cannot be translated (for
-// example a RegularExpression path Envoy's RE2 rejects); the match is left
-// out, so its requests fall to other routes, and the rest of the Gateway is
-// unaffected.
-func skipMatch(r *model.Route, rule, match int, err error) {
-	slog.Warn("xds: route match cannot be translated; it is left out",
-		"route", r.Kind+"/"+r.Namespace+"/"+r.Name, "rule", rule, "match", match, "error", err)
 }

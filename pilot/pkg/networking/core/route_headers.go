@@ -5,13 +5,10 @@ package core
 
 import (
 	"fmt"
-	"log/slog"
 	"strings"
 
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
-
-	"github.com/infermesh/infermesh/pilot/pkg/model"
 )
 
 // headerMods is the Envoy form of RequestHeaderModifier /
@@ -34,8 +31,9 @@ import (
 //     request Host add does the same when no set names Host (Host is
 //     single-valued: an added second Host would make the request invalid);
 //   - removing Host, Host on a response, and ':'-prefixed names (which the
-//     Gateway API's header name pattern already excludes) are left out and
-//     described in dropped; the route is served without them;
+//     Gateway API's header name pattern already excludes) are described in
+//     dropped, and the rule is not served (refusedMods; checkHeaderFilters
+//     names the field in the route's status);
 //   - every value is escaped: '%' is written "%%", so Envoy sends the
 //     user's literal value.
 type headerMods struct {
@@ -43,8 +41,7 @@ type headerMods struct {
 	remove []string
 	// host is the request's new Host ("" for none).
 	host string
-	// dropped describes each modification left out because Envoy refuses
-	// it.
+	// dropped describes each modification Envoy refuses.
 	dropped []string
 }
 
@@ -104,7 +101,7 @@ func (m *headerMods) keep(name, op string, dir headerDirection) bool {
 	if name == "host" && dir == requestHeaders && op != "remove" {
 		return false
 	}
-	m.dropped = append(m.dropped, fmt.Sprintf("%s header %q: %s is left out (Envoy refuses ':'-prefixed and host headers in header modifiers)", dir, name, op))
+	m.dropped = append(m.dropped, fmt.Sprintf("%s header %q: %s refused (Envoy refuses ':'-prefixed and host headers in header modifiers)", dir, name, op))
 	return false
 }
 
@@ -131,14 +128,18 @@ func escapeFormatter(v string) string {
 	return strings.ReplaceAll(v, "%", "%%")
 }
 
-// logDropped logs the header modifications of one rule that were left out
-// because Envoy refuses them. The rule is still served; the Gateway API
-// status does not carry them yet.
-func logDropped(r *model.Route, rule int, mods ...headerMods) {
+// refusedMods is an error naming the header modifications Envoy would
+// refuse (nil when there are none). The controller refuses such a rule
+// before it reaches the translator (checkHeaderFilters, named by field);
+// this is the translator's own guard, so the rule is left out rather than
+// served without what the user asked for.
+func refusedMods(mods ...headerMods) error {
+	var all []string
 	for _, m := range mods {
-		for _, d := range m.dropped {
-			slog.Warn("xds: header modification Envoy refuses is left out; the rule is served without it",
-				"route", r.Kind+"/"+r.Namespace+"/"+r.Name, "rule", rule, "modification", d)
-		}
+		all = append(all, m.dropped...)
 	}
+	if len(all) == 0 {
+		return nil
+	}
+	return fmt.Errorf("%s", strings.Join(all, "; "))
 }

@@ -121,7 +121,7 @@ func grpcMatch(m *gwv1.GRPCRouteMatch) (matchResult, error) {
 				}
 			}
 			re := "/" + part(svc) + "/" + part(meth)
-			if _, err := regexp.Compile(re); err != nil {
+			if err := checkRegex(re); err != nil {
 				return res, fmt.Errorf("gRPC method regular expression %q: %w", re, err)
 			}
 			rm.PathSpecifier = &routev3.RouteMatch_SafeRegex{SafeRegex: &matcherv3.RegexMatcher{Regex: re}}
@@ -172,7 +172,7 @@ func stringMatcher(v string, regex bool) (*matcherv3.StringMatcher, error) {
 	if !regex {
 		return &matcherv3.StringMatcher{MatchPattern: &matcherv3.StringMatcher_Exact{Exact: v}}, nil
 	}
-	if _, err := regexp.Compile(v); err != nil {
+	if err := checkRegex(v); err != nil {
 		return nil, fmt.Errorf("regular expression %q: %w", v, err)
 	}
 	return &matcherv3.StringMatcher{MatchPattern: &matcherv3.StringMatcher_SafeRegex{SafeRegex: &matcherv3.RegexMatcher{Regex: v}}}, nil
@@ -216,7 +216,7 @@ func httpPath(m *gwv1.HTTPRouteMatch) (matchResult, error) {
 		}
 		res.key.pathKind, res.key.pathLen = pathPrefix, len(res.prefix)
 	case gwv1.PathMatchRegularExpression:
-		if _, err := regexp.Compile(pval); err != nil {
+		if err := checkRegex(pval); err != nil {
 			return res, fmt.Errorf("path regular expression %q: %w", pval, err)
 		}
 		rm.PathSpecifier = &routev3.RouteMatch_SafeRegex{SafeRegex: &matcherv3.RegexMatcher{Regex: pval}}

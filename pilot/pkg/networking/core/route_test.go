@@ -20,6 +20,14 @@ func backendTo(name string) []model.Backend {
 	return []model.Backend{{Weight: 1, Service: svc("ns", name, 80)}}
 }
 
+// grpcBackendTo is backendTo a Service port that declares HTTP/2, as a
+// GRPCRoute's backends must.
+func grpcBackendTo(name string) []model.Backend {
+	b := backendTo(name)
+	b[0].Service.HTTP2 = true
+	return b
+}
+
 // describe prints a route's match and cluster in one line, for order tests.
 func describe(r *routev3.Route) string {
 	m := r.Match
@@ -338,7 +346,7 @@ func TestGRPCRoutePrecedence(t *testing.T) {
 	methodOnly := &gwv1.GRPCMethodMatch{Method: ptr.To("SayHello")}
 	both := &gwv1.GRPCMethodMatch{Service: ptr.To("helloworld.Greeter"), Method: ptr.To("SayHello")}
 	rule := func(m *gwv1.GRPCMethodMatch, backend string) model.Rule {
-		return model.Rule{GRPC: &gwv1.GRPCRouteRule{Matches: []gwv1.GRPCRouteMatch{{Method: m}}}, Backends: backendTo(backend)}
+		return model.Rule{GRPC: &gwv1.GRPCRouteRule{Matches: []gwv1.GRPCRouteMatch{{Method: m}}}, Backends: grpcBackendTo(backend)}
 	}
 	r := httpRoute("ns", "grpc", nil, rule(methodOnly, "method"), rule(svcOnly, "service"), rule(both, "both"), rule(nil, "any"))
 	r.Kind = "GRPCRoute"

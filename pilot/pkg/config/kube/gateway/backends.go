@@ -131,14 +131,22 @@ func ResolveBackendRef(routeKind, routeNamespace string, ref gwv1.BackendRef, lk
 		if !permitted() {
 			return notPermitted()
 		}
-		if lk.Service == nil || lk.Service(rb.Key) == nil {
+		var svc *corev1.Service
+		if lk.Service != nil {
+			svc = lk.Service(rb.Key)
+		}
+		if svc == nil {
 			return fail(gwv1.RouteReasonBackendNotFound, "Service %s not found", rb.Key)
 		}
-		rb.ResolvedRefs, rb.Reason = true, gwv1.RouteReasonResolvedRefs
-		rb.Service = &ServiceBackend{Host: serviceFQDN(rb.Key.Name, rb.Key.Namespace, opts.ClusterDomain)}
+		sb := &ServiceBackend{Host: serviceFQDN(rb.Key.Name, rb.Key.Namespace, opts.ClusterDomain)}
 		if ref.Port != nil {
-			rb.Service.Port = int32(*ref.Port)
+			sb.Port = int32(*ref.Port)
 		}
+		sb.HTTP2 = servicePortHTTP2(svc, sb.Port)
+		if routeKind == GRPCRouteKind && !sb.HTTP2 {
+			return fail(gwv1.RouteReasonUnsupportedProtocol, "%s", grpcToHTTP1ServiceMessage(svc, sb.Port))
+		}
+		rb.ResolvedRefs, rb.Reason, rb.Service = true, gwv1.RouteReasonResolvedRefs, sb
 		return rb
 	case rb.Group == InferencePoolGroup && rb.Kind == InferencePoolKind:
 		if !opts.InferenceEnabled {
@@ -171,6 +179,32 @@ func ResolveBackendRef(routeKind, routeNamespace string, ref gwv1.BackendRef, lk
 		return fail(gwv1.RouteReasonInvalidKind, "backendRef kind %s in group %q is not supported: only Service and %s.%s",
 			rb.Kind, rb.Group, InferencePoolKind, InferencePoolGroup)
 	}
+}
+
+// servicePortHTTP2 is model.ServicePortHTTP2 of svc's port number port
+// (false when the Service has no such port).
+func servicePortHTTP2(svc *corev1.Service, port int32) bool {
+	for _, p := range svc.Spec.Ports {
+		if p.Port == port {
+			return model.ServicePortHTTP2(p.Name, ptr.Deref(p.AppProtocol, ""))
+		}
+	}
+	return false
+}
+
+// grpcToHTTP1ServiceMessage says why a GRPCRoute cannot use a Service
+// port that declares no HTTP/2 protocol. The port's cluster is shared with
+// the HTTPRoutes that use it; turning it HTTP/2 for one GRPCRoute would
+// change what those routes' requests get.
+func grpcToHTTP1ServiceMessage(svc *corev1.Service, port int32) string {
+	declared := "has no port " + fmt.Sprint(port)
+	for _, p := range svc.Spec.Ports {
+		if p.Port == port {
+			declared = fmt.Sprintf("port %d declares no HTTP/2 protocol (appProtocol %q, name %q)", port, ptr.Deref(p.AppProtocol, ""), p.Name)
+		}
+	}
+	return fmt.Sprintf("Service %s/%s %s, so it is served over HTTP/1.1, which cannot carry gRPC: "+
+		"set the port's appProtocol to %q (HTTP/2 without TLS)", svc.Namespace, svc.Name, declared, "kubernetes.io/h2c")
 }
 
 // grpcToHTTP1PoolMessage says why a GRPCRoute cannot use pool, whose

@@ -16,6 +16,7 @@ import (
 	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
 
 	"github.com/infermesh/infermesh/pilot/pkg/model"
+	"github.com/infermesh/infermesh/pilot/pkg/networking/core"
 	"github.com/infermesh/infermesh/pkg/kube/krt"
 	"github.com/infermesh/infermesh/pkg/kube/writer"
 )
@@ -149,6 +150,11 @@ type RuleResult struct {
 	// Filters are the backendRefs' own filters, per backend.
 	HTTPFilters [][]gwv1.HTTPRouteFilter
 	GRPCFilters [][]gwv1.GRPCRouteFilter
+	// Problem is why the rule cannot be served ("" when it can): what
+	// core.CheckRoute found, "rule N: field: message". Such a rule is left
+	// out of the translator's view (modelRoute) and reported in the route's
+	// status (RouteParentStatuses) and in an Event (routeProblemEvents).
+	Problem string
 }
 
 // ResourceName is kind/namespace/name.
@@ -289,6 +295,7 @@ func Build(in Inputs, opts Options) Outputs {
 			}
 			dropUnresolvedMirrors(&res.Rules[i], route, resolveRef)
 		}
+		checkRules(res, core.Options{InferenceEnabled: opts.InferenceEnabled, ClusterDomain: opts.ClusterDomain})
 		res.Pools = referencedPools(res.Rules)
 		return res
 	}
@@ -422,6 +429,9 @@ func Build(in Inputs, opts Options) Outputs {
 func referencedPools(rules []RuleResult) []types.NamespacedName {
 	var out []types.NamespacedName
 	for _, r := range rules {
+		if r.Problem != "" {
+			continue // not served: the pool gets no parent from it
+		}
 		for _, b := range r.Backends {
 			if b.Group != InferencePoolGroup || b.Kind != InferencePoolKind {
 				continue
@@ -478,7 +488,11 @@ func routeStatuses(routes krt.Collection[RouteResult], controller string, opts [
 // ours, in parentRef order: parentRef as written, controllerName, and the
 // Accepted condition of the attachment and the route's ResolvedRefs
 // condition (RouteResolvedRefs over every rule's backends), both with the
-// route's generation. lastTransitionTime is left zero for the writer.
+// route's generation; on an accepted parent of a route with some rules
+// left out (and some served), PartiallyInvalid=True/UnsupportedValue with
+// DroppedRulesMessage. A route with no rule served is not accepted at all
+// (checkRules), so it never gets PartiallyInvalid, as the Gateway API
+// requires. lastTransitionTime is left zero for the writer.
 func RouteParentStatuses(r RouteResult, controller string) []gwv1.RouteParentStatus {
 	var all []ResolvedBackend
 	for _, rule := range r.Rules {
@@ -493,15 +507,20 @@ func RouteParentStatuses(r RouteResult, controller string) []gwv1.RouteParentSta
 		}
 		return metav1.Condition{Type: typ, Status: st, Reason: reason, Message: msg, ObservedGeneration: r.Generation}
 	}
+	dropped := DroppedRulesMessage(r.Rules)
 	out := make([]gwv1.RouteParentStatus, 0, len(r.Parents))
 	for _, p := range r.Parents {
+		conds := []metav1.Condition{
+			cond(string(gwv1.RouteConditionAccepted), p.Accepted, string(p.Reason), p.Message),
+			cond(string(gwv1.RouteConditionResolvedRefs), refsOK, string(refsReason), refsMsg),
+		}
+		if p.Accepted && dropped != "" {
+			conds = append(conds, cond(string(gwv1.RouteConditionPartiallyInvalid), true, string(gwv1.RouteReasonUnsupportedValue), dropped))
+		}
 		out = append(out, gwv1.RouteParentStatus{
 			ParentRef:      p.ParentRef,
 			ControllerName: gwv1.GatewayController(controller),
-			Conditions: []metav1.Condition{
-				cond(string(gwv1.RouteConditionAccepted), p.Accepted, string(p.Reason), p.Message),
-				cond(string(gwv1.RouteConditionResolvedRefs), refsOK, string(refsReason), refsMsg),
-			},
+			Conditions:     conds,
 		})
 	}
 	return out
@@ -550,6 +569,9 @@ func modelRoute(r *RouteResult) *model.Route {
 		mr.Hostnames = append(mr.Hostnames, string(h))
 	}
 	for i, rule := range r.Rules {
+		if rule.Problem != "" {
+			continue // left out; RouteParentStatuses says why
+		}
 		rr := model.Rule{Index: i, HTTP: rule.HTTP, GRPC: rule.GRPC}
 		for j, b := range rule.Backends {
 			mb := model.Backend{Weight: b.Weight, Service: b.Service, Pool: b.Pool}

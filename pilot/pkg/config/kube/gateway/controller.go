@@ -42,7 +42,8 @@ type ControllerConfig struct {
 	// Features are the feature flags (pilot/pkg/features).
 	Features features.Features
 	// Recorder records Warning events on InferencePools (a shadow Service
-	// name taken by someone else's Service); nil records none.
+	// name taken by someone else's Service) and on routes with rules that
+	// cannot be served; nil records none.
 	Recorder record.EventRecorder
 	// IsLeader gates every write (leaderelection.Elector.IsLeader).
 	IsLeader func() bool
@@ -136,6 +137,7 @@ func NewController(cfg ControllerConfig) (*Controller, error) {
 		add(gatewayStatusWriter(cfg, c.WrittenGatewayStatuses))
 		add(httpRouteStatusWriter(cfg, c.HTTPRouteStatuses))
 		add(grpcRouteStatusWriter(cfg, c.GRPCRouteStatuses))
+		add(routeProblemEvents(cfg, c.Routes))
 		if in.InferencePools != nil {
 			add(poolStatusWriter(cfg, c.PoolStatuses))
 		}
