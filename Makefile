@@ -13,7 +13,7 @@ BENCH ?= .
 COUNT ?= 1
 PKG ?= ./...
 
-.PHONY: all build demo test lint vet staticcheck unit integ k8s-test-binaries bench bench-compare fuzz clean
+.PHONY: all build demo test lint vet staticcheck unit integ k8s-test-binaries bench bench-compare fuzz fuzz-routes clean
 
 all: build
 
@@ -77,6 +77,10 @@ bench-compare:
 FUZZTIME ?= 60s
 fuzz:
 	$(GO) test -run '^$$' -fuzz '^FuzzModel$$' -fuzztime $(FUZZTIME) ./pkg/kube/krt/
+
+# The route isolation property under the fuzzer: `make fuzz-routes FUZZTIME=10m`.
+fuzz-routes:
+	$(GO) test -run '^$$' -fuzz '^FuzzRouteIsolation$$' -fuzztime $(FUZZTIME) ./pilot/pkg/config/kube/gateway/
 
 clean:
 	rm -rf $(BIN)

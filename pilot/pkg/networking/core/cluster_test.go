@@ -198,3 +198,30 @@ func TestEPPTLSVerifiesName(t *testing.T) {
 		})
 	}
 }
+
+// A Service cluster's protocol is the Service port's, whichever routes use
+// it: a GRPCRoute beside an HTTPRoute to an HTTP/1.1 port leaves the
+// cluster HTTP/1.1 (the GRPCRoute's rule answers 500), and a port that
+// declares HTTP/2 is HTTP/2 for the HTTPRoute too.
+func TestServiceClusterProtocolIsThePorts(t *testing.T) {
+	grpcRule := func(s *model.ServiceBackend) model.Rule {
+		return model.Rule{GRPC: &gwv1.GRPCRouteRule{}, Backends: []model.Backend{{Weight: 1, Service: s}}}
+	}
+	plain, h2 := svc("web", "plain", 80), svc("web", "h2", 80)
+	h2.HTTP2 = true
+	g := httpRoute("web", "g", []string{"grpc.example.com"}, grpcRule(plain), grpcRule(h2))
+	g.Kind = "GRPCRoute"
+	gw := gateway(
+		httpRoute("web", "h", []string{"web.example.com"}, model.Rule{Backends: []model.Backend{{Weight: 1, Service: plain}}},
+			model.Rule{Backends: []model.Backend{{Weight: 1, Service: h2}}}),
+		g,
+	)
+	res := build(t, gw, Inputs{}, Options{})
+	if isHTTP2(t, res, ClusterName(80, plain.Host)) || !isHTTP2(t, res, ClusterName(80, h2.Host)) {
+		t.Errorf("HTTP/2: plain %v, h2 %v; want false, true", isHTTP2(t, res, ClusterName(80, plain.Host)), isHTTP2(t, res, ClusterName(80, h2.Host)))
+	}
+	rs := routesOf(t, res, "http.80", "grpc.example.com:80")
+	if len(rs) != 2 || rs[0].GetDirectResponse().GetStatus() != 500 || rs[1].GetRoute().GetCluster() != ClusterName(80, h2.Host) {
+		t.Errorf("GRPCRoute routes %v, want 500 for the HTTP/1.1 port and the h2 cluster", rs)
+	}
+}

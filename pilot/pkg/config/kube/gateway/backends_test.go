@@ -4,6 +4,7 @@
 package gateway
 
 import (
+	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -320,5 +321,40 @@ func TestResolvePoolWithUnresolvedEPP(t *testing.T) {
 				t.Errorf("message:\n got %q\nwant %q", got.Message, tc.want)
 			}
 		})
+	}
+}
+
+// A Service backend's protocol is its port's: HTTP/2 when the port's
+// appProtocol (or, without one, its name) says so, whatever route uses it.
+// A GRPCRoute to a port that declares no HTTP/2 is UnsupportedProtocol,
+// naming the port and what to declare; an HTTPRoute to it resolves.
+func TestServiceBackendProtocol(t *testing.T) {
+	svc := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "s"}, Spec: corev1.ServiceSpec{Ports: []corev1.ServicePort{
+		{Name: "http", Port: 80},
+		{Name: "h2c", Port: 81, AppProtocol: ptr.To("kubernetes.io/h2c")},
+		{Name: "grpc-api", Port: 82},
+		{Name: "grpc", Port: 83, AppProtocol: ptr.To("http")},
+	}}}
+	lk := BackendLookups{Service: func(k types.NamespacedName) *corev1.Service {
+		if k.String() == "ns/s" {
+			return svc
+		}
+		return nil
+	}}
+	for _, c := range []struct {
+		port  int32
+		http2 bool
+	}{{80, false}, {81, true}, {82, true}, {83, false}, {99, false}} {
+		h := ResolveBackendRef(HTTPRouteKind, "ns", serviceRef("", "s", c.port), lk, enabled)
+		if !h.ResolvedRefs || h.Service.HTTP2 != c.http2 {
+			t.Errorf("HTTPRoute to port %d: resolved %v, HTTP2 %v; want resolved, HTTP2 %v", c.port, h.ResolvedRefs, h.Service != nil && h.Service.HTTP2, c.http2)
+		}
+		g := ResolveBackendRef(GRPCRouteKind, "ns", serviceRef("", "s", c.port), lk, enabled)
+		if g.ResolvedRefs != c.http2 {
+			t.Errorf("GRPCRoute to port %d: resolved %v, want %v (%s)", c.port, g.ResolvedRefs, c.http2, g.Message)
+		}
+		if !c.http2 && (g.Reason != gwv1.RouteReasonUnsupportedProtocol || !strings.Contains(g.Message, "kubernetes.io/h2c")) {
+			t.Errorf("GRPCRoute to port %d: %s %q, want UnsupportedProtocol saying what to declare", c.port, g.Reason, g.Message)
+		}
 	}
 }
