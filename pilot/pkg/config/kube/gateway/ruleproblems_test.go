@@ -10,6 +10,7 @@ import (
 
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
 	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
 
 	"github.com/infermesh/infermesh/pkg/test/seed"
@@ -103,4 +104,24 @@ func TestDroppedRulesMessageTruncates(t *testing.T) {
 	if !strings.Contains(m, "é ...") {
 		t.Errorf("cut inside a UTF-8 sequence: %q", m[len(m)-24:])
 	}
+}
+
+// A regular expression RE2 refuses no longer drops only its match while
+// the route says Accepted=True and ResolvedRefs=True: the rule is dropped
+// and the status names the match.
+func TestInvalidRegexInRouteStatus(t *testing.T) {
+	route := seed.HTTPRoute()
+	bad := *route.Spec.Rules[0].DeepCopy()
+	bad.Matches = []gwv1.HTTPRouteMatch{{Path: &gwv1.HTTPPathMatch{Type: ptr.To(gwv1.PathMatchRegularExpression), Value: ptr.To("/(a")}}}
+	route.Spec.Rules = append(route.Spec.Rules, bad)
+	p := newPipeline(t, true, seed.GatewayClassObject(), seed.Gateway(), route, seed.InferencePool(), seed.EPPService())
+	var c *metav1.Condition
+	p.eventually("PartiallyInvalid", func() bool {
+		rs := p.routeStatus(seed.Namespace, seed.RouteName)
+		if len(rs) != 1 {
+			return false
+		}
+		c = meta.FindStatusCondition(rs[0].Conditions, string(gwv1.RouteConditionPartiallyInvalid))
+		return c != nil && strings.HasPrefix(c.Message, "Dropped Rule(s): rule 1: matches[0]: ") && strings.Contains(c.Message, "missing closing )")
+	}, func() string { return fmt.Sprintf("%+v", c) })
 }
