@@ -269,13 +269,18 @@ func (e *UnimplementedFieldError) Error() string {
 // first one not in allowedFields. Unknown fields (bytes the Go types do not
 // know) are refused as well.
 func checkImplemented(m proto.Message) error {
-	return walk(m.ProtoReflect(), string(m.ProtoReflect().Descriptor().Name()), 0)
+	return checkImplementedIn(m, allowedFields)
+}
+
+// checkImplementedIn is checkImplemented against the field set allowed.
+func checkImplementedIn(m proto.Message, allowed map[protoreflect.FullName]bool) error {
+	return walk(m.ProtoReflect(), string(m.ProtoReflect().Descriptor().Name()), allowed, 0)
 }
 
 // maxDepth bounds the recursion; Envoy resources are far shallower.
 const maxDepth = 64
 
-func walk(m protoreflect.Message, path string, depth int) error {
+func walk(m protoreflect.Message, path string, allowed map[protoreflect.FullName]bool, depth int) error {
 	if depth > maxDepth {
 		return fmt.Errorf("%s: nesting deeper than %d", path, maxDepth)
 	}
@@ -292,12 +297,12 @@ func walk(m protoreflect.Message, path string, depth int) error {
 		if err != nil {
 			return &UnimplementedFieldError{Field: a.GetTypeUrl(), Path: path}
 		}
-		return walk(inner.ProtoReflect(), path+"<"+string(inner.ProtoReflect().Descriptor().FullName())+">", depth+1)
+		return walk(inner.ProtoReflect(), path+"<"+string(inner.ProtoReflect().Descriptor().FullName())+">", allowed, depth+1)
 	}
 	var err error
 	m.Range(func(fd protoreflect.FieldDescriptor, v protoreflect.Value) bool {
 		p := path + "." + string(fd.Name())
-		if !allowedFields[fd.FullName()] {
+		if !allowed[fd.FullName()] {
 			err = &UnimplementedFieldError{Field: string(fd.FullName()), Path: p}
 			return false
 		}
@@ -305,15 +310,15 @@ func walk(m protoreflect.Message, path string, depth int) error {
 		case fd.IsList() && fd.Message() != nil:
 			l := v.List()
 			for i := 0; i < l.Len() && err == nil; i++ {
-				err = walk(l.Get(i).Message(), fmt.Sprintf("%s[%d]", p, i), depth+1)
+				err = walk(l.Get(i).Message(), fmt.Sprintf("%s[%d]", p, i), allowed, depth+1)
 			}
 		case fd.IsMap() && fd.MapValue().Message() != nil:
 			v.Map().Range(func(k protoreflect.MapKey, mv protoreflect.Value) bool {
-				err = walk(mv.Message(), fmt.Sprintf("%s[%q]", p, k.String()), depth+1)
+				err = walk(mv.Message(), fmt.Sprintf("%s[%q]", p, k.String()), allowed, depth+1)
 				return err == nil
 			})
 		case fd.Message() != nil && !fd.IsList() && !fd.IsMap():
-			err = walk(v.Message(), p, depth+1)
+			err = walk(v.Message(), p, allowed, depth+1)
 		}
 		return err == nil
 	})

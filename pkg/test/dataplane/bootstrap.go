@@ -33,8 +33,12 @@ type adsTarget struct {
 	address string // host:port
 	tls     *tls.Config
 	token   *fileToken
+	// keepalive is the ADS cluster's upstream_connection_options.tcp_keepalive.
+	keepalive *net.KeepAliveConfig
 	// regex is the regex engine as the bootstrap's runtime configures it.
 	regex regexEngine
+	// static is the bootstrap's static_resources and admin (static.go).
+	static *staticConfig
 }
 
 // parseBootstrap reads an envoy.config.bootstrap.v3.Bootstrap (JSON) and
@@ -46,8 +50,8 @@ type adsTarget struct {
 // credentials, applied only under the credentials factory of that name, as
 // Envoy does: see credentialsFactory). LDS and CDS must come over ADS.
 // layered_runtime sets the regex engine's program size limit (runtime.go).
-// The rest of the bootstrap (admin, static listeners) is not run by the
-// data plane.
+// static_resources (listeners and clusters) and admin are compiled by
+// compileStatic (static.go); any of their fields not implemented fails.
 func parseBootstrap(b []byte) (*adsTarget, error) {
 	var bs bootstrapv3.Bootstrap
 	if err := protojson.Unmarshal(b, &bs); err != nil {
@@ -67,6 +71,9 @@ func parseBootstrap(b []byte) (*adsTarget, error) {
 		return nil, err
 	}
 	if t.regex.maxProgramSize, err = re2MaxProgramSize(rt); err != nil {
+		return nil, err
+	}
+	if t.static, err = compileStatic(&bs, t.regex); err != nil {
 		return nil, err
 	}
 	switch ads.GetApiType() {
@@ -121,6 +128,9 @@ func (t *adsTarget) fromStaticCluster(bs *bootstrapv3.Bootstrap, name string) er
 	}
 	if !h2 {
 		return fmt.Errorf("bootstrap: ADS cluster %q is not HTTP/2 (Envoy's gRPC client needs it)", name)
+	}
+	if sc := t.static.clusters[name]; sc != nil {
+		t.keepalive = sc.cfg.tcpKeepalive
 	}
 	if ts := c.GetTransportSocket(); ts != nil {
 		tc, err := compileUpstreamTLS(ts)
@@ -227,9 +237,16 @@ func (t *adsTarget) dialOptions(dial func(ctx context.Context, network, addr str
 	if t.token != nil {
 		opts = append(opts, grpc.WithPerRPCCredentials(t.token))
 	}
-	if dial != nil {
+	switch {
+	case dial != nil:
 		opts = append(opts, grpc.WithContextDialer(func(ctx context.Context, addr string) (net.Conn, error) {
 			return dial(ctx, "tcp", addr)
+		}))
+	case t.keepalive != nil:
+		// The ADS cluster's TCP keepalive (keepaliveConfig, cluster.go).
+		d := &net.Dialer{KeepAliveConfig: *t.keepalive}
+		opts = append(opts, grpc.WithContextDialer(func(ctx context.Context, addr string) (net.Conn, error) {
+			return d.DialContext(ctx, "tcp", addr)
 		}))
 	}
 	return opts

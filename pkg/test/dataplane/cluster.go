@@ -36,7 +36,8 @@ const (
 	defaultInitialFetchTimeout = 15 * time.Second
 )
 
-// clusterConfig is a compiled envoy.config.cluster.v3.Cluster (EDS only).
+// clusterConfig is a compiled envoy.config.cluster.v3.Cluster: EDS from
+// CDS, or STATIC / STRICT_DNS from the bootstrap (static.go).
 type clusterConfig struct {
 	name           string
 	edsName        string
@@ -50,6 +51,9 @@ type clusterConfig struct {
 	maxRequests         uint32
 	maxRetries          uint32
 	overrideHost        *overrideHostPolicy
+	// tcpKeepalive is upstream_connection_options.tcp_keepalive (bootstrap
+	// clusters only); nil leaves Go's default.
+	tcpKeepalive *net.KeepAliveConfig
 }
 
 // overrideHostPolicy is OverrideHost with metadata sources and a round
@@ -66,22 +70,36 @@ type metadataPath struct {
 	path      []string
 }
 
+// compileCluster compiles a cluster received over CDS: EDS over ADS only.
 func compileCluster(c *clusterv3.Cluster) (*clusterConfig, error) {
-	cc := &clusterConfig{
-		name: c.GetName(), connectTimeout: defaultConnectTimout,
-		maxConnections: defaultCircuitLimit, maxPending: defaultCircuitLimit,
-		maxRequests: defaultCircuitLimit, maxRetries: defaultMaxRetries,
-	}
 	if c.GetType() != clusterv3.Cluster_EDS {
 		return nil, fmt.Errorf("cluster type %v not implemented (EDS only)", c.GetType())
 	}
 	if c.GetEdsClusterConfig().GetEdsConfig().GetAds() == nil {
 		return nil, errors.New("eds_cluster_config.eds_config must be ADS")
 	}
+	cc, err := compileClusterCommon(c)
+	if err != nil {
+		return nil, err
+	}
 	cc.initialFetchTimeout = initialFetchTimeout(c.GetEdsClusterConfig().GetEdsConfig())
 	cc.edsName = c.GetEdsClusterConfig().GetServiceName()
 	if cc.edsName == "" {
 		cc.edsName = c.GetName()
+	}
+	return cc, nil
+}
+
+// compileClusterCommon compiles what every cluster type shares: timeouts,
+// load balancing, circuit breakers, protocol options, TLS, TCP keepalive.
+func compileClusterCommon(c *clusterv3.Cluster) (*clusterConfig, error) {
+	cc := &clusterConfig{
+		name: c.GetName(), connectTimeout: defaultConnectTimout,
+		maxConnections: defaultCircuitLimit, maxPending: defaultCircuitLimit,
+		maxRequests: defaultCircuitLimit, maxRetries: defaultMaxRetries,
+	}
+	if ka := c.GetUpstreamConnectionOptions().GetTcpKeepalive(); ka != nil {
+		cc.tcpKeepalive = keepaliveConfig(ka)
 	}
 	if c.ConnectTimeout != nil {
 		cc.connectTimeout = c.GetConnectTimeout().AsDuration()
@@ -145,6 +163,26 @@ func compileCluster(c *clusterv3.Cluster) (*clusterConfig, error) {
 		cc.tls = tc
 	}
 	return cc, nil
+}
+
+// keepaliveConfig is Envoy's TcpKeepalive as Go's dialer takes it
+// (source/common/network/socket_option_factory.cc,
+// buildTcpKeepaliveOptions): keepalive on, and each of time (idle
+// seconds), interval (seconds) and probes (count) set when given, else the
+// operating system's default (Go: a negative value leaves the option
+// unchanged).
+func keepaliveConfig(ka *corev3.TcpKeepalive) *net.KeepAliveConfig {
+	kc := &net.KeepAliveConfig{Enable: true, Idle: -1, Interval: -1, Count: -1}
+	if v := ka.GetKeepaliveTime(); v != nil {
+		kc.Idle = time.Duration(v.GetValue()) * time.Second
+	}
+	if v := ka.GetKeepaliveInterval(); v != nil {
+		kc.Interval = time.Duration(v.GetValue()) * time.Second
+	}
+	if v := ka.GetKeepaliveProbes(); v != nil {
+		kc.Count = int(v.GetValue())
+	}
+	return kc
 }
 
 // initialFetchTimeout is how long a subscription from cs waits for its

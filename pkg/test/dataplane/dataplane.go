@@ -34,7 +34,9 @@ type Options struct {
 	// BindListenerAddresses binds each listener at the address and port of
 	// its socket_address, as Envoy does (the command in cmd/dataplane, run as
 	// a pod's process in its own network namespace). It excludes
-	// ListenerAddress.
+	// ListenerAddress. Only with it does Run serve the bootstrap's admin
+	// and static listeners (server.go): their ports are fixed, and the
+	// static clusters name them.
 	BindListenerAddresses bool
 	// ServiceNode, when not empty, replaces the bootstrap node's id, as
 	// Envoy's --service-node does (source/common/local_info/
@@ -90,6 +92,17 @@ type DataPlane struct {
 
 	unknownMu   sync.Mutex
 	unknownSeen map[string]bool // unknown-field descriptions already reported
+
+	// initState is the server's initialization state (init.go), guarded
+	// by mu; serverState mirrors it for readers without the lock.
+	initState   ServerState
+	serverState atomic.Int32
+	// staticClusters are the bootstrap's clusters, in every active
+	// configuration beside CDS's (static.go).
+	staticClusters map[string]*activeCluster
+	// server is the admin and the static listeners (server.go), guarded
+	// by mu; nil unless Options.BindListenerAddresses.
+	server *staticServer
 }
 
 // Counters are the data plane's statistics.
@@ -140,8 +153,11 @@ type Snapshot struct {
 	Versions map[string]string
 	// Connected is true while an ADS stream has answered.
 	Connected bool
-	LastNACK  *NACK
-	Counters  Counters
+	// State is the server's initialization state (init.go), as the
+	// admin's /ready reports it.
+	State    ServerState
+	LastNACK *NACK
+	Counters Counters
 }
 
 // activeConfig is what serves requests; never modified once published.
@@ -194,6 +210,10 @@ func New(bootstrap []byte, opts Options) (*DataPlane, error) {
 		changed: make(chan struct{}), clusters: map[string]*clusterRuntime{}, warm: map[string]*clusterWarm{},
 		listeners: map[string]*boundListener{}, grpcConns: map[string]*grpc.ClientConn{}, rand: r,
 	}
+	dp.staticClusters = map[string]*activeCluster{}
+	for name, sc := range t.static.clusters {
+		dp.staticClusters[name] = &activeCluster{rt: newClusterRuntime(sc.pb, sc.cfg, opts.Dial), addrs: sc.addrs}
+	}
 	dp.active.Store(&activeConfig{})
 	return dp, nil
 }
@@ -204,6 +224,11 @@ func New(bootstrap []byte, opts Options) (*DataPlane, error) {
 // and connection it opened is closed. It returns nil when ctx ends.
 func (dp *DataPlane) Run(ctx context.Context) error {
 	defer dp.shutdown()
+	if dp.opts.BindListenerAddresses {
+		if err := dp.startServer(); err != nil {
+			return err
+		}
+	}
 	conn, err := grpc.NewClient(dp.target.address, dp.target.dialOptions(dp.opts.Dial)...)
 	if err != nil {
 		return fmt.Errorf("dataplane: ADS client: %w", err)
@@ -317,8 +342,14 @@ func (dp *DataPlane) publishLocked() {
 		next.snap.Clusters[name] = c.rt.pb
 		next.snap.Endpoints[name] = c.addrs
 	}
+	// Static clusters serve beside CDS's (a CDS cluster of the same name
+	// is NACKed, xds.go); the snapshot shows only what came over xDS.
+	for name, c := range dp.staticClusters {
+		next.clusters[name] = c
+	}
 	dp.active.Store(next)
 	dp.syncListenersLocked(next)
+	dp.advanceInitLocked()
 	close(dp.changed)
 	dp.changed = make(chan struct{})
 }
@@ -327,6 +358,7 @@ func (dp *DataPlane) publishLocked() {
 func (dp *DataPlane) Snapshot() Snapshot {
 	s := dp.active.Load().snap
 	s.Counters = dp.Counters()
+	s.State = dp.State()
 	return s
 }
 
@@ -412,16 +444,7 @@ func (dp *DataPlane) syncListenersLocked(next *activeConfig) {
 			dp.log.Error("dataplane: bind listener", "listener", name, "address", addr, "error", err)
 			continue
 		}
-		var protos http.Protocols
-		protos.SetHTTP1(true)
-		protos.SetUnencryptedHTTP2(true) // codec_type AUTO: HTTP/1.1 and h2c prior knowledge
-		b := &boundListener{name: name, port: l.port, ln: ln, done: make(chan struct{})}
-		b.srv = &http.Server{Handler: &listenerHandler{dp: dp, name: name}, Protocols: &protos, ReadHeaderTimeout: time.Minute}
-		go func() {
-			defer close(b.done)
-			_ = b.srv.Serve(ln)
-		}()
-		dp.listeners[name] = b
+		dp.listeners[name] = serveHTTP(name, l.port, ln, &listenerHandler{dp: dp, name: name})
 	}
 }
 
@@ -456,7 +479,13 @@ func (dp *DataPlane) shutdown() {
 	for _, w := range dp.warm {
 		w.stop()
 	}
+	for _, c := range dp.staticClusters {
+		c.rt.close()
+	}
+	srv := dp.server
+	dp.server = nil
 	dp.mu.Unlock()
+	srv.close()
 	for _, b := range ls {
 		b.close()
 	}

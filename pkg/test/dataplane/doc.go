@@ -25,9 +25,11 @@
 // --service-node does. Listeners bind 127.0.0.1:<port> (or where
 // Options.ListenerAddress says), or, with Options.BindListenerAddresses, at
 // their own socket_address, as Envoy does.
-// Run keeps an ADS stream up (reconnecting with bounded backoff); Addr gives
-// each xDS listener's bound address; Snapshot and WaitFor expose the
-// configuration in effect and the counters.
+// Run keeps an ADS stream up (reconnecting with bounded backoff) and, with
+// BindListenerAddresses, serves the bootstrap's admin and static listeners
+// (server.go); Addr gives each xDS listener's bound address; Snapshot and
+// WaitFor expose the configuration in effect, the server state and the
+// counters; State is the server state alone.
 //
 // # Files
 //
@@ -58,6 +60,17 @@
 //     the program size limit re2.max_program_size.error_level, through
 //     pkg/re2size) and the bootstrap's layered_runtime that sets the limit
 //     (static layers; Envoy's default, 100, without one).
+//   - static.go, server.go, listen_socket.go, admin.go, init.go: the
+//     bootstrap's static_resources (listeners with inline routes; STATIC
+//     and STRICT_DNS clusters, which serve beside CDS's) and admin, checked
+//     against the allowed fields; the admin listening from the start and the
+//     static listeners' sockets bound at start and listening once the server
+//     is initialized, as Envoy's server does; the server state
+//     (PRE_INITIALIZING, INITIALIZING, LIVE, after Envoy's init manager:
+//     clusters warmed from the first CDS, then listeners with their routes
+//     from the first LDS); the admin's /ready (200 "LIVE\n", else 503 and
+//     the state's name), every other admin path 404. So the Gateway's
+//     readiness probe on the status port passes exactly when Envoy's would.
 //   - handler.go, filterchain.go, cors.go, upstream.go: serving: the
 //     connection manager, virtual host and route selection, the HTTP filter
 //     chain as Envoy's FilterManager runs it (decoders in order, encoders in
@@ -114,8 +127,12 @@
 //   - The file_based_metadata token is trimmed of surrounding white space.
 //   - Weighted cluster choice uses Options.Rand, not Envoy's per-request
 //     random value or x-envoy-stable-hash headers.
-//   - The bootstrap's admin and static listeners (status port) are not run,
-//     so cmd/dataplane fails a readiness probe on the status port.
+//   - The admin implements only /ready. The admin and static listeners are
+//     served only with Options.BindListenerAddresses (checked, not bound,
+//     otherwise). The server reaches LIVE only from accepted first LDS and
+//     CDS responses (Envoy also goes LIVE after a rejected first response
+//     or the initial_fetch_timeout). An xDS listener or cluster named like
+//     a static one is NACKed.
 //   - The RE2 program size compared with the runtime limit is pkg/re2size's
 //     bound, never lower than RE2's (stricter near the limit; the NACK
 //     message's size may differ from Envoy's); Unicode classes are refused

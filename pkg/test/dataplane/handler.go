@@ -25,14 +25,20 @@ const mirrorTimeout = 10 * time.Second
 type listenerHandler struct {
 	dp   *DataPlane
 	name string
+	// static is a static listener's configuration (server.go); nil for a
+	// listener from LDS, looked up by name in the active configuration.
+	static *listenerConfig
 }
 
 func (h *listenerHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	start := time.Now()
 	dp := h.dp
-	dp.counters.requests.Add(1)
 	ac := dp.active.Load()
-	l := ac.listeners[h.name]
+	l := h.static
+	if l == nil {
+		dp.counters.requests.Add(1)
+		l = ac.listeners[h.name]
+	}
 	if l == nil {
 		writeResponse(w, localReply(http.StatusServiceUnavailable, ""))
 		return
@@ -61,7 +67,10 @@ func (h *listenerHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		req.Path = norm
 	}
 	h.connectionManagerHeaders(req, r)
-	table := ac.routes[l.rdsName]
+	table := l.routes
+	if table == nil {
+		table = ac.routes[l.rdsName]
+	}
 	sel, ok := dp.selectRoute(table, l, req)
 	if !ok {
 		writeResponse(w, localReply(http.StatusNotFound, ""))

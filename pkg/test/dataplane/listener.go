@@ -20,12 +20,16 @@ import (
 const networkFilterHCM = "envoy.filters.network.http_connection_manager"
 
 // listenerConfig is a compiled Listener: one plain-HTTP filter chain whose
-// only network filter is the HTTP connection manager, with routes over RDS.
+// only network filter is the HTTP connection manager, with routes over RDS
+// (LDS) or inline (a static listener of the bootstrap, static.go).
 type listenerConfig struct {
 	name    string
 	address string
 	port    uint32
 	rdsName string
+	// routes is the inline route_config of a static listener; nil for a
+	// listener whose routes come over RDS.
+	routes *routeTable
 	// stripPort is strip_any_host_port.
 	stripPort bool
 	// normalizePath is normalize_path (pathnorm.go).
@@ -40,27 +44,12 @@ type httpFilter struct {
 	extProc  *extprocv3.ExternalProcessor // for ext_proc
 }
 
+// compileListener compiles a listener received over LDS: its routes come
+// over RDS from ADS.
 func compileListener(l *listenerv3.Listener) (*listenerConfig, error) {
-	sa := l.GetAddress().GetSocketAddress()
-	if sa == nil || sa.GetProtocol() != corev3.SocketAddress_TCP {
-		return nil, errors.New("address must be a TCP socket address")
-	}
-	lc := &listenerConfig{name: l.GetName(), address: sa.GetAddress(), port: sa.GetPortValue()}
-	if len(l.GetFilterChains()) != 1 || len(l.GetFilterChains()[0].GetFilters()) != 1 {
-		return nil, errors.New("exactly one filter chain with one network filter is implemented")
-	}
-	f := l.GetFilterChains()[0].GetFilters()[0]
-	if f.GetName() != networkFilterHCM {
-		return nil, fmt.Errorf("network filter %q not implemented", f.GetName())
-	}
-	var hcm hcmv3.HttpConnectionManager
-	if err := f.GetTypedConfig().UnmarshalTo(&hcm); err != nil {
-		return nil, fmt.Errorf("%s: %w", networkFilterHCM, err)
-	}
-	switch hcm.GetCodecType() {
-	case hcmv3.HttpConnectionManager_AUTO, hcmv3.HttpConnectionManager_HTTP1, hcmv3.HttpConnectionManager_HTTP2:
-	default:
-		return nil, fmt.Errorf("codec_type %v not implemented", hcm.GetCodecType())
+	lc, hcm, err := compileHCMListener(l)
+	if err != nil {
+		return nil, err
 	}
 	rds := hcm.GetRds()
 	if rds == nil || rds.GetConfigSource().GetAds() == nil {
@@ -73,37 +62,65 @@ func compileListener(l *listenerv3.Listener) (*listenerConfig, error) {
 		return nil, errors.New("rds.config_source.initial_fetch_timeout other than 0 not implemented")
 	}
 	lc.rdsName = rds.GetRouteConfigName()
+	return lc, nil
+}
+
+// compileHCMListener compiles what every listener shares: the address,
+// the one filter chain and its HTTP connection manager with its HTTP
+// filters; the caller compiles the HCM's route specifier.
+func compileHCMListener(l *listenerv3.Listener) (*listenerConfig, *hcmv3.HttpConnectionManager, error) {
+	sa := l.GetAddress().GetSocketAddress()
+	if sa == nil || sa.GetProtocol() != corev3.SocketAddress_TCP {
+		return nil, nil, errors.New("address must be a TCP socket address")
+	}
+	lc := &listenerConfig{name: l.GetName(), address: sa.GetAddress(), port: sa.GetPortValue()}
+	if len(l.GetFilterChains()) != 1 || len(l.GetFilterChains()[0].GetFilters()) != 1 {
+		return nil, nil, errors.New("exactly one filter chain with one network filter is implemented")
+	}
+	f := l.GetFilterChains()[0].GetFilters()[0]
+	if f.GetName() != networkFilterHCM {
+		return nil, nil, fmt.Errorf("network filter %q not implemented", f.GetName())
+	}
+	var hcm hcmv3.HttpConnectionManager
+	if err := f.GetTypedConfig().UnmarshalTo(&hcm); err != nil {
+		return nil, nil, fmt.Errorf("%s: %w", networkFilterHCM, err)
+	}
+	switch hcm.GetCodecType() {
+	case hcmv3.HttpConnectionManager_AUTO, hcmv3.HttpConnectionManager_HTTP1, hcmv3.HttpConnectionManager_HTTP2:
+	default:
+		return nil, nil, fmt.Errorf("codec_type %v not implemented", hcm.GetCodecType())
+	}
 	lc.stripPort = hcm.GetStripAnyHostPort()
 	lc.normalizePath = hcm.GetNormalizePath().GetValue()
 	hfs := hcm.GetHttpFilters()
 	if len(hfs) == 0 || hfs[len(hfs)-1].GetName() != filterRouter {
-		return nil, errors.New("the last HTTP filter must be " + filterRouter)
+		return nil, nil, errors.New("the last HTTP filter must be " + filterRouter)
 	}
 	for i, hf := range hfs {
 		msg, err := hf.GetTypedConfig().UnmarshalNew()
 		if err != nil {
-			return nil, fmt.Errorf("http_filters[%d] %s: %w", i, hf.GetName(), err)
+			return nil, nil, fmt.Errorf("http_filters[%d] %s: %w", i, hf.GetName(), err)
 		}
 		switch c := msg.(type) {
 		case *routerv3.Router:
 			if i != len(hfs)-1 {
-				return nil, errors.New("router must be the last HTTP filter")
+				return nil, nil, errors.New("router must be the last HTTP filter")
 			}
 		case *corsv3.Cors:
 			lc.filters = append(lc.filters, httpFilter{name: filterCORS, disabled: hf.GetDisabled()})
 		case *extprocv3.ExternalProcessor:
 			if _, _, err := extproc.Effective(c, hf.GetDisabled(), nil); err != nil {
-				return nil, fmt.Errorf("http_filters[%d] %s: %w", i, hf.GetName(), err)
+				return nil, nil, fmt.Errorf("http_filters[%d] %s: %w", i, hf.GetName(), err)
 			}
 			lc.filters = append(lc.filters, httpFilter{name: filterExtProc, disabled: hf.GetDisabled(), extProc: c})
 		default:
-			return nil, fmt.Errorf("http_filters[%d] %s: %T not implemented", i, hf.GetName(), msg)
+			return nil, nil, fmt.Errorf("http_filters[%d] %s: %T not implemented", i, hf.GetName(), msg)
 		}
 		if hf.GetName() != filterNameOf(msg) {
-			return nil, fmt.Errorf("http_filters[%d]: name %q does not match its config %T (per-route configuration is keyed by name)", i, hf.GetName(), msg)
+			return nil, nil, fmt.Errorf("http_filters[%d]: name %q does not match its config %T (per-route configuration is keyed by name)", i, hf.GetName(), msg)
 		}
 	}
-	return lc, nil
+	return lc, &hcm, nil
 }
 
 func filterNameOf(msg any) string {

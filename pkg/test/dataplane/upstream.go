@@ -63,6 +63,9 @@ func newClusterRuntime(pb *clusterv3.Cluster, cfg *clusterConfig, dial func(cont
 		protos.SetHTTP1(true) // Envoy's default upstream codec, whatever ALPN offers
 	}
 	d := &net.Dialer{Timeout: cfg.connectTimeout}
+	if cfg.tcpKeepalive != nil {
+		d.KeepAliveConfig = *cfg.tcpKeepalive
+	}
 	t := &http.Transport{
 		Protocols:          &protos,
 		TLSClientConfig:    cfg.tls,

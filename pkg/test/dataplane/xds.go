@@ -141,7 +141,11 @@ func decodeResourceAs(typeURL string, a *anypb.Any, ignoreNewer func(proto.Messa
 // decode decodes a resource as this data plane's Envoy version does: a
 // field newer than it is ignored with a warning (ignoreNewerFields).
 func (dp *DataPlane) decode(typeURL string, a *anypb.Any) (decoded, error) {
-	return decodeResourceAs(typeURL, a, func(m proto.Message) { dp.version.ignoreNewerFields(m, dp.unknownField) }, dp.target.regex)
+	d, err := decodeResourceAs(typeURL, a, func(m proto.Message) { dp.version.ignoreNewerFields(m, dp.unknownField) }, dp.target.regex)
+	if err != nil {
+		return d, err
+	}
+	return d, dp.target.static.checkNameFree(typeURL, d.name)
 }
 
 func resourceName(m proto.Message) string {

@@ -31,8 +31,13 @@
 // stream are closed and it exits 0. A bad command line or bootstrap exits 1
 // with the error on stderr.
 //
-// Where it differs from Envoy: everything the package's doc.go lists, and
-// notably the bootstrap's admin listener and static listeners (the status
-// port's /healthz/ready) are not run, so a readiness probe on them fails;
+// The bootstrap's admin listens from the start (only /ready is
+// implemented) and its static listeners (the status port) accept
+// connections once the server is initialized, as Envoy's do: so the
+// Gateway Deployment's readiness probe, GET /healthz/ready on the status
+// port, is refused before the first CDS and LDS are in and warmed, and
+// answers 200 "LIVE" after.
+//
+// Where it differs from Envoy: everything the package's doc.go lists;
 // SIGTERM closes at once, without Envoy's drain.
 package main
