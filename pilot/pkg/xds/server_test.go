@@ -12,7 +12,6 @@ import (
 	"testing"
 	"time"
 
-	adminv3 "github.com/envoyproxy/go-control-plane/envoy/admin/v3"
 	clusterv3 "github.com/envoyproxy/go-control-plane/envoy/config/cluster/v3"
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	endpointv3 "github.com/envoyproxy/go-control-plane/envoy/config/endpoint/v3"
@@ -400,29 +399,4 @@ func httpGet(t *testing.T, e *env, path string) int {
 	}
 	_ = resp.Body.Close()
 	return resp.StatusCode
-}
-
-// dumpDomains are the virtual host domains of the seed Gateway's published
-// route configuration.
-func dumpDomains(t *testing.T, e *env) []string {
-	t.Helper()
-	dump, ok, err := e.srv.ConfigDump(seedGatewayKey)
-	if err != nil || !ok {
-		t.Fatalf("config dump: %v %v", ok, err)
-	}
-	for _, a := range dump.GetConfigs() {
-		rd := &adminv3.RoutesConfigDump{}
-		if a.MessageIs(rd) {
-			if err := a.UnmarshalTo(rd); err != nil {
-				t.Fatal(err)
-			}
-			rc := &routev3.RouteConfiguration{}
-			if err := rd.GetDynamicRouteConfigs()[0].GetRouteConfig().UnmarshalTo(rc); err != nil {
-				t.Fatal(err)
-			}
-			return rc.GetVirtualHosts()[0].GetDomains()
-		}
-	}
-	t.Fatal("no RoutesConfigDump")
-	return nil
 }

@@ -52,7 +52,7 @@ type Config struct {
 func (c *Config) validate() error {
 	var errs []error
 	if c.Client == nil || c.RESTConfig == nil {
-		errs = append(errs, errors.New("Client and RESTConfig are required"))
+		errs = append(errs, errors.New("node: Client and RESTConfig are required"))
 	}
 	if c.NodeName == "" {
 		errs = append(errs, errors.New("NodeName is required"))

@@ -81,7 +81,7 @@ func refuse(arg string) error {
 	case hasValue && (name == "-c" || name == "--config-path" || name == "--service-node"):
 		return fmt.Errorf("%q: give the flag and its value as two arguments, as Envoy's command line does", arg)
 	case envoyFlags[name]:
-		return fmt.Errorf("Envoy flag %s is not implemented by the test data plane (it takes -c/--config-path and --service-node)", name)
+		return fmt.Errorf("the Envoy flag %s is not implemented by the test data plane (it takes -c/--config-path and --service-node)", name)
 	case strings.HasPrefix(arg, "-"):
 		return fmt.Errorf("unknown flag %s (Envoy has no such flag; the test data plane takes -c/--config-path and --service-node)", name)
 	}
