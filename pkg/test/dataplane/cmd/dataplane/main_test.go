@@ -83,9 +83,11 @@ func TestRunServesListenerFromBootstrapFile(t *testing.T) {
 	port := freePort(t)
 	ads, nodes := startADS(t, node, port)
 
+	// Free admin and status ports: the bootstrap's defaults (15000, 15021)
+	// are bound on the host and may be taken by anything else running.
 	boot, err := bootstrap.JSON(bootstrap.Config{
 		NodeID: "bootstrap-node", Cluster: "gateway", GatewayNamespace: "gateway-namespace", GatewayName: "gateway",
-		XDSAddress: ads, Plaintext: true,
+		XDSAddress: ads, Plaintext: true, AdminPort: freePort(t), StatusPort: freePort(t),
 	})
 	if err != nil {
 		t.Fatal(err)
