@@ -1,0 +1,80 @@
+// Copyright infermesh authors
+// SPDX-License-Identifier: Apache-2.0
+
+//go:build conformance
+
+package harness
+
+import (
+	"context"
+	"net/netip"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+
+	"github.com/infermesh/infermesh/pkg/test/kubeenv"
+	"github.com/infermesh/infermesh/pkg/test/node"
+)
+
+const (
+	// nodeName is the one Node that runs pods.
+	nodeName = "conformance-node"
+	// podCIDR is the pod network; no integration package uses it
+	// (they use 10.244.0.x, .30.x, .31.x and .64.x).
+	podCIDR = "10.244.96.0/24"
+	// lbCIDR is where the load-balancer stand-in takes Service addresses.
+	lbCIDR = "10.244.97.0/24"
+)
+
+// controllers are kube-controller-manager's controllers beyond kubeenv's
+// defaults (endpointslice, endpointslice-mirroring, garbage-collector,
+// serviceaccount): Deployments make ReplicaSets make Pods; the suite's
+// cleanup deletes Namespaces; node-lifecycle lifts the not-ready taint the
+// apiserver puts on a new Node once the node agent reports it Ready, so that
+// kube-scheduler binds pods to it.
+var controllers = []string{
+	"deployment-controller",
+	"replicaset-controller",
+	"namespace-controller",
+	"node-lifecycle-controller",
+}
+
+// cluster is the running control plane with its node.
+type cluster struct {
+	env    *kubeenv.Env
+	config *rest.Config
+	client kubernetes.Interface
+	node   *node.Node
+	// stateDir holds the node's pod folders and container logs.
+	stateDir string
+}
+
+// startCluster starts the control plane with the scheduler and the
+// CRDs, then the node agent with images; all stop at the test's end.
+func startCluster(t *testing.T, images map[string]node.Image, stateDir string) *cluster {
+	t.Helper()
+	env := kubeenv.Start(t, kubeenv.WithScheduler(), kubeenv.WithControllers(controllers...), kubeenv.WithStandardCRDs())
+	c := &cluster{env: env, config: env.RESTConfig(), stateDir: stateDir}
+	c.client = kubernetes.NewForConfigOrDie(c.config)
+	if err := os.MkdirAll(stateDir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	n, err := node.Start(context.Background(), node.Config{
+		Client: c.client, RESTConfig: c.config, NodeName: nodeName,
+		PodCIDR: netip.MustParsePrefix(podCIDR), Images: images,
+		StateDir: filepath.Join(stateDir, "node"),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.node = n
+	t.Cleanup(func() {
+		if err := n.Stop(); err != nil {
+			t.Error(err)
+		}
+	})
+	return c
+}
