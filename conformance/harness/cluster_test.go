@@ -7,6 +7,7 @@ package harness
 
 import (
 	"context"
+	"fmt"
 	"net/netip"
 	"os"
 	"path/filepath"
@@ -48,6 +49,8 @@ type cluster struct {
 	config *rest.Config
 	client kubernetes.Interface
 	node   *node.Node
+	// bridge is the node's bridge link.
+	bridge string
 	// stateDir holds the node's pod folders and container logs.
 	stateDir string
 }
@@ -57,14 +60,14 @@ type cluster struct {
 func startCluster(t *testing.T, images map[string]node.Image, stateDir string) *cluster {
 	t.Helper()
 	env := kubeenv.Start(t, kubeenv.WithScheduler(), kubeenv.WithControllers(controllers...), kubeenv.WithStandardCRDs())
-	c := &cluster{env: env, config: env.RESTConfig(), stateDir: stateDir}
+	c := &cluster{env: env, config: env.RESTConfig(), stateDir: stateDir, bridge: fmt.Sprintf("imcf-%x", os.Getpid())}
 	c.client = kubernetes.NewForConfigOrDie(c.config)
 	if err := os.MkdirAll(stateDir, 0o755); err != nil {
 		t.Fatal(err)
 	}
 	n, err := node.Start(context.Background(), node.Config{
 		Client: c.client, RESTConfig: c.config, NodeName: nodeName,
-		PodCIDR: netip.MustParsePrefix(podCIDR), Images: images,
+		PodCIDR: netip.MustParsePrefix(podCIDR), BridgeName: c.bridge, Images: images,
 		StateDir: filepath.Join(stateDir, "node"),
 	})
 	if err != nil {
