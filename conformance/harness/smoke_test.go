@@ -10,7 +10,9 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/netip"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -83,6 +85,51 @@ func TestClusterSmoke(t *testing.T) {
 		t.Fatalf("GET /smoke: %s %s", resp.Status, body)
 	}
 	t.Logf("echo-basic on %s (%s) answered: %s", pod.Name, pod.Status.PodIP, body)
+	c.checkLoadBalancer(t, ctx, pod.Name)
+}
+
+// checkLoadBalancer puts a LoadBalancer Service (port 80 to the pod's 3000)
+// in front of the echo pod, waits for the stand-in to give it an address,
+// and reaches the pod through that address.
+func (c *cluster) checkLoadBalancer(t *testing.T, ctx context.Context, podName string) {
+	lb, err := startLoadBalancer(ctx, c.client, c.bridge, netip.MustParsePrefix(lbCIDR), t.Logf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(lb.stop)
+	svc := &corev1.Service{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "echo"},
+		Spec: corev1.ServiceSpec{
+			Type: corev1.ServiceTypeLoadBalancer, Selector: map[string]string{"app": "echo"},
+			Ports: []corev1.ServicePort{{Name: "http", Port: 80, TargetPort: intstr.FromInt32(3000)}},
+		},
+	}
+	if _, err := c.client.CoreV1().Services("default").Create(ctx, svc, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	var body string
+	poll.UntilOr(t, 60*time.Second, "echo reached through its LoadBalancer address", func() bool {
+		s, err := c.client.CoreV1().Services("default").Get(ctx, "echo", metav1.GetOptions{})
+		if err != nil || len(s.Status.LoadBalancer.Ingress) != 1 {
+			return false
+		}
+		addr := s.Status.LoadBalancer.Ingress[0].IP
+		if !netip.MustParsePrefix(lbCIDR).Contains(netip.MustParseAddr(addr)) {
+			t.Fatalf("LoadBalancer address %s is not in %s", addr, lbCIDR)
+		}
+		resp, err := http.Get("http://" + addr + "/through-lb")
+		if err != nil {
+			body = err.Error()
+			return false
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		body = string(b)
+		return resp.StatusCode == http.StatusOK
+	}, func() string { return body })
+	if !strings.Contains(body, `"pod": "`+podName+`"`) || !strings.Contains(body, `"path": "/through-lb"`) {
+		t.Fatalf("through the load balancer: %s; want pod %s, path /through-lb", body, podName)
+	}
 }
 
 func podReady(p *corev1.Pod) bool {
