@@ -36,7 +36,7 @@
 //     the kubelet's makeEnvironmentVariables does: envFrom, env with $(VAR)
 //     expansion, downward API fieldRefs (metadata.*, spec.nodeName,
 //     spec.serviceAccountName, status.podIP, status.hostIP), ConfigMap and
-//     Secret keys, and the Service variables (FOO_SERVICE_HOST, ...; the
+//     Secret keys, resourceFieldRef (resourcefieldref.go), and the Service variables (FOO_SERVICE_HOST, ...; the
 //     default namespace's kubernetes Service always, the pod namespace's
 //     Services unless enableServiceLinks is false). Command and args are
 //     expanded against the result.
@@ -70,8 +70,15 @@
 //     group when the deletion grace period ends; virtual-kubelet deletes the
 //     pod object (see architecture/node.md for when).
 //
-// Unsupported pod features (init containers, volume mounts other than the
-// kube-api-access one, workingDir, lifecycle hooks, exec probes, readiness
+//   - Volumes (volumes.go, mounts.go): configMap, secret, projected
+//     (serviceAccountToken with its audience, configMap, secret,
+//     downwardAPI) and emptyDir volumes are written once into the pod's
+//     folder when the pod starts; each container with volumeMounts runs in
+//     a mount namespace of its own where they are bind-mounted at their
+//     mount paths (read-only when asked), as a runtime does.
+//
+// Unsupported pod features (init containers, other volume kinds, subPath,
+// workingDir, lifecycle hooks, exec probes, readiness
 // gates, hostNetwork) keep the pod's containers waiting with
 // CreateContainerConfigError and a Warning event that names them.
 //

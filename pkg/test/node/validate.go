@@ -41,8 +41,14 @@ func unsupportedInContainer(pod *corev1.Pod, c *corev1.Container) []string {
 	var out []string
 	at := func(what string) { out = append(out, fmt.Sprintf("container %s: %s", c.Name, what)) }
 	for _, m := range c.VolumeMounts {
-		if !isServiceAccountMount(pod, m) {
-			at("volumeMount " + m.Name)
+		if isServiceAccountMount(pod, m) {
+			continue
+		}
+		switch v := podVolume(pod, m.Name); {
+		case v == nil || !supportedVolume(v):
+			at("volumeMount " + m.Name + " (this node mounts configMap, secret, projected and emptyDir volumes)")
+		case m.SubPath != "" || m.SubPathExpr != "":
+			at("volumeMount " + m.Name + " with subPath")
 		}
 	}
 	if len(c.VolumeDevices) > 0 {
@@ -78,4 +84,14 @@ func isServiceAccountMount(pod *corev1.Pod, m corev1.VolumeMount) bool {
 		}
 	}
 	return false
+}
+
+// podVolume returns the pod's volume named name, or nil.
+func podVolume(pod *corev1.Pod, name string) *corev1.Volume {
+	for i := range pod.Spec.Volumes {
+		if pod.Spec.Volumes[i].Name == name {
+			return &pod.Spec.Volumes[i]
+		}
+	}
+	return nil
 }
