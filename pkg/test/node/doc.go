@@ -24,6 +24,7 @@
 //     The host reaches every pod address; pods reach each other and the
 //     host. This is kubeenv.NewNetNS's approach (ip netns, veth) with a
 //     bridge, so pods get a gateway; it needs root and iproute2.
+//
 //   - Containers (container.go, process.go, image.go): each container is a
 //     process started in its pod's namespace (setns on a locked OS thread,
 //     then fork and exec), so the containers of a pod share its address
@@ -32,6 +33,7 @@
 //     command replaces the entrypoint, as a runtime does. An image not in the
 //     map leaves its container waiting with ErrImagePull and a Warning event
 //     naming the image; nothing else is ever run in its place.
+//
 //   - Environment (env.go, expansion.go, fieldref.go, serviceenv.go): built as
 //     the kubelet's makeEnvironmentVariables does: envFrom, env with $(VAR)
 //     expansion, downward API fieldRefs (metadata.*, spec.nodeName,
@@ -40,6 +42,7 @@
 //     default namespace's kubernetes Service always, the pod namespace's
 //     Services unless enableServiceLinks is false). Command and args are
 //     expanded against the result.
+//
 //   - API access (credentials.go, apiforward.go): each pod gets KUBECONFIG,
 //     a file in its folder naming the API server at the bridge address
 //     (a forwarder there copies connections to the API server, which
@@ -53,6 +56,7 @@
 //     /var/run/secrets/kubernetes.io/serviceaccount, which processes sharing
 //     the host's filesystem cannot each have. client-go's and
 //     controller-runtime's loaders read KUBECONFIG before in-cluster config.
+//
 //   - Probes (prober.go, probehandlers.go, containerprobes.go): httpGet,
 //     tcpSocket and gRPC (grpc.health.v1 with the probe's service)
 //     readiness, liveness and startup probes, from the host to the pod IP,
@@ -60,6 +64,7 @@
 //     successThreshold and failureThreshold. Readiness sets the container's
 //     ready flag; a failed liveness or startup probe kills the container
 //     and it restarts.
+//
 //   - Status and lifecycle (status.go, pod.go): phase, podIP/podIPs, hostIP,
 //     the kubelet's conditions (PodScheduled, PodReadyToStartContainers,
 //     Initialized, ContainersReady, Ready), containerStatuses with state,
