@@ -22,23 +22,27 @@ type process struct {
 }
 
 // startProcess starts argv with env (NAME=value) in dir inside sb, with
-// mounts (sandbox.runMounted), output to logPath. The process leads its own process group, so a kill reaches any
+// mounts (mounts.go), output to logPath. The process leads its own process group, so a kill reaches any
 // children it made, and it gets SIGKILL if this node's process dies.
 func startProcess(sb *sandbox, argv, env []string, mounts []bindMount, dir, logPath string) (*process, error) {
 	logf, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
 	if err != nil {
 		return nil, fmt.Errorf("container log: %w", err)
 	}
+	attr := &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	argv, env, err = withMounts(argv, env, mounts, attr)
+	if err != nil {
+		logf.Close()
+		return nil, err
+	}
 	cmd := exec.Command(argv[0], argv[1:]...)
-	cmd.Env, cmd.Dir, cmd.Stdout, cmd.Stderr = env, dir, logf, logf
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
-	p := &process{cmd: cmd, done: make(chan struct{})}
-	err = sb.runMounted(mounts, p.done, cmd.Start)
+	cmd.Env, cmd.Dir, cmd.Stdout, cmd.Stderr, cmd.SysProcAttr = env, dir, logf, logf, attr
+	err = sb.run(cmd.Start)
 	logf.Close() // the child holds its own copy
 	if err != nil {
 		return nil, err
 	}
-	p.started = time.Now()
+	p := &process{cmd: cmd, started: time.Now(), done: make(chan struct{})}
 	go p.wait()
 	return p, nil
 }

@@ -21,7 +21,7 @@ import (
 // bind-mounts it at each container's mountPath. This node does the same:
 // writeVolumes fills <pod folder>/volumes/<name> once, when the pod
 // starts, and each container process gets its own mount namespace with
-// those folders bind-mounted (sandbox.runMounted). Supported kinds:
+// those folders bind-mounted (mounts.go). Supported kinds:
 // configMap, secret, projected (serviceAccountToken, configMap, secret,
 // downwardAPI) and emptyDir. Unlike the kubelet, the contents are not
 // refreshed afterwards (ConfigMap changes, token rotation: tokens last
