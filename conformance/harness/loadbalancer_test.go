@@ -20,13 +20,17 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/util/retry"
 )
 
-// loadBalancer is the cluster's load-balancer controller, as
+// loadBalancer is the cluster's service proxy and load-balancer controller.
+// Every ClusterIP is served as kube-proxy's user-space mode served it
+// (syncClusterIP). And, as
 // cloud-provider-kind is kind's: every Service of type LoadBalancer gets
 // its own IPv4 address, written to status.loadBalancer.ingress, and each
 // of its TCP ports on that address forwards every connection to one ready
@@ -45,9 +49,11 @@ import (
 // does on any cluster.
 type loadBalancer struct {
 	client kubernetes.Interface
-	link   string
-	pool   []netip.Addr
-	logf   func(string, ...any)
+	// clusterIPs are the ClusterIPs served (kube-proxy's part), by Service.
+	clusterIPs map[string]netip.Addr
+	link       string
+	pool       []netip.Addr
+	logf       func(string, ...any)
 
 	mu        sync.Mutex
 	addrs     map[string]netip.Addr   // Service namespace/name → address
@@ -59,7 +65,7 @@ type loadBalancer struct {
 // on link.
 func startLoadBalancer(ctx context.Context, client kubernetes.Interface, link string, cidr netip.Prefix, logf func(string, ...any)) (*loadBalancer, error) {
 	lb := &loadBalancer{client: client, link: link, logf: logf,
-		addrs: map[string]netip.Addr{}, listeners: map[string]net.Listener{}}
+		addrs: map[string]netip.Addr{}, listeners: map[string]net.Listener{}, clusterIPs: map[string]netip.Addr{}}
 	for a := cidr.Masked().Addr().Next(); cidr.Contains(a) && len(lb.pool) < 250; a = a.Next() {
 		lb.pool = append(lb.pool, a)
 	}
@@ -80,6 +86,7 @@ func startLoadBalancer(ctx context.Context, client kubernetes.Interface, link st
 		DeleteFunc: func(obj any) {
 			if s, ok := obj.(*corev1.Service); ok {
 				lb.release(s.Namespace + "/" + s.Name)
+				lb.releaseClusterIP(s.Namespace + "/" + s.Name)
 			}
 		},
 	})
@@ -92,9 +99,11 @@ func startLoadBalancer(ctx context.Context, client kubernetes.Interface, link st
 	return lb, nil
 }
 
-// sync gives a LoadBalancer Service its address, listeners and status.
+// sync serves a Service's ClusterIP (kube-proxy's part) and gives a
+// LoadBalancer Service its address, listeners and status.
 func (lb *loadBalancer) sync(ctx context.Context, svc *corev1.Service) {
 	key := svc.Namespace + "/" + svc.Name
+	lb.syncClusterIP(key, svc)
 	if svc.Spec.Type != corev1.ServiceTypeLoadBalancer {
 		lb.release(key)
 		return
@@ -112,15 +121,28 @@ func (lb *loadBalancer) sync(ctx context.Context, svc *corev1.Service) {
 			lb.logf("load balancer: %s port %d: %v", key, p.Port, err)
 		}
 	}
-	want := []corev1.LoadBalancerIngress{{IP: addr.String(), IPMode: ptrIPMode(corev1.LoadBalancerIPModeVIP)}}
-	if len(svc.Status.LoadBalancer.Ingress) == 1 && svc.Status.LoadBalancer.Ingress[0].IP == addr.String() {
-		return
-	}
-	out := svc.DeepCopy()
-	out.Status.LoadBalancer.Ingress = want
-	if _, err := lb.client.CoreV1().Services(svc.Namespace).UpdateStatus(ctx, out, metav1.UpdateOptions{}); err != nil {
+	if err := lb.writeStatus(ctx, svc, addr); err != nil {
 		lb.logf("load balancer: %s status: %v", key, err)
 	}
+}
+
+// writeStatus sets svc's status.loadBalancer.ingress to addr, rereading the
+// Service on a conflict (its owner may have just changed it).
+func (lb *loadBalancer) writeStatus(ctx context.Context, svc *corev1.Service, addr netip.Addr) error {
+	return retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		if len(svc.Status.LoadBalancer.Ingress) == 1 && svc.Status.LoadBalancer.Ingress[0].IP == addr.String() {
+			return nil
+		}
+		out := svc.DeepCopy()
+		out.Status.LoadBalancer.Ingress = []corev1.LoadBalancerIngress{{IP: addr.String(), IPMode: ptrIPMode(corev1.LoadBalancerIPModeVIP)}}
+		_, err := lb.client.CoreV1().Services(svc.Namespace).UpdateStatus(ctx, out, metav1.UpdateOptions{})
+		if apierrors.IsConflict(err) {
+			if fresh, gerr := lb.client.CoreV1().Services(svc.Namespace).Get(ctx, svc.Name, metav1.GetOptions{}); gerr == nil {
+				svc = fresh
+			}
+		}
+		return err
+	})
 }
 
 func ptrIPMode(m corev1.LoadBalancerIPMode) *corev1.LoadBalancerIPMode { return &m }
@@ -263,14 +285,66 @@ func (lb *loadBalancer) release(key string) {
 // stop closes every listener and removes every address.
 func (lb *loadBalancer) stop() {
 	lb.mu.Lock()
-	keys := make([]string, 0, len(lb.addrs))
+	keys := make([]string, 0, len(lb.addrs)+len(lb.clusterIPs))
 	for k := range lb.addrs {
+		keys = append(keys, k)
+	}
+	for k := range lb.clusterIPs {
 		keys = append(keys, k)
 	}
 	lb.mu.Unlock()
 	for _, k := range keys {
 		lb.release(k)
+		lb.releaseClusterIP(k)
 	}
+}
+
+// syncClusterIP serves svc's ClusterIP as kube-proxy's (long gone)
+// user-space mode did, since this machine has no iptables: the address on
+// the node bridge (pods reach it through their default route to the host,
+// the host as its own), each TCP port forwarding to a ready endpoint.
+func (lb *loadBalancer) syncClusterIP(key string, svc *corev1.Service) {
+	ip, err := netip.ParseAddr(svc.Spec.ClusterIP)
+	if err != nil || !ip.Is4() {
+		return // headless, or no address yet
+	}
+	lb.mu.Lock()
+	_, known := lb.clusterIPs[key]
+	if !known {
+		if err := ipRun("addr", "add", ip.String()+"/32", "dev", lb.link); err != nil {
+			lb.mu.Unlock()
+			lb.logf("service proxy: %s: %v", key, err)
+			return
+		}
+		lb.clusterIPs[key] = ip
+	}
+	lb.mu.Unlock()
+	for _, p := range svc.Spec.Ports {
+		if p.Protocol != "" && p.Protocol != corev1.ProtocolTCP {
+			continue
+		}
+		if err := lb.listen(key, ip, p); err != nil {
+			lb.logf("service proxy: %s port %d: %v", key, p.Port, err)
+		}
+	}
+}
+
+// releaseClusterIP stops serving a Service's ClusterIP.
+func (lb *loadBalancer) releaseClusterIP(key string) {
+	lb.mu.Lock()
+	defer lb.mu.Unlock()
+	ip, ok := lb.clusterIPs[key]
+	if !ok {
+		return
+	}
+	for hp, l := range lb.listeners {
+		if h, _, _ := net.SplitHostPort(hp); h == ip.String() {
+			_ = l.Close()
+			delete(lb.listeners, hp)
+		}
+	}
+	delete(lb.clusterIPs, key)
+	_ = ipRun("addr", "del", ip.String()+"/32", "dev", lb.link)
 }
 
 func ipRun(args ...string) error {

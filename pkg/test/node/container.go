@@ -204,7 +204,7 @@ func (c *container) prepare() (argv, env []string, mounts []bindMount, err error
 	if err != nil {
 		return nil, nil, nil, err
 	}
-	if mounts, err = containerMounts(pod, &c.spec, volumes); err != nil {
+	if mounts, err = containerMounts(&c.spec, volumes); err != nil {
 		return nil, nil, nil, err
 	}
 	env = processEnv(img, pod, kubeconfig, vars)

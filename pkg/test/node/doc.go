@@ -56,6 +56,10 @@
 //     /var/run/secrets/kubernetes.io/serviceaccount, which processes sharing
 //     the host's filesystem cannot each have. client-go's and
 //     controller-runtime's loaders read KUBECONFIG before in-cluster config.
+//     When the cluster adds the kube-api-access volume (the ServiceAccount
+//     admission plugin on), it is mounted like any other (volumes.go), so a
+//     program that prefers in-cluster config works where the cluster routes
+//     the kubernetes Service's ClusterIP.
 //
 //   - Probes (prober.go, probehandlers.go, containerprobes.go): httpGet,
 //     tcpSocket and gRPC (grpc.health.v1 with the probe's service)

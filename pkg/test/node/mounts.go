@@ -24,13 +24,10 @@ type bindMount struct {
 }
 
 // containerMounts resolves c's volumeMounts against the pod's written
-// volumes; the kube-api-access mount is skipped (credentials.go).
-func containerMounts(pod *corev1.Pod, c *corev1.Container, volumes map[string]string) ([]bindMount, error) {
+// volumes.
+func containerMounts(c *corev1.Container, volumes map[string]string) ([]bindMount, error) {
 	var out []bindMount
 	for _, m := range c.VolumeMounts {
-		if isServiceAccountMount(pod, m) {
-			continue
-		}
 		src, ok := volumes[m.Name]
 		if !ok {
 			return nil, fmt.Errorf("volumeMount %s: no volume of that name was written", m.Name)

@@ -32,16 +32,15 @@ func supportedVolume(v *corev1.Volume) bool {
 	return v.ConfigMap != nil || v.Secret != nil || v.Projected != nil || v.EmptyDir != nil
 }
 
-// writeVolumes writes every volume that a container mounts (except the
-// kube-api-access one; see credentials.go) into dir/volumes and returns
-// each one's folder by volume name.
+// writeVolumes writes every volume of the pod into dir/volumes and returns
+// each one's folder by volume name. That includes the ServiceAccount
+// admission plugin's kube-api-access volume (token, the kube-root-ca.crt
+// ConfigMap's ca.crt, namespace), so in-cluster configuration works as in a
+// cluster; the KUBECONFIG of credentials.go is there as well.
 func (n *provider) writeVolumes(ctx context.Context, pod *corev1.Pod, dir string) (map[string]string, error) {
 	out := map[string]string{}
 	for i := range pod.Spec.Volumes {
 		v := &pod.Spec.Volumes[i]
-		if strings.HasPrefix(v.Name, "kube-api-access-") && v.Projected != nil {
-			continue
-		}
 		folder := filepath.Join(dir, "volumes", v.Name)
 		if err := os.MkdirAll(folder, 0o755); err != nil {
 			return nil, err
