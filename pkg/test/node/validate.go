@@ -62,7 +62,6 @@ func unsupportedInContainer(pod *corev1.Pod, c *corev1.Container) []string {
 	return out
 }
 
-
 // podVolume returns the pod's volume named name, or nil.
 func podVolume(pod *corev1.Pod, name string) *corev1.Volume {
 	for i := range pod.Spec.Volumes {
