@@ -13,7 +13,7 @@ BENCH ?= .
 COUNT ?= 1
 PKG ?= ./...
 
-.PHONY: all build demo test lint vet staticcheck unit integ k8s-test-binaries bench bench-compare fuzz fuzz-routes clean
+.PHONY: all build demo test lint vet staticcheck unit integ conformance k8s-test-binaries bench bench-compare fuzz fuzz-routes clean
 
 all: build
 
@@ -64,6 +64,12 @@ integ:
 	dir=$$(hack/k8s-test-binaries.sh) && \
 	eppbin=$$(hack/epp-binaries.sh) && \
 	KUBE_TEST_BINARIES=$$dir/bin EPP_TEST_BINARIES=$$eppbin $(GO) test -tags=integ -p 2 -timeout 30m -count=1 ./tests/...
+
+# The GIE v1.6.0 conformance suite on this machine (conformance/README.md);
+# never part of `make test`. One test: `make conformance RUN_TEST=InferencePoolAccepted`.
+RUN_TEST ?=
+conformance:
+	GO=$(GO) RUN_TEST=$(RUN_TEST) hack/conformance.sh
 
 # Benchmarks are never part of `make test`.
 bench:

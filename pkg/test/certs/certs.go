@@ -22,6 +22,11 @@ import (
 // one day, for 127.0.0.1 and localhost. It is its own CA (IsCA, cert sign),
 // so a client trusts it by adding the certificate to its pool.
 func SelfSigned(commonName string) (certPEM, keyPEM []byte, err error) {
+	return SelfSignedFor(commonName, []net.IP{net.IPv4(127, 0, 0, 1)}, []string{"localhost"})
+}
+
+// SelfSignedFor is SelfSigned for the given addresses and DNS names.
+func SelfSignedFor(commonName string, ips []net.IP, dnsNames []string) (certPEM, keyPEM []byte, err error) {
 	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
 		return nil, nil, fmt.Errorf("certs: key: %w", err)
@@ -40,8 +45,8 @@ func SelfSigned(commonName string) (certPEM, keyPEM []byte, err error) {
 		ExtKeyUsage:           []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
 		BasicConstraintsValid: true,
 		IsCA:                  true,
-		IPAddresses:           []net.IP{net.IPv4(127, 0, 0, 1)},
-		DNSNames:              []string{"localhost"},
+		IPAddresses:           ips,
+		DNSNames:              dnsNames,
 	}
 	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
 	if err != nil {

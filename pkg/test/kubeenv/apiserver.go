@@ -19,14 +19,19 @@ import (
 // but nothing routes them.
 const serviceCIDR = "10.96.0.0/24"
 
+// KubernetesServiceIP is the ClusterIP of the default/kubernetes Service: the
+// first address of serviceCIDR, as the apiserver allocates it.
+const KubernetesServiceIP = "10.96.0.1"
+
 // newAPIServer is kube-apiserver on 127.0.0.1:port with RBAC, the static tokens
 // of files.go, and an audit log of every request.
 //
 // --advertise-address=127.0.0.1 needs --endpoint-reconciler-type=none (the
 // default reconciler refuses a loopback address for the kubernetes Service).
-// The ServiceAccount admission plugin is off, so pods can be created in a new
-// namespace before the serviceaccount controller has made its default account.
-func newAPIServer(bin string, f files, port, etcdPort int, extra []string) *process {
+// The ServiceAccount admission plugin is off (unless WithServiceAccountAdmission),
+// so pods can be created in a new namespace before the serviceaccount
+// controller has made its default account.
+func newAPIServer(bin string, f files, port, etcdPort int, extra []string, serviceAccountAdmission bool) *process {
 	args := []string{
 		"--bind-address=127.0.0.1",
 		"--advertise-address=127.0.0.1",
@@ -41,12 +46,14 @@ func newAPIServer(bin string, f files, port, etcdPort int, extra []string) *proc
 		"--service-account-signing-key-file=" + f.serviceAccount,
 		"--service-account-issuer=https://kubernetes.default.svc.cluster.local",
 		"--service-cluster-ip-range=" + serviceCIDR,
-		"--disable-admission-plugins=ServiceAccount",
 		"--allow-privileged=true",
 		"--audit-policy-file=" + f.auditPolicy,
 		"--audit-log-path=" + f.auditLog,
 		"--audit-log-format=json",
 		"--audit-log-mode=blocking",
+	}
+	if !serviceAccountAdmission {
+		args = append(args, "--disable-admission-plugins=ServiceAccount")
 	}
 	return &process{
 		name:    "kube-apiserver",

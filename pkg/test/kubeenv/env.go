@@ -81,7 +81,7 @@ func Start(t testing.TB, opts ...Option) *Env {
 		t.Fatal(err)
 	}
 	e.etcd = newEtcd(bin, e.files, etcdPort, peerPort)
-	e.apiServer = newAPIServer(bin, e.files, apiPort, etcdPort, o.apiServerArgs)
+	e.apiServer = newAPIServer(bin, e.files, apiPort, etcdPort, o.apiServerArgs, o.serviceAccountAdmission)
 	e.controllerManager = newControllerManager(bin, e.files, o.controllers)
 	if o.scheduler {
 		e.schedulerPort = ports[3]

@@ -11,6 +11,7 @@ import (
 	"encoding/hex"
 	"encoding/pem"
 	"fmt"
+	"net"
 	"os"
 	"path/filepath"
 
@@ -140,11 +141,15 @@ func writeKubeconfig(path string, c credentials, user, token string) error {
 	return nil
 }
 
-// selfSignedServingCert returns a PEM certificate and key valid for 127.0.0.1 and
-// localhost for one day. The certificate is its own CA, so clients trust it
-// directly; restarts of the apiserver reuse it.
+// selfSignedServingCert returns a PEM certificate and key valid for one day
+// for 127.0.0.1 and localhost, and, as a real apiserver's, for the kubernetes
+// Service's ClusterIP and names (in-cluster clients dial
+// KUBERNETES_SERVICE_HOST). The certificate is its own CA, so clients trust
+// it directly; restarts of the apiserver reuse it.
 func selfSignedServingCert() (certPEM, keyPEM []byte, err error) {
-	certPEM, keyPEM, err = certs.SelfSigned("kubeenv-apiserver")
+	certPEM, keyPEM, err = certs.SelfSignedFor("kubeenv-apiserver",
+		[]net.IP{net.IPv4(127, 0, 0, 1), net.ParseIP(KubernetesServiceIP)},
+		[]string{"localhost", "kubernetes", "kubernetes.default", "kubernetes.default.svc", "kubernetes.default.svc.cluster.local"})
 	if err != nil {
 		return nil, nil, fmt.Errorf("kubeenv: serving certificate: %w", err)
 	}

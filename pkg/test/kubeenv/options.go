@@ -9,13 +9,15 @@ import "time"
 type Option func(*options)
 
 type options struct {
-	binaryDir      string
-	controllers    []string
-	apiServerArgs  []string
-	crds           []string
-	standardCRDs   bool
-	scheduler      bool
-	startupTimeout time.Duration
+	binaryDir     string
+	controllers   []string
+	apiServerArgs []string
+	crds          []string
+	standardCRDs  bool
+	scheduler     bool
+	// serviceAccountAdmission keeps the ServiceAccount admission plugin on.
+	serviceAccountAdmission bool
+	startupTimeout          time.Duration
 }
 
 // defaultControllers are the kube-controller-manager controllers every Env runs.
@@ -83,4 +85,14 @@ func WithStartupTimeout(d time.Duration) Option {
 // start-up grace period, which undoes MarkPodReady there.
 func WithScheduler() Option {
 	return func(o *options) { o.scheduler = true }
+}
+
+// WithServiceAccountAdmission keeps kube-apiserver's ServiceAccount admission
+// plugin on, as on a real cluster: every pod gets a serviceAccountName and
+// the kube-api-access projected volume (token, the kube-root-ca.crt
+// ConfigMap's ca.crt, namespace), and creating a pod waits for its
+// ServiceAccount to exist. Its ConfigMap needs the
+// root-ca-certificate-publisher-controller (WithControllers).
+func WithServiceAccountAdmission() Option {
+	return func(o *options) { o.serviceAccountAdmission = true }
 }

@@ -64,7 +64,7 @@ func (c *container) supervise(ctx context.Context) {
 // ok is false when the pod is terminating or the container cannot be
 // started (its waiting state then says why).
 func (c *container) runOnce(ctx context.Context) (time.Duration, bool) {
-	argv, env, err := c.prepare()
+	argv, env, mounts, err := c.prepare()
 	if err != nil {
 		c.waitWithError(ctx, err)
 		return 0, false
@@ -79,7 +79,7 @@ func (c *container) runOnce(ctx context.Context) (time.Duration, bool) {
 		c.pod.mu.Unlock()
 		return 0, false
 	}
-	proc, err := startProcess(c.pod.sb, argv, env, c.pod.dir, logPath)
+	proc, err := startProcess(c.pod.sb, argv, env, mounts, c.pod.dir, logPath)
 	if err != nil {
 		c.pod.mu.Unlock()
 		c.waitWithError(ctx, fmt.Errorf("%w: %w", errStart, err))
@@ -185,30 +185,33 @@ func (c *container) waitWithError(ctx context.Context, err error) {
 	<-ctx.Done()
 }
 
-// prepare resolves the image, environment and command line.
-func (c *container) prepare() (argv, env []string, err error) {
+// prepare resolves the image, environment, command line and mounts.
+func (c *container) prepare() (argv, env []string, mounts []bindMount, err error) {
 	p := c.pod
 	p.mu.Lock()
-	pod, rt, kubeconfig := p.pod, p.runtimeFields(), p.kubeconfig
+	pod, rt, kubeconfig, volumes := p.pod, p.runtimeFields(), p.kubeconfig, p.volumes
 	p.mu.Unlock()
 	img, err := lookupImage(p.node.cfg.Images, c.spec.Image)
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
 	vars, err := p.node.env.containerEnv(pod, &c.spec, rt)
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
 	lookup := lookupIn(vars)
 	argv, err = img.argv(&c.spec, expandAll(c.spec.Command, lookup), expandAll(c.spec.Args, lookup))
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, nil, err
+	}
+	if mounts, err = containerMounts(&c.spec, volumes); err != nil {
+		return nil, nil, nil, err
 	}
 	env = processEnv(img, pod, kubeconfig, vars)
 	p.mu.Lock()
 	c.imageID = "binary://" + img.Binary
 	p.mu.Unlock()
-	return argv, env, nil
+	return argv, env, mounts, nil
 }
 
 // processEnv is the process's environment: the image's ENV (with a default

@@ -78,11 +78,18 @@ func (n *provider) credentials(ctx context.Context, pod *corev1.Pod, dir string)
 // turns off, would have set "default") gets an unbound token of "default":
 // the apiserver refuses to bind a token to a pod that names no account.
 func (n *provider) requestToken(ctx context.Context, pod *corev1.Pod) (string, error) {
-	sa := pod.Spec.ServiceAccountName
 	req := &authenticationv1.TokenRequest{Spec: authenticationv1.TokenRequestSpec{
 		ExpirationSeconds: ptr.To(int64(tokenLifetime / time.Second)),
 		BoundObjectRef:    &authenticationv1.BoundObjectReference{Kind: "Pod", APIVersion: "v1", Name: pod.Name, UID: pod.UID},
 	}}
+	return n.tokenFor(ctx, pod, req)
+}
+
+// tokenFor runs req for the pod's ServiceAccount, retrying while the account
+// does not exist yet; a pod without serviceAccountName gets an unbound token
+// of "default" (see requestToken).
+func (n *provider) tokenFor(ctx context.Context, pod *corev1.Pod, req *authenticationv1.TokenRequest) (string, error) {
+	sa := pod.Spec.ServiceAccountName
 	if sa == "" {
 		sa, req.Spec.BoundObjectRef = "default", nil
 	}

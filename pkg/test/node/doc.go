@@ -24,6 +24,7 @@
 //     The host reaches every pod address; pods reach each other and the
 //     host. This is kubeenv.NewNetNS's approach (ip netns, veth) with a
 //     bridge, so pods get a gateway; it needs root and iproute2.
+//
 //   - Containers (container.go, process.go, image.go): each container is a
 //     process started in its pod's namespace (setns on a locked OS thread,
 //     then fork and exec), so the containers of a pod share its address
@@ -32,14 +33,16 @@
 //     command replaces the entrypoint, as a runtime does. An image not in the
 //     map leaves its container waiting with ErrImagePull and a Warning event
 //     naming the image; nothing else is ever run in its place.
+//
 //   - Environment (env.go, expansion.go, fieldref.go, serviceenv.go): built as
 //     the kubelet's makeEnvironmentVariables does: envFrom, env with $(VAR)
 //     expansion, downward API fieldRefs (metadata.*, spec.nodeName,
 //     spec.serviceAccountName, status.podIP, status.hostIP), ConfigMap and
-//     Secret keys, and the Service variables (FOO_SERVICE_HOST, ...; the
+//     Secret keys, resourceFieldRef (resourcefieldref.go), and the Service variables (FOO_SERVICE_HOST, ...; the
 //     default namespace's kubernetes Service always, the pod namespace's
 //     Services unless enableServiceLinks is false). Command and args are
 //     expanded against the result.
+//
 //   - API access (credentials.go, apiforward.go): each pod gets KUBECONFIG,
 //     a file in its folder naming the API server at the bridge address
 //     (a forwarder there copies connections to the API server, which
@@ -53,6 +56,11 @@
 //     /var/run/secrets/kubernetes.io/serviceaccount, which processes sharing
 //     the host's filesystem cannot each have. client-go's and
 //     controller-runtime's loaders read KUBECONFIG before in-cluster config.
+//     When the cluster adds the kube-api-access volume (the ServiceAccount
+//     admission plugin on), it is mounted like any other (volumes.go), so a
+//     program that prefers in-cluster config works where the cluster routes
+//     the kubernetes Service's ClusterIP.
+//
 //   - Probes (prober.go, probehandlers.go, containerprobes.go): httpGet,
 //     tcpSocket and gRPC (grpc.health.v1 with the probe's service)
 //     readiness, liveness and startup probes, from the host to the pod IP,
@@ -60,6 +68,7 @@
 //     successThreshold and failureThreshold. Readiness sets the container's
 //     ready flag; a failed liveness or startup probe kills the container
 //     and it restarts.
+//
 //   - Status and lifecycle (status.go, pod.go): phase, podIP/podIPs, hostIP,
 //     the kubelet's conditions (PodScheduled, PodReadyToStartContainers,
 //     Initialized, ContainersReady, Ready), containerStatuses with state,
@@ -70,8 +79,15 @@
 //     group when the deletion grace period ends; virtual-kubelet deletes the
 //     pod object (see architecture/node.md for when).
 //
-// Unsupported pod features (init containers, volume mounts other than the
-// kube-api-access one, workingDir, lifecycle hooks, exec probes, readiness
+//   - Volumes (volumes.go, mounts.go): configMap, secret, projected
+//     (serviceAccountToken with its audience, configMap, secret,
+//     downwardAPI) and emptyDir volumes are written once into the pod's
+//     folder when the pod starts; each container with volumeMounts runs in
+//     a mount namespace of its own where they are bind-mounted at their
+//     mount paths (read-only when asked), as a runtime does.
+//
+// Unsupported pod features (init containers, other volume kinds, subPath,
+// workingDir, lifecycle hooks, exec probes, readiness
 // gates, hostNetwork) keep the pod's containers waiting with
 // CreateContainerConfigError and a Warning event that names them.
 //

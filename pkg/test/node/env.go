@@ -48,7 +48,7 @@ func (s envSources) containerEnv(pod *corev1.Pod, c *corev1.Container, rt runtim
 		case val != "":
 			val = expand(val, lookup)
 		case v.ValueFrom != nil:
-			val, err = s.valueFrom(pod, v.ValueFrom, rt)
+			val, err = s.valueFrom(pod, c, v.ValueFrom, rt)
 			if err != nil {
 				return nil, fmt.Errorf("env %s: %w", v.Name, err)
 			}
@@ -64,10 +64,12 @@ func (s envSources) containerEnv(pod *corev1.Pod, c *corev1.Container, rt runtim
 }
 
 // valueFrom resolves one env var's valueFrom.
-func (s envSources) valueFrom(pod *corev1.Pod, from *corev1.EnvVarSource, rt runtimeFields) (string, error) {
+func (s envSources) valueFrom(pod *corev1.Pod, c *corev1.Container, from *corev1.EnvVarSource, rt runtimeFields) (string, error) {
 	switch {
 	case from.FieldRef != nil:
 		return fieldRefValue(from.FieldRef, pod, rt)
+	case from.ResourceFieldRef != nil:
+		return resourceFieldRefValue(from.ResourceFieldRef, pod, c)
 	case from.ConfigMapKeyRef != nil:
 		ref := from.ConfigMapKeyRef
 		cm, err := s.configMaps.ConfigMaps(pod.Namespace).Get(ref.Name)
@@ -91,7 +93,7 @@ func (s envSources) valueFrom(pod *corev1.Pod, from *corev1.EnvVarSource, rt run
 		}
 		return string(v), nil
 	default:
-		return "", errors.New("unsupported valueFrom (this node resolves fieldRef, configMapKeyRef and secretKeyRef)")
+		return "", errors.New("unsupported valueFrom (this node resolves fieldRef, resourceFieldRef, configMapKeyRef and secretKeyRef)")
 	}
 }
 

@@ -214,6 +214,10 @@ func (n *Node) doStop() error {
 	return errors.Join(errs...)
 }
 
+// APIAddress is the host:port on the bridge where the node forwards
+// connections to the API server (what pods' kubeconfigs name).
+func (n *Node) APIAddress() string { return n.p.forwarder.addr() }
+
 // LogPath returns the log file of a container run of a pod on this node.
 func (n *Node) LogPath(pod *corev1.Pod, container string, restartCount int32) string {
 	return n.p.logPath(pod, container, restartCount)

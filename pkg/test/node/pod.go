@@ -32,6 +32,7 @@ type podRuntime struct {
 	addr        netip.Addr
 	dir         string // the pod's folder: kubeconfig, working directory
 	kubeconfig  string
+	volumes     map[string]string // volume name → its folder (volumes.go)
 	startTime   metav1.Time
 	containers  []*container
 	terminating bool
@@ -60,8 +61,14 @@ func (p *podRuntime) start() {
 		if err != nil {
 			p.event(corev1.EventTypeWarning, "FailedMount", "API credentials: %v", err)
 		}
+		var volumes map[string]string
+		if err == nil {
+			if volumes, err = p.node.writeVolumes(p.ctx, p.pod, p.dir); err != nil {
+				p.event(corev1.EventTypeWarning, "FailedMount", "%v", err)
+			}
+		}
 		p.mu.Lock()
-		p.kubeconfig = kubeconfig
+		p.kubeconfig, p.volumes = kubeconfig, volumes
 		p.mu.Unlock()
 		for _, c := range p.containers {
 			go func() {

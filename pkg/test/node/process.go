@@ -21,17 +21,22 @@ type process struct {
 	exit    int           // exit code, 128+signal when killed, valid after done
 }
 
-// startProcess starts argv with env (NAME=value) in dir inside sb, output to
-// logPath. The process leads its own process group, so a kill reaches any
+// startProcess starts argv with env (NAME=value) in dir inside sb, with
+// mounts (mounts.go), output to logPath. The process leads its own process group, so a kill reaches any
 // children it made, and it gets SIGKILL if this node's process dies.
-func startProcess(sb *sandbox, argv, env []string, dir, logPath string) (*process, error) {
+func startProcess(sb *sandbox, argv, env []string, mounts []bindMount, dir, logPath string) (*process, error) {
 	logf, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
 	if err != nil {
 		return nil, fmt.Errorf("container log: %w", err)
 	}
+	attr := &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	argv, env, err = withMounts(argv, env, mounts, attr)
+	if err != nil {
+		logf.Close()
+		return nil, err
+	}
 	cmd := exec.Command(argv[0], argv[1:]...)
-	cmd.Env, cmd.Dir, cmd.Stdout, cmd.Stderr = env, dir, logf, logf
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	cmd.Env, cmd.Dir, cmd.Stdout, cmd.Stderr, cmd.SysProcAttr = env, dir, logf, logf, attr
 	err = sb.run(cmd.Start)
 	logf.Close() // the child holds its own copy
 	if err != nil {

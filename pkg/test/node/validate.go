@@ -5,21 +5,14 @@ package node
 
 import (
 	"fmt"
-	"strings"
 
 	corev1 "k8s.io/api/core/v1"
 )
-
-// serviceAccountMountPath is where the kubelet mounts a pod's API credentials.
-const serviceAccountMountPath = "/var/run/secrets/kubernetes.io/serviceaccount"
 
 // unsupported lists the parts of pod this node cannot run faithfully. A pod
 // with any of them is not started: its containers wait with reason
 // CreateContainerConfigError and a Warning event names what is missing,
 // rather than the node running something other than what the pod asks for.
-// The one exception is the kube-api-access volume that the ServiceAccount
-// admission plugin adds to every pod: this node hands the same credentials
-// over as a kubeconfig instead (see doc.go).
 func unsupported(pod *corev1.Pod) []string {
 	var out []string
 	if len(pod.Spec.InitContainers) > 0 {
@@ -41,8 +34,11 @@ func unsupportedInContainer(pod *corev1.Pod, c *corev1.Container) []string {
 	var out []string
 	at := func(what string) { out = append(out, fmt.Sprintf("container %s: %s", c.Name, what)) }
 	for _, m := range c.VolumeMounts {
-		if !isServiceAccountMount(pod, m) {
-			at("volumeMount " + m.Name)
+		switch v := podVolume(pod, m.Name); {
+		case v == nil || !supportedVolume(v):
+			at("volumeMount " + m.Name + " (this node mounts configMap, secret, projected and emptyDir volumes)")
+		case m.SubPath != "" || m.SubPathExpr != "":
+			at("volumeMount " + m.Name + " with subPath")
 		}
 	}
 	if len(c.VolumeDevices) > 0 {
@@ -66,16 +62,12 @@ func unsupportedInContainer(pod *corev1.Pod, c *corev1.Container) []string {
 	return out
 }
 
-// isServiceAccountMount reports whether m mounts the admission plugin's
-// kube-api-access projected volume at the service-account path.
-func isServiceAccountMount(pod *corev1.Pod, m corev1.VolumeMount) bool {
-	if m.MountPath != serviceAccountMountPath || !strings.HasPrefix(m.Name, "kube-api-access-") {
-		return false
-	}
-	for _, v := range pod.Spec.Volumes {
-		if v.Name == m.Name {
-			return v.Projected != nil
+// podVolume returns the pod's volume named name, or nil.
+func podVolume(pod *corev1.Pod, name string) *corev1.Volume {
+	for i := range pod.Spec.Volumes {
+		if pod.Spec.Volumes[i].Name == name {
+			return &pod.Spec.Volumes[i]
 		}
 	}
-	return false
+	return nil
 }

@@ -160,6 +160,23 @@ func (a *app) mux() *http.ServeMux {
 		_, _ = io.Copy(w, resp.Body)
 	})
 	m.HandleFunc("/whoami", whoami)
+	// /file?path=P returns the file P as this process sees it (its mounts).
+	m.HandleFunc("/file", func(w http.ResponseWriter, r *http.Request) {
+		b, err := os.ReadFile(r.URL.Query().Get("path"))
+		if err != nil {
+			http.Error(w, err.Error(), http.StatusNotFound)
+			return
+		}
+		_, _ = w.Write(b)
+	})
+	// /write?path=P writes "x" to P and answers with the error, if any.
+	m.HandleFunc("/write", func(w http.ResponseWriter, r *http.Request) {
+		if err := os.WriteFile(r.URL.Query().Get("path"), []byte("x"), 0o644); err != nil {
+			_, _ = io.WriteString(w, err.Error())
+			return
+		}
+		_, _ = io.WriteString(w, "written")
+	})
 	return m
 }
 

@@ -30,6 +30,7 @@ func TestNode(t *testing.T) {
 	t.Run("NodeAndLease", c.testNodeAndLease)
 	t.Run("TwoContainersShareAnAddress", c.testSharedAddress)
 	t.Run("Environment", c.testEnvironment)
+	t.Run("Volumes", c.testVolumes)
 	t.Run("Probes", c.testProbes)
 	t.Run("CrashAndRestartPolicy", c.testRestarts)
 	t.Run("DeletionWithinGracePeriod", c.testDeletion)

@@ -1,0 +1,74 @@
+// Copyright infermesh authors
+// SPDX-License-Identifier: Apache-2.0
+
+//go:build conformance
+
+package harness
+
+import (
+	"context"
+	"net/netip"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/infermesh/infermesh/pkg/test/poll"
+)
+
+// installTimeout bounds the wait for pilot-discovery's pods to be Ready.
+const installTimeout = 180 * time.Second
+
+// TestGIEConformance is `make conformance`: the cluster, infermesh from
+// manifests/, the GatewayClass, then the suite's own binary; the summary
+// line goes to CONFORMANCE_SUMMARY. Its steps log as they finish, so a
+// failure shows how far it got.
+func TestGIEConformance(t *testing.T) {
+	cfg, err := configFromEnv()
+	if err != nil {
+		t.Fatal(err)
+	}
+	images, err := readImages(filepath.Join(cfg.images, "images.tsv"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	c := startCluster(t, images, cfg.state)
+	t.Log("step: cluster, scheduler and node up")
+
+	lb, err := startLoadBalancer(ctx, c.client, c.bridge, netip.MustParsePrefix(lbCIDR), t.Logf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(lb.stop)
+
+	if err := c.installInfermesh(ctx, cfg.repo); err != nil {
+		t.Fatalf("install infermesh from manifests/: %v", err)
+	}
+	poll.UntilOr(t, installTimeout, "pilot-discovery Deployment available (manifests/20-deployment.yaml)", func() bool {
+		d, err := c.client.AppsV1().Deployments(installNamespace).Get(ctx, "pilot-discovery", metav1.GetOptions{})
+		return err == nil && d.Status.ReadyReplicas > 0
+	}, func() string { return c.podsReport(ctx, installNamespace) })
+	t.Log("step: infermesh installed from manifests/, pilot-discovery Ready")
+
+	if err := c.createGatewayClass(ctx); err != nil {
+		t.Fatalf("GatewayClass: %v", err)
+	}
+	t.Log("step: GatewayClass " + gatewayClass + " created (the suite waits for Accepted)")
+
+	runErr := runSuite(cfg, c.env.Kubeconfig)
+	summary, err := summarize(cfg.report)
+	if err != nil {
+		t.Fatalf("%v (suite exit: %v)", err, runErr)
+	}
+	if err := os.WriteFile(cfg.summary, []byte(summary+"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	t.Log(summary)
+	if runErr != nil {
+		t.Errorf("the suite failed: %v", runErr)
+	}
+}

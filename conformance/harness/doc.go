@@ -1,0 +1,30 @@
+// Copyright infermesh authors
+// SPDX-License-Identifier: Apache-2.0
+
+// Package harness runs the Gateway API Inference Extension conformance suite
+// (sigs.k8s.io/gateway-api-inference-extension/conformance, its own compiled
+// test binary, unmodified) against infermesh on one machine: `make
+// conformance` (hack/conformance.sh) runs TestGIEConformance, which is
+// behind the build tag "conformance" so that neither `make test` nor `make
+// integ` runs it.
+//
+// What the test sets up, in order (conformance/README.md has the why):
+//
+//   - a control plane from pkg/test/kubeenv: etcd, kube-apiserver,
+//     kube-controller-manager (the deployment, replicaset, endpointslice,
+//     serviceaccount, garbage-collector, namespace and node-lifecycle
+//     controllers) and kube-scheduler, with the Gateway API standard-channel
+//     and InferencePool CRDs from the modules' own manifests, which carry the
+//     bundle-version annotations the suite checks;
+//   - one node agent (pkg/test/node) whose pods run as local processes, with
+//     the image map hack/images.sh writes (images.go);
+//   - a load-balancer stand-in (loadbalancer.go) that gives each Service of
+//     type LoadBalancer an address on the host and forwards its ports to the
+//     Service's ready endpoints, as cloud-provider-kind does;
+//   - infermesh installed from manifests/ (install.go) and the GatewayClass
+//     the suite names, with its parameters ConfigMap (gatewayclass.go);
+//   - the suite binary (suite.go), whose report YAML and summary line it
+//     writes where hack/conformance.sh asks.
+//
+// It needs root (network namespaces, a bridge), like tests/integration/node.
+package harness

@@ -1,0 +1,45 @@
+// Copyright infermesh authors
+// SPDX-License-Identifier: Apache-2.0
+
+//go:build conformance
+
+package harness
+
+import (
+	"context"
+	"fmt"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+const (
+	// gatewayClass is the class the suite is told to use (-gateway-class).
+	gatewayClass = "gateway-conformance"
+	// controllerName is pilot-discovery's default PILOT_GATEWAY_API_CONTROLLER_NAME.
+	controllerName = "istio.io/gateway-controller"
+	// classParams is the class's parametersRef ConfigMap.
+	classParams = "gateway-conformance-params"
+)
+
+// createGatewayClass creates the suite's GatewayClass, ours, whose
+// parametersRef ConfigMap selects eppRequestBodyMode: Streamed (lwepp
+// v1.6.0 cannot work with the default FULL_DUPLEX_STREAMED mode:
+// architecture/xds.md "EPP request body mode"; conformance/README.md).
+func (c *cluster) createGatewayClass(ctx context.Context) error {
+	cm := &corev1.ConfigMap{
+		ObjectMeta: metav1.ObjectMeta{Namespace: installNamespace, Name: classParams},
+		Data:       map[string]string{"eppRequestBodyMode": "Streamed"},
+	}
+	if _, err := c.client.CoreV1().ConfigMaps(installNamespace).Create(ctx, cm, metav1.CreateOptions{}); err != nil {
+		return fmt.Errorf("ConfigMap %s: %w", classParams, err)
+	}
+	a, err := newApplier(c.config)
+	if err != nil {
+		return err
+	}
+	gc := fmt.Sprintf(`{"apiVersion":"gateway.networking.k8s.io/v1","kind":"GatewayClass","metadata":{"name":%q},`+
+		`"spec":{"controllerName":%q,"parametersRef":{"group":"","kind":"ConfigMap","name":%q,"namespace":%q}}}`,
+		gatewayClass, controllerName, classParams, installNamespace)
+	return a.apply(ctx, []byte(gc))
+}
