@@ -47,6 +47,16 @@ type Config struct {
 	InitialBackOff, MaxBackOff time.Duration
 	// Labels are added to the Node's labels.
 	Labels map[string]string
+	// ClusterDNS are the nameservers of ClusterFirst pods (the kubelet's
+	// --cluster-dns); with none, such pods get the host's resolv.conf and a
+	// MissingClusterDNS event, as on a kubelet (resolvconf.go).
+	ClusterDNS []netip.Addr
+	// ClusterDomain is the cluster's DNS domain (--cluster-domain); empty
+	// means cluster.local.
+	ClusterDomain string
+	// HostResolvConf is the host's resolver file, for Default pods and the
+	// host's search domains (--resolv-conf); empty means /etc/resolv.conf.
+	HostResolvConf string
 }
 
 func (c *Config) validate() error {
@@ -83,6 +93,12 @@ func (c *Config) defaults() {
 	}
 	if c.MaxBackOff == 0 {
 		c.MaxBackOff = 300 * time.Second
+	}
+	if c.ClusterDomain == "" {
+		c.ClusterDomain = "cluster.local"
+	}
+	if c.HostResolvConf == "" {
+		c.HostResolvConf = "/etc/resolv.conf"
 	}
 	if c.BridgeName == "" {
 		h := fnv.New32a()

@@ -189,7 +189,7 @@ func (c *container) waitWithError(ctx context.Context, err error) {
 func (c *container) prepare() (argv, env []string, mounts []bindMount, err error) {
 	p := c.pod
 	p.mu.Lock()
-	pod, rt, kubeconfig, volumes := p.pod, p.runtimeFields(), p.kubeconfig, p.volumes
+	pod, rt, kubeconfig, volumes, resolvConf := p.pod, p.runtimeFields(), p.kubeconfig, p.volumes, p.resolvConf
 	p.mu.Unlock()
 	img, err := lookupImage(p.node.cfg.Images, c.spec.Image)
 	if err != nil {
@@ -206,6 +206,9 @@ func (c *container) prepare() (argv, env []string, mounts []bindMount, err error
 	}
 	if mounts, err = containerMounts(&c.spec, volumes); err != nil {
 		return nil, nil, nil, err
+	}
+	if resolvConf != "" {
+		mounts = append(mounts, bindMount{Src: resolvConf, Dst: resolvConfPath, File: true})
 	}
 	env = processEnv(img, pod, kubeconfig, vars)
 	p.mu.Lock()

@@ -16,11 +16,13 @@ import (
 )
 
 // bindMount is one of a container's volumeMounts: the volume's folder on the
-// host (writeVolumes) at the mount path the process sees.
+// host (writeVolumes) at the mount path the process sees; or, with File,
+// one file over another (the pod's resolv.conf, resolvconf.go).
 type bindMount struct {
 	Src      string `json:"src"`
 	Dst      string `json:"dst"`
 	ReadOnly bool   `json:"readOnly"`
+	File     bool   `json:"file,omitempty"`
 }
 
 // containerMounts resolves c's volumeMounts against the pod's written
@@ -92,9 +94,14 @@ func runMountExec(spec string) error {
 
 // bind creates m's mount path if missing (on the host's filesystem, which
 // processes share: an empty folder; architecture/node.md) and bind-mounts
-// the volume folder there.
+// the volume folder there. A file is bound only over an existing file: this
+// node creates no file on the host.
 func bind(m bindMount) error {
-	if err := os.MkdirAll(m.Dst, 0o755); err != nil {
+	if m.File {
+		if st, err := os.Stat(m.Dst); err != nil || !st.Mode().IsRegular() {
+			return fmt.Errorf("mount path %s: not an existing file (%v)", m.Dst, err)
+		}
+	} else if err := os.MkdirAll(m.Dst, 0o755); err != nil {
 		return fmt.Errorf("mount path %s: %w", m.Dst, err)
 	}
 	if err := unix.Mount(m.Src, m.Dst, "", unix.MS_BIND|unix.MS_REC, ""); err != nil {

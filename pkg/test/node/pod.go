@@ -33,6 +33,7 @@ type podRuntime struct {
 	dir         string // the pod's folder: kubeconfig, working directory
 	kubeconfig  string
 	volumes     map[string]string // volume name → its folder (volumes.go)
+	resolvConf  string            // the pod's resolv.conf; "" keeps the host's (resolvconf.go)
 	startTime   metav1.Time
 	containers  []*container
 	terminating bool
@@ -67,8 +68,14 @@ func (p *podRuntime) start() {
 				p.event(corev1.EventTypeWarning, "FailedMount", "%v", err)
 			}
 		}
+		var resolvConf string
+		if err == nil {
+			if resolvConf, err = p.node.writeResolvConf(p, p.pod, p.dir); err != nil {
+				p.event(corev1.EventTypeWarning, "FailedCreatePodSandBox", "resolv.conf: %v", err)
+			}
+		}
 		p.mu.Lock()
-		p.kubeconfig, p.volumes = kubeconfig, volumes
+		p.kubeconfig, p.volumes, p.resolvConf = kubeconfig, volumes, resolvConf
 		p.mu.Unlock()
 		for _, c := range p.containers {
 			go func() {

@@ -169,6 +169,17 @@ func (a *app) mux() *http.ServeMux {
 		}
 		_, _ = w.Write(b)
 	})
+	// /lookup?host=H resolves H as the process's resolver does (its
+	// /etc/resolv.conf), answering the addresses as JSON or the error.
+	m.HandleFunc("/lookup", func(w http.ResponseWriter, r *http.Request) {
+		addrs, err := net.DefaultResolver.LookupHost(r.Context(), r.URL.Query().Get("host"))
+		if err != nil {
+			http.Error(w, err.Error(), http.StatusBadGateway)
+			return
+		}
+		slices.Sort(addrs)
+		_ = json.NewEncoder(w).Encode(addrs)
+	})
 	// /write?path=P writes "x" to P and answers with the error, if any.
 	m.HandleFunc("/write", func(w http.ResponseWriter, r *http.Request) {
 		if err := os.WriteFile(r.URL.Query().Get("path"), []byte("x"), 0o644); err != nil {

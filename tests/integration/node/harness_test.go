@@ -27,6 +27,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/client-go/kubernetes"
 
+	"github.com/infermesh/infermesh/pkg/test/clusterdns"
 	"github.com/infermesh/infermesh/pkg/test/kubeenv"
 	"github.com/infermesh/infermesh/pkg/test/node"
 	"github.com/infermesh/infermesh/pkg/test/poll"
@@ -51,10 +52,12 @@ func TestMain(m *testing.M) {
 	os.Exit(m.Run())
 }
 
-// cluster is one API server with the node agent.
+// cluster is one API server with the node agent and the cluster DNS.
 type cluster struct {
 	client kubernetes.Interface
 	node   *node.Node
+	// dnsAddr is the cluster DNS address, the node's --cluster-dns.
+	dnsAddr netip.Addr
 }
 
 // startCluster starts kubeenv and the node; both stop at the test's end.
@@ -68,15 +71,27 @@ func startCluster(t *testing.T) *cluster {
 	cfg := env.RESTConfig()
 	client := kubernetes.NewForConfigOrDie(cfg)
 	state := t.TempDir()
+	// The cluster DNS serves on the bridge address (the Node's InternalIP),
+	// which the pods reach through their default route.
+	dnsAddr := netip.MustParsePrefix(podCIDR).Addr().Next()
 	n, err := node.Start(context.Background(), node.Config{
 		Client: client, RESTConfig: cfg, NodeName: nodeName,
 		PodCIDR:  netip.MustParsePrefix(podCIDR),
 		Images:   map[string]node.Image{appImage: {Binary: self, Entrypoint: "/app", Env: []string{appSwitch}}},
 		StateDir: state, InitialBackOff: time.Second, MaxBackOff: 2 * time.Second,
+		ClusterDNS: []netip.Addr{dnsAddr},
 	})
 	if err != nil {
 		t.Fatal(err)
 	}
+	// No upstream: names outside cluster.local are REFUSED, so the test
+	// depends on no DNS outside this machine.
+	dns, err := clusterdns.Start(context.Background(), clusterdns.Config{Client: client, Addr: netip.AddrPortFrom(dnsAddr, 53).String()})
+	if err != nil {
+		_ = n.Stop()
+		t.Fatal(err)
+	}
+	t.Cleanup(dns.Stop)
 	t.Cleanup(func() {
 		if err := n.Stop(); err != nil {
 			t.Error(err)
@@ -85,7 +100,7 @@ func startCluster(t *testing.T) *cluster {
 			dumpLogs(t, state)
 		}
 	})
-	return &cluster{client: client, node: n}
+	return &cluster{client: client, node: n, dnsAddr: dnsAddr}
 }
 
 // dumpLogs logs every container log and virtual-kubelet's log.
