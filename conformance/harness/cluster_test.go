@@ -22,6 +22,7 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/utils/ptr"
 
+	"github.com/infermesh/infermesh/pkg/test/clusterdns"
 	"github.com/infermesh/infermesh/pkg/test/kubeenv"
 	"github.com/infermesh/infermesh/pkg/test/node"
 )
@@ -76,10 +77,13 @@ func startCluster(t *testing.T, images map[string]node.Image, stateDir string) *
 	if err := os.MkdirAll(stateDir, 0o755); err != nil {
 		t.Fatal(err)
 	}
+	// The cluster DNS serves on the bridge address, which every pod
+	// reaches through its default route (architecture/node.md, "Cluster DNS").
+	dnsAddr := netip.MustParsePrefix(podCIDR).Addr().Next()
 	n, err := node.Start(context.Background(), node.Config{
 		Client: c.client, RESTConfig: c.config, NodeName: nodeName,
 		PodCIDR: netip.MustParsePrefix(podCIDR), BridgeName: c.bridge, Images: images,
-		StateDir: filepath.Join(stateDir, "node"),
+		StateDir: filepath.Join(stateDir, "node"), ClusterDNS: []netip.Addr{dnsAddr},
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -90,6 +94,7 @@ func startCluster(t *testing.T, images map[string]node.Image, stateDir string) *
 			t.Error(err)
 		}
 	})
+	startDNS(t, c.client, dnsAddr)
 	if err := c.kubernetesEndpoints(context.Background()); err != nil {
 		t.Fatal(err)
 	}
@@ -118,4 +123,20 @@ func (c *cluster) kubernetesEndpoints(ctx context.Context) error {
 	}
 	_, err = c.client.DiscoveryV1().EndpointSlices(metav1.NamespaceDefault).Create(ctx, slice, metav1.CreateOptions{})
 	return err
+}
+
+// startDNS serves the cluster DNS on addr:53 until the test ends; names
+// outside cluster.local go to the host's nameservers, as CoreDNS's
+// `forward . /etc/resolv.conf`.
+func startDNS(t *testing.T, client kubernetes.Interface, addr netip.Addr) {
+	t.Helper()
+	upstream, err := clusterdns.Upstreams("/etc/resolv.conf")
+	if err != nil {
+		t.Fatal(err)
+	}
+	dns, err := clusterdns.Start(context.Background(), clusterdns.Config{Client: client, Addr: netip.AddrPortFrom(addr, 53).String(), Upstream: upstream})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(dns.Stop)
 }
