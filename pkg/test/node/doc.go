@@ -86,6 +86,11 @@
 //     a mount namespace of its own where they are bind-mounted at their
 //     mount paths (read-only when asked), as a runtime does.
 //
+//   - DNS (resolvconf.go): each pod's resolv.conf by its dnsPolicy, as the
+//     kubelet's GetPodDNS writes it (ClusterFirst: Config.ClusterDNS, search
+//     <ns>.svc.<domain> svc.<domain> <domain>, ndots:5), bound over
+//     /etc/resolv.conf in each container's mount namespace (mounts.go).
+//
 // Unsupported pod features (init containers, other volume kinds, subPath,
 // workingDir, lifecycle hooks, exec probes, readiness
 // gates, hostNetwork) keep the pod's containers waiting with
