@@ -171,7 +171,14 @@ func (n *NetNS) linkExists() bool {
 // their whole life, wherever they are used later; goroutines that fn starts do
 // not run in the namespace. It returns fn's error, or an error if the thread
 // cannot be switched. Safe to call from any goroutine.
-func (n *NetNS) Run(fn func() error) error {
+func (n *NetNS) Run(fn func() error) error { return RunInNetNS(n.Name, fn) }
+
+// RunInNetNS is NetNS.Run for the named namespace (one `ip netns add`
+// binds under /var/run/netns), for callers that made it themselves (the
+// node agent's pod sandboxes): fn runs on an OS thread switched into it, and
+// the thread is switched back afterwards; a process fn starts from that
+// thread is born in the namespace.
+func RunInNetNS(name string, fn func() error) error {
 	errc := make(chan error, 1)
 	go func() {
 		// A thread that cannot be switched back stays locked, so the runtime
@@ -180,25 +187,25 @@ func (n *NetNS) Run(fn func() error) error {
 		orig, err := os.Open("/proc/thread-self/ns/net")
 		if err != nil {
 			runtime.UnlockOSThread()
-			errc <- fmt.Errorf("kubeenv: netns %s: %w", n.Name, err)
+			errc <- fmt.Errorf("kubeenv: netns %s: %w", name, err)
 			return
 		}
 		defer orig.Close()
-		target, err := os.Open(filepath.Join(netnsRunDir, n.Name))
+		target, err := os.Open(filepath.Join(netnsRunDir, name))
 		if err != nil {
 			runtime.UnlockOSThread()
-			errc <- fmt.Errorf("kubeenv: netns %s: %w", n.Name, err)
+			errc <- fmt.Errorf("kubeenv: netns %s: %w", name, err)
 			return
 		}
 		defer target.Close()
 		if err := unix.Setns(int(target.Fd()), unix.CLONE_NEWNET); err != nil {
 			runtime.UnlockOSThread()
-			errc <- fmt.Errorf("kubeenv: enter netns %s: %w", n.Name, err)
+			errc <- fmt.Errorf("kubeenv: enter netns %s: %w", name, err)
 			return
 		}
 		ferr := fn()
 		if err := unix.Setns(int(orig.Fd()), unix.CLONE_NEWNET); err != nil {
-			errc <- errors.Join(ferr, fmt.Errorf("kubeenv: leave netns %s: %w", n.Name, err))
+			errc <- errors.Join(ferr, fmt.Errorf("kubeenv: leave netns %s: %w", name, err))
 			return
 		}
 		runtime.UnlockOSThread()

@@ -9,14 +9,9 @@ import (
 	"hash/fnv"
 	"net/netip"
 	"os"
-	"path/filepath"
-	"runtime"
 
-	"golang.org/x/sys/unix"
+	"github.com/infermesh/infermesh/pkg/test/kubeenv"
 )
-
-// netnsRunDir is where `ip netns add` binds named network namespaces.
-const netnsRunDir = "/var/run/netns"
 
 // sandbox is one pod's network namespace, the part of a CRI pod sandbox this
 // node keeps: a named netns with loopback up and eth0, one end of a veth pair
@@ -72,36 +67,4 @@ func (s *sandbox) delete() error {
 // thread back afterwards. A process that fn starts (fork and exec from this
 // thread) is born in the namespace; sockets fn opens belong to it. A thread
 // that cannot be switched back stays locked, so the runtime ends it.
-func (s *sandbox) run(fn func() error) error {
-	errc := make(chan error, 1)
-	go func() {
-		runtime.LockOSThread()
-		orig, err := os.Open("/proc/thread-self/ns/net")
-		if err != nil {
-			runtime.UnlockOSThread()
-			errc <- fmt.Errorf("node: netns %s: %w", s.netns, err)
-			return
-		}
-		defer orig.Close()
-		target, err := os.Open(filepath.Join(netnsRunDir, s.netns))
-		if err != nil {
-			runtime.UnlockOSThread()
-			errc <- fmt.Errorf("node: netns %s: %w", s.netns, err)
-			return
-		}
-		defer target.Close()
-		if err := unix.Setns(int(target.Fd()), unix.CLONE_NEWNET); err != nil {
-			runtime.UnlockOSThread()
-			errc <- fmt.Errorf("node: enter netns %s: %w", s.netns, err)
-			return
-		}
-		ferr := fn()
-		if err := unix.Setns(int(orig.Fd()), unix.CLONE_NEWNET); err != nil {
-			errc <- errors.Join(ferr, fmt.Errorf("node: leave netns %s: %w", s.netns, err))
-			return
-		}
-		runtime.UnlockOSThread()
-		errc <- ferr
-	}()
-	return <-errc
-}
+func (s *sandbox) run(fn func() error) error { return kubeenv.RunInNetNS(s.netns, fn) }
