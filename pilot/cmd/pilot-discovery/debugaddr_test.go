@@ -100,7 +100,7 @@ func head(s string) string {
 // TestDebugAddressDefaultIsLoopback: without --debug-address the debug
 // endpoints listen on loopback only.
 func TestDebugAddressDefaultIsLoopback(t *testing.T) {
-	f := newDiscoveryCommand(fakeDeps(t)).Flags().Lookup("debug-address")
+	f := newDiscoveryCommand(&app{deps: fakeDeps(t)}).Flags().Lookup("debug-address")
 	if f == nil {
 		t.Fatal("no --debug-address flag")
 	}

@@ -59,8 +59,16 @@ func TestDiscoveryFlagErrors(t *testing.T) {
 			[]string{"--xds-auth=serviceaccount needs TLS"}},
 		{"empty lease namespace", []string{"--plaintext", "--lease-namespace", ""},
 			[]string{"--lease-namespace must not be empty"}},
-		{"several at once", []string{"--log-level", "x", "--shutdown-timeout", "0s"},
-			[]string{"ADS needs TLS", "--log-level", "--shutdown-timeout 0s"}},
+		{"several at once", []string{"--cluster-domain", "a b", "--shutdown-timeout", "0s"},
+			[]string{"ADS needs TLS", `--cluster-domain "a b": not a DNS domain`, "--shutdown-timeout 0s"}},
+		{"log format", []string{"--plaintext", "--log-format", "yaml"},
+			[]string{`--log-format "yaml": want json or text`}},
+		{"ads address", []string{"--plaintext", "--ads-address", "localhost"},
+			[]string{`--ads-address "localhost": want [HOST]:PORT`}},
+		{"http port", []string{"--plaintext", "--http-address", ":99999"},
+			[]string{`--http-address ":99999": port "99999": want a number from 0 to 65535`}},
+		{"lease namespace", []string{"--plaintext", "--lease-namespace", "Not_A_Namespace"},
+			[]string{`--lease-namespace "Not_A_Namespace": not a namespace name`}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
