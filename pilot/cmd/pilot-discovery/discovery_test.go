@@ -4,7 +4,6 @@
 package main
 
 import (
-	"bytes"
 	"encoding/json"
 	"errors"
 	"io"
@@ -13,12 +12,12 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
 
 	"github.com/infermesh/infermesh/pkg/kube"
+	"github.com/infermesh/infermesh/pkg/test/logbuf"
 )
 
 // fakeDeps has no environment, a home without a kubeconfig, and a client
@@ -110,29 +109,11 @@ func TestDiscoveryUnreadableTLSFiles(t *testing.T) {
 	wantErr(t, err, "TLS file", "/nonexistent/c.pem")
 }
 
-// syncWriter is a goroutine-safe buffer for the logs.
-type syncWriter struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (w *syncWriter) Write(p []byte) (int, error) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	return w.b.Write(p)
-}
-
-func (w *syncWriter) String() string {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	return w.b.String()
-}
-
 // TestDiscoverySIGTERM runs the discovery command over a fake cluster, waits
 // until it answers /ready, sends the process SIGTERM and checks the command
 // returns nil promptly and logged its shutdown as JSON.
 func TestDiscoverySIGTERM(t *testing.T) {
-	logs := &syncWriter{}
+	logs := &logbuf.Buffer{}
 	addrs := make(chan [2]net.Addr, 1)
 	d := fakeDeps(t, "ENABLE_GATEWAY_API_INFERENCE_EXTENSION", "true", "KUBERNETES_SERVICE_HOST", "10.0.0.1", "POD_NAMESPACE", "infermesh-system")
 	var got clusterSource
