@@ -68,7 +68,7 @@ func TestCheck(t *testing.T) {
 		want []string
 	}{
 		{"rejected-manifest", []string{"30-inferencepool.yaml"}, []string{
-			"rejected   testdata/check/rejected-manifest/30-inferencepool.yaml:4: document 0 (InferencePool llm-namespace/vllm-llama3-8b): spec.targetPorts: Too many: 9: must have at most 8 items",
+			"rejected   testdata/check/rejected-manifest/30-inferencepool.yaml:1: document 0 (InferencePool llm-namespace/vllm-llama3-8b): spec.targetPorts: Too many: 9: must have at most 8 items",
 		}},
 		{"missing-pool", []string{"30-inferencepool.yaml"}, []string{
 			"condition  HTTPRoute llm-namespace/llm-route (parent Gateway gateway-namespace/gateway): ResolvedRefs=False (BackendNotFound)",
