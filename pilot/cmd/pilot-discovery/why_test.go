@@ -155,8 +155,8 @@ func TestWhyDestinationRuleColumn(t *testing.T) {
 	}
 	for l := range strings.Lines(out) {
 		if strings.HasPrefix(l, "vllm-llama3-8b-epp.llm-namespace.svc.cluster.local") {
-			if !strings.HasSuffix(strings.TrimSpace(l), "vllm-llama3-8b-epp.llm-namespace") {
-				t.Errorf("EPP cluster row %q lacks DestinationRule vllm-llama3-8b-epp.llm-namespace", l)
+			if !strings.HasSuffix(strings.TrimSpace(l), "vllm-llama3-8b-epp-tls.llm-namespace") {
+				t.Errorf("EPP cluster row %q lacks DestinationRule vllm-llama3-8b-epp-tls.llm-namespace", l)
 			}
 			return
 		}
@@ -181,14 +181,16 @@ func TestWhySeedCRDsDocumented(t *testing.T) {
 
 // Why 7: an invalid cluster domain or controller name is refused at start,
 // naming the flag or variable.
-func TestWhyInvalidDomainAndControllerNameRefused(t *testing.T) {
+func TestWhyInvalidClusterDomainRefused(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	d := fakeDeps(t, inference...)
-	_, err := execute(ctx, d, "discovery", "-f", seedDir, "--plaintext", "--cluster-domain", "a b",
+	_, err := execute(ctx, fakeDeps(t, inference...), "discovery", "-f", seedDir, "--plaintext", "--cluster-domain", "a b",
 		"--ads-address", "127.0.0.1:0", "--http-address", "127.0.0.1:0", "--debug-address", "")
-	wantErr(t, err, `--cluster-domain "a b"`)
-	_, err = execute(ctx, fakeDeps(t, append(inference, "PILOT_GATEWAY_API_CONTROLLER_NAME", "not a name")...), "status", "-f", seedDir)
+	wantErr(t, err, `--cluster-domain "a b"`, "not a DNS domain")
+}
+
+func TestWhyInvalidControllerNameRefused(t *testing.T) {
+	_, err := execute(context.Background(), fakeDeps(t, append(inference, "PILOT_GATEWAY_API_CONTROLLER_NAME", "not a name")...), "status", "-f", seedDir)
 	wantErr(t, err, "PILOT_GATEWAY_API_CONTROLLER_NAME", "not a Gateway API controller name")
 }
 
