@@ -30,7 +30,7 @@ import (
 
 // discoveryOptions are the discovery command's flags.
 type discoveryOptions struct {
-	files           string
+	files           []string
 	kubeconfig      string
 	kubeQPS         float32
 	kubeBurst       int
@@ -103,7 +103,7 @@ func newDiscoveryCommand(a *app) *cobra.Command {
 		leaseNS = ns
 	}
 	f := cmd.Flags()
-	f.StringVarP(&o.files, "file", "f", "", "file mode: read Kubernetes manifests from this folder (and its subfolders) instead of a cluster, watch it for changes, and compute statuses and shadow Services without writing them")
+	f.StringArrayVarP(&o.files, "file", "f", nil, "file mode: read Kubernetes manifests from this folder (and its subfolders) instead of a cluster, watch it for changes, and compute statuses and shadow Services without writing them; one folder (status, check and proxy-config take several paths)")
 	f.StringVar(&o.kubeconfig, "kubeconfig", "", "path of a kubeconfig file (default: in-cluster when KUBERNETES_SERVICE_HOST is set, else $KUBECONFIG, else ~/.kube/config)")
 	f.Float32Var(&o.kubeQPS, "kube-qps", kube.DefaultQPS, "sustained requests per second to the API server, all clients together")
 	f.IntVar(&o.kubeBurst, "kube-burst", kube.DefaultBurst, "requests to the API server allowed above --kube-qps at once")
@@ -139,7 +139,7 @@ func (o *discoveryOptions) validate() error {
 	switch o.xdsAuth {
 	case "", "none":
 	case xdsAuthServiceAccount:
-		if o.files != "" {
+		if len(o.files) > 0 {
 			errs = append(errs, errors.New("--xds-auth=serviceaccount needs a cluster to review tokens: it cannot be used with --file"))
 		}
 		if o.plaintext {
@@ -163,7 +163,14 @@ func (o *discoveryOptions) validate() error {
 	if o.pushMaxDelay < o.pushDebounce {
 		errs = append(errs, fmt.Errorf("--push-max-delay %s: must not be less than --push-debounce %s", o.pushMaxDelay, o.pushDebounce))
 	}
-	if o.files != "" && o.kubeconfig != "" {
+	if len(o.files) > 1 {
+		errs = append(errs, fmt.Errorf("--file given %d times: discovery watches one folder (status, check and proxy-config take several paths)", len(o.files)))
+	} else if len(o.files) == 1 {
+		if st, err := os.Stat(o.files[0]); err != nil || !st.IsDir() {
+			errs = append(errs, fmt.Errorf("--file %q: discovery watches a folder of manifests; put the files in one", o.files[0]))
+		}
+	}
+	if len(o.files) > 0 && o.kubeconfig != "" {
 		errs = append(errs, errors.New("--file and --kubeconfig are exclusive: file mode reads no cluster"))
 	}
 	if o.leaseNamespace == "" {
@@ -215,9 +222,9 @@ func runDiscovery(ctx context.Context, stopSignals func(), o *discoveryOptions, 
 		Features: feats, LeaseNamespace: o.leaseNamespace,
 		Debounce: o.pushDebounce, MaxDelay: o.pushMaxDelay, GRPCOptions: grpcOpts,
 	}
-	source := "file " + o.files
-	if o.files != "" {
-		files, err := openFiles(o.files, log)
+	source := "file " + strings.Join(o.files, "")
+	if len(o.files) > 0 {
+		files, err := openFiles(o.files[0], log)
 		if err != nil {
 			return err
 		}
