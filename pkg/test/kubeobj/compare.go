@@ -21,14 +21,18 @@ type Ignore struct {
 	Annotations []string
 }
 
-// Comparable is a copy of u without status, the server-set metadata fields
-// and the labels and annotations of ign; empty label and annotation maps
-// are dropped.
+// Comparable is a copy of u without status, the server-set metadata fields,
+// a Service's allocated cluster IPs, and the labels and annotations of ign;
+// empty label and annotation maps are dropped.
 func Comparable(u *unstructured.Unstructured, ign Ignore) map[string]any {
 	c := u.DeepCopy()
 	delete(c.Object, "status")
 	for _, f := range serverSet {
 		unstructured.RemoveNestedField(c.Object, "metadata", f)
+	}
+	if c.GetAPIVersion() == "v1" && c.GetKind() == "Service" {
+		unstructured.RemoveNestedField(c.Object, "spec", "clusterIP")
+		unstructured.RemoveNestedField(c.Object, "spec", "clusterIPs")
 	}
 	for _, l := range ign.Labels {
 		unstructured.RemoveNestedField(c.Object, "metadata", "labels", l)
