@@ -13,7 +13,7 @@ BENCH ?= .
 COUNT ?= 1
 PKG ?= ./...
 
-.PHONY: all build demo test lint vet staticcheck unit integ conformance conformance-subset k8s-test-binaries bench bench-compare fuzz fuzz-routes clean
+.PHONY: all build demo test lint vet staticcheck unit integ conformance conformance-subset k8s-test-binaries helm manifests bench bench-compare fuzz fuzz-routes clean
 
 all: build
 
@@ -54,16 +54,29 @@ unit:
 k8s-test-binaries:
 	hack/k8s-test-binaries.sh
 
+# manifests/*.yaml rendered from the Helm chart manifests/charts/infermesh
+# with Helm's own template engine (pkg/manifests); `make unit` fails while
+# they differ (TestManifestsMatchChart).
+manifests:
+	$(GO) test -count=1 -run '^TestManifestsMatchChart$$' ./pkg/manifests/ -update
+
+# The real helm v4.3.2 for tests/integration/helm, built once per machine into
+# $${INFERMESH_CACHE:-~/.cache/infermesh}/helm/v4.3.2 (hack/helm.sh; the
+# script prints that folder).
+helm:
+	hack/helm.sh
+
 # Integration tests against real components (build tag integ), two packages
 # at a time (those that create network namespaces use disjoint addresses),
 # after building (or reusing) the Kubernetes binaries and the endpoint
 # pickers (hack/epp-binaries.sh: GIE v1.6.0 lwepp and v1.0.0 epp, cached in
 # $${INFERMESH_CACHE:-~/.cache/infermesh}/epp; the script prints the folder
-# holding both).
+# holding both) and helm (hack/helm.sh).
 integ:
 	dir=$$(hack/k8s-test-binaries.sh) && \
 	eppbin=$$(hack/epp-binaries.sh) && \
-	KUBE_TEST_BINARIES=$$dir/bin EPP_TEST_BINARIES=$$eppbin $(GO) test -tags=integ -p 2 -timeout 30m -count=1 ./tests/...
+	helmdir=$$(hack/helm.sh) && \
+	KUBE_TEST_BINARIES=$$dir/bin EPP_TEST_BINARIES=$$eppbin HELM_TEST_BINARIES=$$helmdir/bin $(GO) test -tags=integ -p 2 -timeout 30m -count=1 ./tests/...
 
 # The GIE v1.6.0 conformance suite on this machine (conformance/README.md).
 # One test: `make conformance RUN_TEST=InferencePoolAccepted`; the class

@@ -11,8 +11,8 @@
 # mostly wait on the processes they start. So:
 #   - the binaries the suites need, built once per machine and cached
 #     (hack/k8s-test-binaries.sh: kube-apiserver, kube-controller-manager,
-#     kube-scheduler, etcd; hack/epp-binaries.sh: the endpoint pickers),
-#     start building in the background at once;
+#     kube-scheduler, etcd; hack/epp-binaries.sh: the endpoint pickers;
+#     hack/helm.sh: helm), start building in the background at once;
 #   - vet, gofmt and the unit tests run in the foreground meanwhile;
 #   - staticcheck runs beside the integration suites, filling the cores
 #     they leave idle;
@@ -66,12 +66,14 @@ finish() {
 
 background k8s hack/k8s-test-binaries.sh
 background epp hack/epp-binaries.sh
+background helm hack/helm.sh
 
 make vet unit GO="$GO"
 step "vet, gofmt and unit tests done"
 
 finish k8s
 finish epp
+finish helm
 step "integration binaries ready"
 
 # staticcheck (make staticcheck) prints its findings on stdout.

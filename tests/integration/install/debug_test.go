@@ -52,7 +52,7 @@ func TestDebugPortRefusesOtherNamespaces(t *testing.T) {
 	env := kubeenv.Start(t, kubeenv.WithStandardCRDs())
 	admin := env.RESTConfig()
 	kc := kubernetes.NewForConfigOrDie(admin)
-	objs := applyManifests(t, admin, manifestFiles(t)...)
+	objs := applyManifests(t, admin)
 	applySeed(t, kc, admin)
 	dir := t.TempDir()
 	kubeconfig := filepath.Join(dir, "kubeconfig")

@@ -55,7 +55,7 @@ func TestInstalledPilotDiscovery(t *testing.T) {
 	admin := env.RESTConfig()
 	ctx := t.Context()
 	kc := kubernetes.NewForConfigOrDie(admin)
-	objs := applyManifests(t, admin, manifestFiles(t)...)
+	objs := applyManifests(t, admin)
 	applySeed(t, kc, admin)
 
 	// pilot-discovery's only credential: a token of its ServiceAccount.
