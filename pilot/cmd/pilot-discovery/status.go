@@ -76,7 +76,7 @@ func runStatus(ctx context.Context, w, errw io.Writer, dir string, lookupEnv fun
 	c := gateway.NewOffline(gateway.Inputs{
 		GatewayClasses: src.GatewayClasses(), Gateways: src.Gateways(), HTTPRoutes: src.HTTPRoutes(),
 		GRPCRoutes: src.GRPCRoutes(), ReferenceGrants: src.ReferenceGrants(), Namespaces: src.Namespaces(),
-		Services: src.Services(), InferencePools: src.InferencePools(), ConfigMaps: src.ConfigMaps(),
+		Services: src.Services(), InferencePools: src.InferencePools(), ConfigMaps: src.ConfigMaps(), Secrets: src.Secrets(),
 	}, feats, []krt.CollectionOption{krt.WithStop(stop)})
 	docs, err := statusDocuments(ctx, c.Outputs, metav1.NewTime(now.UTC().Truncate(time.Second)))
 	if err != nil {
