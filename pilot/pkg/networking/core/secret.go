@@ -66,7 +66,7 @@ func CheckTLSSecret(s *corev1.Secret) error {
 // fails when s is not a usable kubernetes.io/tls Secret (CheckTLSSecret).
 func BuildSecret(s *corev1.Secret) (*tlsv3.Secret, error) {
 	if err := CheckTLSSecret(s); err != nil {
-		return nil, fmt.Errorf("Secret %s/%s: %w", s.Namespace, s.Name, err)
+		return nil, fmt.Errorf("kubernetes.io/tls secret %s/%s: %w", s.Namespace, s.Name, err)
 	}
 	return &tlsv3.Secret{
 		Name: SecretName(s.Namespace + "/" + s.Name),
