@@ -149,7 +149,7 @@ func newClient(cs clientsets, o options) *Client {
 		inference: cs.inference,
 		dynamic:   cs.dynamic,
 		kubeInformers: informers.NewSharedInformerFactoryWithOptions(cs.kube, o.resync,
-			informers.WithTransform(StripManagedFields)),
+			informers.WithTransform(coreTransform)),
 		gatewayInformers: gatewayinformers.NewSharedInformerFactoryWithOptions(cs.gateway, o.resync,
 			gatewayinformers.WithTransform(StripManagedFields)),
 		inferenceInformers: inferenceinformers.NewSharedInformerFactoryWithOptions(cs.inference, o.resync,

@@ -54,8 +54,9 @@ func (c *Client) Namespaces() krt.Collection[*corev1.Namespace] {
 	})
 }
 
-// Secrets returns all Secrets (for TLS credentials named by Gateways and
-// DestinationRules).
+// Secrets returns all Secrets, each cut down to its type and, for
+// kubernetes.io/tls Secrets, tls.crt and tls.key (TLSSecretTransform): the
+// certificates HTTPS listeners name.
 func (c *Client) Secrets() krt.Collection[*corev1.Secret] {
 	return informerCollection[*corev1.Secret](c, "Secrets", func() cache.SharedIndexInformer {
 		return c.kubeInformers.Core().V1().Secrets().Informer()

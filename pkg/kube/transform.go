@@ -4,6 +4,7 @@
 package kube
 
 import (
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/tools/cache"
 )
@@ -23,3 +24,50 @@ func StripManagedFields(obj any) (any, error) {
 }
 
 var _ cache.TransformFunc = StripManagedFields
+
+// TLSSecretTransform keeps of a Secret only what the control plane reads:
+// its identity (namespace, name, UID, resourceVersion) and type, and, for
+// a Secret of type kubernetes.io/tls, the data keys tls.crt and tls.key
+// (an HTTPS listener's certificate; pilot/pkg/config/kube/gateway
+// certificates.go). Labels, annotations (kubectl's last-applied annotation
+// holds a copy of the whole Secret), other keys, and every key of other
+// Secret types (ServiceAccount tokens, Helm releases, ...) are dropped, so
+// the informer holds no credential it does not serve and little memory.
+// Anything that is not a Secret passes through unchanged. It is
+// idempotent, as client-go requires.
+func TLSSecretTransform(obj any) (any, error) {
+	s, ok := obj.(*corev1.Secret)
+	if !ok {
+		return obj, nil
+	}
+	out := &corev1.Secret{
+		TypeMeta: s.TypeMeta,
+		ObjectMeta: metav1.ObjectMeta{
+			Namespace: s.Namespace, Name: s.Name, UID: s.UID, ResourceVersion: s.ResourceVersion,
+			CreationTimestamp: s.CreationTimestamp, DeletionTimestamp: s.DeletionTimestamp,
+		},
+		Type: s.Type,
+	}
+	if s.Type == corev1.SecretTypeTLS {
+		for _, k := range []string{corev1.TLSCertKey, corev1.TLSPrivateKeyKey} {
+			if v, ok := s.Data[k]; ok {
+				if out.Data == nil {
+					out.Data = map[string][]byte{}
+				}
+				out.Data[k] = v
+			}
+		}
+	}
+	return out, nil
+}
+
+// coreTransform is the core informer factory's transform: managed fields
+// stripped from every object, Secrets cut down by TLSSecretTransform. (The
+// factory sets its one transform on every informer it builds, also one
+// built through InformerFor, so the per-type step lives here.)
+func coreTransform(obj any) (any, error) {
+	obj, _ = StripManagedFields(obj)
+	return TLSSecretTransform(obj)
+}
+
+var _ cache.TransformFunc = coreTransform

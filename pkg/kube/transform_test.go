@@ -6,6 +6,8 @@ package kube
 import (
 	"testing"
 
+	"github.com/google/go-cmp/cmp"
+
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -36,5 +38,40 @@ func TestStripManagedFields(t *testing.T) {
 	}
 	if got, err := StripManagedFields("not an object"); err != nil || got != "not an object" {
 		t.Fatalf("passthrough: got %v, %v", got, err)
+	}
+}
+
+func TestTLSSecretTransform(t *testing.T) {
+	tlsSecret := &corev1.Secret{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "cert", UID: "u1", ResourceVersion: "7",
+			Labels: map[string]string{"a": "b"}, ManagedFields: someManagedFields,
+			Annotations: map[string]string{"kubectl.kubernetes.io/last-applied-configuration": "{...tls.key...}"}},
+		Type: corev1.SecretTypeTLS,
+		Data: map[string][]byte{"tls.crt": []byte("CRT"), "tls.key": []byte("KEY"), "ca.crt": []byte("CA")},
+	}
+	got, err := coreTransform(tlsSecret)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := got.(*corev1.Secret)
+	want := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "cert", UID: "u1", ResourceVersion: "7"},
+		Type: corev1.SecretTypeTLS, Data: map[string][]byte{"tls.crt": []byte("CRT"), "tls.key": []byte("KEY")}}
+	if d := cmp.Diff(want, s); d != "" {
+		t.Errorf("TLS Secret (-want +got):\n%s", d)
+	}
+	again, _ := coreTransform(s)
+	if d := cmp.Diff(want, again); d != "" {
+		t.Errorf("not idempotent (-want +got):\n%s", d)
+	}
+
+	opaque := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "token"}, Type: corev1.SecretTypeServiceAccountToken,
+		Data: map[string][]byte{"token": []byte("T"), "tls.key": []byte("K")}}
+	got, _ = coreTransform(opaque)
+	if s := got.(*corev1.Secret); s.Data != nil || s.Type != corev1.SecretTypeServiceAccountToken {
+		t.Errorf("other Secret types keep their type and no data: got type %q data keys %d", s.Type, len(s.Data))
+	}
+	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "p", Labels: map[string]string{"a": "b"}}}
+	if got, _ := coreTransform(pod); got != any(pod) || pod.Labels == nil {
+		t.Errorf("a Pod passes through with its labels")
 	}
 }

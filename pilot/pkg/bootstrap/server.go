@@ -116,8 +116,15 @@ func NewServer(args Args) (*Server, error) {
 	translate.InferenceEnabled = args.Features.EnableInferenceExtension
 	translate.ClusterDomain = args.Features.ClusterDomain
 	var err error
+	// The certificates of HTTPS listeners, served over SDS.
+	var secrets krt.Collection[*corev1.Secret]
+	if args.Files != nil {
+		secrets = args.Files.Secrets()
+	} else {
+		secrets = args.Client.Secrets()
+	}
 	s.xds, err = xds.NewServer(xds.Config{
-		Gateways: gateways, Endpoints: reg.Endpoints, EPPTLS: reg.EPPTLS, Translate: translate,
+		Gateways: gateways, Endpoints: reg.Endpoints, EPPTLS: reg.EPPTLS, Translate: translate, Secrets: secrets,
 		Debounce: args.Debounce, MaxDelay: args.MaxDelay, Registry: s.registry, KrtDebug: s.krtDebug,
 		GRPCOptions: args.GRPCOptions, Serving: s.serving,
 	})

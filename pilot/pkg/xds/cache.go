@@ -14,15 +14,18 @@ import (
 	cachev3 "github.com/envoyproxy/go-control-plane/pkg/cache/v3"
 )
 
-// gatewaySnapshot is the last good LDS, RDS and CDS of one Gateway and the
-// EDS names its clusters use. Immutable once published.
+// gatewaySnapshot is the last good LDS, RDS and CDS of one Gateway, the
+// EDS names its clusters use and the SDS names its listeners use.
+// Immutable once published.
 type gatewaySnapshot struct {
 	key string
-	// byKind holds clusters, listeners and routes (kindEndpoint is nil:
-	// endpoints live in Cache.eds, shared between Gateways), sorted by name.
+	// byKind holds clusters, listeners and routes (kindEndpoint and
+	// kindSecret are nil: assignments and secrets live in Cache.shared,
+	// shared between Gateways), sorted by name.
 	byKind [numKinds][]*entry
-	// edsNames is sorted.
+	// edsNames and sdsNames are sorted.
 	edsNames []string
+	sdsNames []string
 	// warm are the warm keys of EDS and RDS names (warming.go); nil for
 	// the other kinds.
 	warm [numKinds]warmKeys
@@ -55,10 +58,13 @@ type Cache struct {
 	mu       sync.Mutex
 	synced   bool
 	gateways map[string]*gatewaySnapshot
-	// eds is every ClusterLoadAssignment, by cluster name.
-	eds map[string]*entry
-	// edsUsers are the Gateways whose clusters use an EDS name.
-	edsUsers map[string]map[string]bool
+	// shared are, for kindEndpoint, every ClusterLoadAssignment by cluster
+	// name and, for kindSecret, every SDS secret by name: resources that
+	// Gateways share by name.
+	shared [numKinds]map[string]*entry
+	// users are, per shared kind and name, the Gateways whose snapshot
+	// names it (sharedNames).
+	users [numKinds]map[string]map[string]bool
 	// watches are the open (parked) watches, by Gateway key.
 	watches map[string]map[*watch]struct{}
 }
@@ -67,13 +73,31 @@ var _ cachev3.Cache = (*Cache)(nil)
 
 // newCache returns an empty, unsynced cache.
 func newCache(log *slog.Logger, m *metrics) *Cache {
-	return &Cache{
+	c := &Cache{
 		log: log, metrics: m,
 		gateways: map[string]*gatewaySnapshot{},
-		eds:      map[string]*entry{},
-		edsUsers: map[string]map[string]bool{},
 		watches:  map[string]map[*watch]struct{}{},
 	}
+	for _, k := range sharedKinds {
+		c.shared[k] = map[string]*entry{}
+		c.users[k] = map[string]map[string]bool{}
+	}
+	return c
+}
+
+// sharedKinds are the kinds whose resources Gateways share by name.
+var sharedKinds = []kind{kindEndpoint, kindSecret}
+
+// sharedNames are the names of kind k (kindEndpoint, kindSecret) that the
+// snapshot's Gateway uses; nil for the other kinds.
+func (s *gatewaySnapshot) sharedNames(k kind) []string {
+	switch k {
+	case kindEndpoint:
+		return s.edsNames
+	case kindSecret:
+		return s.sdsNames
+	}
+	return nil
 }
 
 // watch is one parked request of one stream for one type.
@@ -192,19 +216,22 @@ func (c *Cache) respond(w *watch) bool {
 
 // desired is what a subscription of kind k to snap's Gateway gets now,
 // sorted by name: with a wildcard subscription every resource of the kind
-// the Gateway has (for EDS: every EDS name of its clusters), else those of
-// the subscribed names that exist. An EDS name the Gateway's clusters do not
-// use does not exist for its proxies. Called with c.mu held.
+// the Gateway has (for EDS: every EDS name of its clusters; for SDS: every
+// secret its listeners name), else those of the subscribed names that
+// exist. An EDS name the Gateway's clusters do not use, or a secret its
+// listeners do not name, does not exist for its proxies: a proxy of one
+// Gateway never receives another Gateway's certificate, whatever it asks
+// for. Called with c.mu held.
 func (c *Cache) desired(snap *gatewaySnapshot, k kind, sub cachev3.Subscription) []*entry {
 	wild := sub.IsWildcard()
 	names := sub.SubscribedResources()
 	var out []*entry
-	if k == kindEndpoint {
-		for _, n := range snap.edsNames {
+	if c.shared[k] != nil {
+		for _, n := range snap.sharedNames(k) {
 			if _, ok := names[n]; !wild && !ok {
 				continue
 			}
-			if e := c.eds[n]; e != nil {
+			if e := c.shared[k][n]; e != nil {
 				out = append(out, e)
 			}
 		}
@@ -219,32 +246,61 @@ func (c *Cache) desired(snap *gatewaySnapshot, k kind, sub cachev3.Subscription)
 }
 
 // update is one publish: the Gateways whose snapshot changed (nil value:
-// removed) and the EDS entries that changed (nil value: removed).
+// removed) and the EDS and SDS entries that changed (nil value: removed).
 type update struct {
 	gateways map[string]*gatewaySnapshot
 	eds      map[string]*entry
+	sds      map[string]*entry
+}
+
+func newUpdate() update {
+	return update{gateways: map[string]*gatewaySnapshot{}, eds: map[string]*entry{}, sds: map[string]*entry{}}
+}
+
+// sharedOf is u's changed entries of shared kind k.
+func (u update) sharedOf(k kind) map[string]*entry {
+	if k == kindSecret {
+		return u.sds
+	}
+	return u.eds
 }
 
 // publish applies u, marks the cache synced, and answers every parked
 // watch whose response may have changed: all watches of a changed Gateway,
-// and the EDS watches of Gateways that use a changed EDS name. Responses go
-// out per Gateway in the order CDS, EDS, LDS, RDS.
+// and the EDS (SDS) watches of Gateways that use a changed EDS name
+// (secret). Responses go out per Gateway in the order CDS, EDS, LDS, RDS,
+// SDS.
 func (c *Cache) publish(u update) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	firstSync := !c.synced
 	c.synced = true
 	affected := map[string]bool{}
-	edsOnly := map[string]bool{}
+	// sharedOnly are, per Gateway not otherwise affected, the shared kinds
+	// of which an entry it uses changed.
+	sharedOnly := map[string]map[kind]bool{}
 	for key, snap := range u.gateways {
-		if old := c.gateways[key]; old != nil {
-			for _, n := range old.edsNames {
-				if us := c.edsUsers[n]; us != nil {
-					delete(us, key)
-					if len(us) == 0 {
-						delete(c.edsUsers, n)
+		for _, k := range sharedKinds {
+			if old := c.gateways[key]; old != nil {
+				for _, n := range old.sharedNames(k) {
+					if us := c.users[k][n]; us != nil {
+						delete(us, key)
+						if len(us) == 0 {
+							delete(c.users[k], n)
+						}
 					}
 				}
+			}
+			if snap == nil {
+				continue
+			}
+			for _, n := range snap.sharedNames(k) {
+				us := c.users[k][n]
+				if us == nil {
+					us = map[string]bool{}
+					c.users[k][n] = us
+				}
+				us[key] = true
 			}
 		}
 		if snap == nil {
@@ -252,29 +308,26 @@ func (c *Cache) publish(u update) {
 			continue
 		}
 		c.gateways[key] = snap
-		for _, n := range snap.edsNames {
-			us := c.edsUsers[n]
-			if us == nil {
-				us = map[string]bool{}
-				c.edsUsers[n] = us
-			}
-			us[key] = true
-		}
 		affected[key] = true
 	}
-	for n, e := range u.eds {
-		if e == nil {
-			delete(c.eds, n)
-		} else {
-			c.eds[n] = e
-		}
-		for key := range c.edsUsers[n] {
-			edsOnly[key] = true
+	for _, k := range sharedKinds {
+		for n, e := range u.sharedOf(k) {
+			if e == nil {
+				delete(c.shared[k], n)
+			} else {
+				c.shared[k][n] = e
+			}
+			for key := range c.users[k][n] {
+				if sharedOnly[key] == nil {
+					sharedOnly[key] = map[kind]bool{}
+				}
+				sharedOnly[key][k] = true
+			}
 		}
 	}
 	keys := make([]string, 0, len(c.watches))
 	for key := range c.watches {
-		if firstSync || affected[key] || edsOnly[key] {
+		if firstSync || affected[key] || sharedOnly[key] != nil {
 			keys = append(keys, key)
 		}
 	}
@@ -283,7 +336,7 @@ func (c *Cache) publish(u update) {
 		ws := c.watches[key]
 		ordered := make([]*watch, 0, len(ws))
 		for w := range ws {
-			if firstSync || affected[key] || w.kind == kindEndpoint {
+			if firstSync || affected[key] || sharedOnly[key][w.kind] {
 				ordered = append(ordered, w)
 			}
 		}
@@ -306,21 +359,26 @@ func (c *Cache) Synced() bool {
 	return c.synced
 }
 
-// snapshot returns the Gateway's published LDS, RDS and CDS entries and its
-// EDS entries, or false.
-func (c *Cache) snapshot(gateway string) (snap *gatewaySnapshot, eds []*entry, ok bool) {
+// snapshot returns the Gateway's published LDS, RDS and CDS entries, its
+// EDS entries and its SDS entries, or false.
+func (c *Cache) snapshot(gateway string) (snap *gatewaySnapshot, eds, sds []*entry, ok bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	snap = c.gateways[gateway]
 	if snap == nil {
-		return nil, nil, false
+		return nil, nil, nil, false
 	}
 	for _, n := range snap.edsNames {
-		if e := c.eds[n]; e != nil {
+		if e := c.shared[kindEndpoint][n]; e != nil {
 			eds = append(eds, e)
 		}
 	}
-	return snap, eds, true
+	for _, n := range snap.sdsNames {
+		if e := c.shared[kindSecret][n]; e != nil {
+			sds = append(sds, e)
+		}
+	}
+	return snap, eds, sds, true
 }
 
 // errSkipFetch is returned by Fetch when the client already has the version.

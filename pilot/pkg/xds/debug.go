@@ -26,9 +26,11 @@ import (
 //	    prints it (envoy.admin.v3.ConfigDump, protojson): ClustersConfigDump
 //	    (dynamic_active_clusters), EndpointsConfigDump
 //	    (dynamic_endpoint_configs), ListenersConfigDump (dynamic_listeners,
-//	    active_state) and RoutesConfigDump (dynamic_route_configs), each with
-//	    the resource's version_info. 400 without the parameter, 404 for a
-//	    Gateway without a published configuration.
+//	    active_state), RoutesConfigDump (dynamic_route_configs) and
+//	    SecretsConfigDump (dynamic_active_secrets), each with the resource's
+//	    version_info. Secrets are redacted as Envoy's admin redacts them
+//	    (redact: the private key reads "[redacted]"). 400 without the
+//	    parameter, 404 for a Gateway without a published configuration.
 //	GET /debug/syncz   every open stream (JSON []ProxyStatus): node id,
 //	    Gateway, user agent and version (belowVersionFloor for an Envoy
 //	    older than EnvoyVersionFloor), per type the version sent, acked,
@@ -94,7 +96,7 @@ func (s *Server) serveConfigDump(w http.ResponseWriter, r *http.Request) {
 // ("namespace/name") as an Envoy admin ConfigDump, or false when it has
 // none.
 func (s *Server) ConfigDump(gateway string) (*adminv3.ConfigDump, bool, error) {
-	snap, eds, ok := s.cache.snapshot(gateway)
+	snap, eds, sds, ok := s.cache.snapshot(gateway)
 	if !ok {
 		return nil, false, nil
 	}
@@ -119,8 +121,16 @@ func (s *Server) ConfigDump(gateway string) (*adminv3.ConfigDump, bool, error) {
 		routes.DynamicRouteConfigs = append(routes.DynamicRouteConfigs,
 			&adminv3.RoutesConfigDump_DynamicRouteConfig{VersionInfo: e.version, RouteConfig: e.any})
 	}
+	secrets := &adminv3.SecretsConfigDump{}
+	for _, e := range sds {
+		// A copy: the entry is shared with the streams and must keep its key.
+		a := proto.Clone(e.any).(*anypb.Any)
+		redact(a)
+		secrets.DynamicActiveSecrets = append(secrets.DynamicActiveSecrets,
+			&adminv3.SecretsConfigDump_DynamicSecret{Name: e.name, VersionInfo: e.version, Secret: a})
+	}
 	dump := &adminv3.ConfigDump{}
-	for _, m := range []proto.Message{clusters, endpoints, listeners, routes} {
+	for _, m := range []proto.Message{clusters, endpoints, listeners, routes, secrets} {
 		a, err := anypb.New(m)
 		if err != nil {
 			return nil, false, err

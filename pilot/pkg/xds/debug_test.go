@@ -51,6 +51,7 @@ func TestConfigDump(t *testing.T) {
 		"type.googleapis.com/envoy.admin.v3.EndpointsConfigDump",
 		"type.googleapis.com/envoy.admin.v3.ListenersConfigDump",
 		"type.googleapis.com/envoy.admin.v3.RoutesConfigDump",
+		"type.googleapis.com/envoy.admin.v3.SecretsConfigDump",
 	}
 	if diff := cmp.Diff(want, types); diff != "" {
 		t.Errorf("config types (-want +got):\n%s", diff)

@@ -9,10 +9,11 @@
 //
 // # Inputs and outputs
 //
-// Inputs are three krt collections: model.Gateway per Gateway (from the
+// Inputs are four krt collections: model.Gateway per Gateway (from the
 // controller), model.ClusterEndpoints per EDS cluster and model.EPPTLS per
-// Endpoint Picker host (from the service registry). Outputs are LDS, RDS,
-// CDS and EDS resources on the gRPC port, and the debug endpoints of
+// Endpoint Picker host (from the service registry), and the Kubernetes
+// Secrets (HTTPS listeners' certificates). Outputs are LDS, RDS, CDS, EDS
+// and SDS resources on the gRPC port, and the debug endpoints of
 // Server.Handler (/debug/config_dump, /debug/syncz, /debug/krtz, /metrics,
 // /ready, /healthz/config), and per Gateway what of its translation is not
 // served as translated (Config.Serving, model.GatewayServing).
@@ -114,8 +115,19 @@
 //     version is exactly what the stream was last sent, so the watch parks
 //     until a different version exists.
 //   - When one publish changes several types, responses go out in the order
-//     CDS, EDS, LDS, RDS (ordered ADS), so clusters exist before routes use
-//     them.
+//     CDS, EDS, LDS, RDS, SDS (ordered ADS), so clusters exist before routes
+//     use them.
+//   - SDS (pusher.pushSecret, Cache.desired): a Gateway's snapshot lists
+//     the SDS names its served listeners fetch (core.SecretNames); the
+//     secret of each (core.BuildSecret over the Secret) is serialized once
+//     and shared like an assignment, and a proxy gets only the names its
+//     own Gateway lists, whatever it subscribes to. Only Secrets some
+//     Gateway names are read and serialized. A Secret's change sends only
+//     the new secret to the SDS watches of the Gateways that name it: the
+//     listener does not change, so Envoy does not drain it. A Secret that
+//     is missing or invalid is not served (logged without its data).
+//     /debug/config_dump shows secrets with private keys redacted as
+//     Envoy's admin redacts them (redact.go).
 //
 // # Push timing
 //

@@ -16,9 +16,11 @@ import (
 	"google.golang.org/protobuf/types/known/anypb"
 )
 
-// kind is one of the four xDS types we serve, numbered in the order
+// kind is one of the five xDS types we serve, numbered in the order
 // responses go out when several change at once (make before break: CDS,
-// then EDS, then LDS, then RDS).
+// then EDS, then LDS, then RDS; SDS last: Envoy asks for a listener's
+// secrets only once it has the listener, and warms the listener until
+// they arrive).
 type kind int
 
 const (
@@ -26,14 +28,15 @@ const (
 	kindEndpoint
 	kindListener
 	kindRoute
+	kindSecret
 	numKinds
 )
 
 var kindTypeURLs = [numKinds]string{
-	resourcev3.ClusterType, resourcev3.EndpointType, resourcev3.ListenerType, resourcev3.RouteType,
+	resourcev3.ClusterType, resourcev3.EndpointType, resourcev3.ListenerType, resourcev3.RouteType, resourcev3.SecretType,
 }
 
-var kindNames = [numKinds]string{"cds", "eds", "lds", "rds"}
+var kindNames = [numKinds]string{"cds", "eds", "lds", "rds", "sds"}
 
 func (k kind) String() string  { return kindNames[k] }
 func (k kind) typeURL() string { return kindTypeURLs[k] }

@@ -23,6 +23,7 @@ import (
 	"google.golang.org/protobuf/reflect/protoreflect"
 	"google.golang.org/protobuf/types/known/anypb"
 	"google.golang.org/protobuf/types/known/structpb"
+	corev1 "k8s.io/api/core/v1"
 	inferencev1 "sigs.k8s.io/gateway-api-inference-extension/api/v1"
 
 	"github.com/infermesh/infermesh/pilot/pkg/model"
@@ -83,6 +84,7 @@ type env struct {
 	gateways  krt.StaticCollection[model.Gateway]
 	endpoints krt.StaticCollection[model.ClusterEndpoints]
 	epptls    krt.StaticCollection[model.EPPTLS]
+	secrets   krt.StaticCollection[*corev1.Secret]
 	registry  *prometheus.Registry
 	conn      *grpc.ClientConn
 	http      *httptest.Server
@@ -98,6 +100,8 @@ type envOptions struct {
 	serving ServingSink
 	// logger defaults to one that discards.
 	logger *slog.Logger
+	// secrets are Config.Secrets.
+	secrets []*corev1.Secret
 }
 
 // newEnv starts a Server; everything stops at test cleanup.
@@ -111,8 +115,9 @@ func newEnv(t *testing.T, o envOptions) *env {
 	e.gateways = krt.NewStaticCollection(nil, o.gateways, krt.WithStop(stop))
 	e.endpoints = krt.NewStaticCollection(o.endpointsSynced, o.endpoints, krt.WithStop(stop))
 	e.epptls = krt.NewStaticCollection[model.EPPTLS](nil, nil, krt.WithStop(stop))
+	e.secrets = krt.NewStaticCollection(nil, o.secrets, krt.WithStop(stop))
 	srv, err := NewServer(Config{
-		Gateways: e.gateways, Endpoints: e.endpoints, EPPTLS: e.epptls,
+		Gateways: e.gateways, Endpoints: e.endpoints, EPPTLS: e.epptls, Secrets: e.secrets,
 		Translate: core.Options{InferenceEnabled: true},
 		Debounce:  20 * time.Millisecond, MaxDelay: 100 * time.Millisecond,
 		Registry: e.registry, KrtDebug: krt.NewDebugHandler(),

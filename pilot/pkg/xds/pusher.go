@@ -8,6 +8,8 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
+	"slices"
 	"sort"
 	"sync"
 	"time"
@@ -17,6 +19,7 @@ import (
 	listenerv3 "github.com/envoyproxy/go-control-plane/envoy/config/listener/v3"
 	routev3 "github.com/envoyproxy/go-control-plane/envoy/config/route/v3"
 	"google.golang.org/protobuf/proto"
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/utils/clock"
 
 	"github.com/infermesh/infermesh/pilot/pkg/model"
@@ -39,19 +42,27 @@ type pusher struct {
 	cache     *Cache
 	gateways  krt.Collection[GatewayResources]
 	endpoints krt.Collection[EndpointResources]
+	// secrets are the Kubernetes Secrets, by namespace/name; only those a
+	// served listener names are read (pushSecret).
+	secrets krt.Collection[*corev1.Secret]
 
 	// kick signals a change; buffered, written without blocking.
 	kick chan struct{}
 
-	mu      sync.Mutex
-	dirtyGW map[string]struct{}
-	dirtyEP map[string]struct{}
+	mu       sync.Mutex
+	dirtyGW  map[string]struct{}
+	dirtyEP  map[string]struct{}
+	dirtySDS map[string]struct{} // SDS names
 
 	// The fields below belong to the goroutine that calls push.
 	published bool
 	good      map[string]*gatewaySnapshot
 	eds       map[string]*edsState
 	users     map[string]map[string]bool
+	// sds is the served entry of each SDS name some Gateway's listeners
+	// use, and sdsUsers those Gateways.
+	sds      map[string]*entry
+	sdsUsers map[string]map[string]bool
 	// served is, per Gateway, the LDS, RDS and CDS resources of good: the
 	// last good versions ValidSubset falls back to.
 	served  map[string]core.Resources
@@ -81,14 +92,27 @@ type edsState struct {
 
 func newPusher(log *slog.Logger, m *metrics, clk clock.PassiveClock, c *Cache, serving *servingStatus,
 	gateways krt.Collection[GatewayResources], endpoints krt.Collection[EndpointResources],
+	secrets krt.Collection[*corev1.Secret],
 ) *pusher {
 	return &pusher{
-		log: log, metrics: m, clock: clk, cache: c, gateways: gateways, endpoints: endpoints,
+		log: log, metrics: m, clock: clk, cache: c, gateways: gateways, endpoints: endpoints, secrets: secrets,
 		kick:    make(chan struct{}, 1),
-		dirtyGW: map[string]struct{}{}, dirtyEP: map[string]struct{}{},
+		dirtyGW: map[string]struct{}{}, dirtyEP: map[string]struct{}{}, dirtySDS: map[string]struct{}{},
 		good: map[string]*gatewaySnapshot{}, eds: map[string]*edsState{}, users: map[string]map[string]bool{},
+		sds: map[string]*entry{}, sdsUsers: map[string]map[string]bool{},
 		served: map[string]core.Resources{}, serving: serving,
 	}
+}
+
+// secretsChanged marks the SDS names of changed Secrets. Secrets no
+// Gateway uses are skipped at push time.
+func (p *pusher) secretsChanged(evs []krt.Event[*corev1.Secret]) {
+	p.mark(func() {
+		for _, e := range evs {
+			s := e.Latest()
+			p.dirtySDS[core.SecretName(s.Namespace+"/"+s.Name)] = struct{}{}
+		}
+	})
 }
 
 func (p *pusher) gatewaysChanged(evs []krt.Event[GatewayResources]) {
@@ -130,29 +154,29 @@ func (p *pusher) run(ctx context.Context, syncers []krt.Syncer, d *debouncer) {
 	d.run(ctx, p.kick, p.push)
 }
 
-func (p *pusher) takeDirty() (gws, eps []string) {
+func (p *pusher) takeDirty() (gws, eps, sds []string) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	for k := range p.dirtyGW {
-		gws = append(gws, k)
+	take := func(m map[string]struct{}) []string {
+		out := slices.Sorted(maps.Keys(m))
+		clear(m)
+		return out
 	}
-	for k := range p.dirtyEP {
-		eps = append(eps, k)
-	}
-	clear(p.dirtyGW)
-	clear(p.dirtyEP)
-	sort.Strings(gws)
-	sort.Strings(eps)
-	return gws, eps
+	return take(p.dirtyGW), take(p.dirtyEP), take(p.dirtySDS)
 }
 
 // push runs the push path once for everything marked dirty.
 func (p *pusher) push() {
 	start := p.clock.Now()
-	gws, eps := p.takeDirty()
-	u := update{gateways: map[string]*gatewaySnapshot{}, eds: map[string]*entry{}}
+	gws, eps, sds := p.takeDirty()
+	u := newUpdate()
 	for _, name := range eps {
 		p.pushEndpoints(name, u)
+	}
+	for _, name := range sds {
+		if len(p.sdsUsers[name]) > 0 {
+			p.pushSecret(name, u)
+		}
 	}
 	unlinked := map[string]bool{}
 	for _, key := range gws {
@@ -164,7 +188,13 @@ func (p *pusher) push() {
 			u.eds[n] = nil
 		}
 	}
-	if p.published && len(u.gateways) == 0 && len(u.eds) == 0 {
+	for n := range p.sds {
+		if len(p.sdsUsers[n]) == 0 {
+			delete(p.sds, n)
+			u.sds[n] = nil
+		}
+	}
+	if p.published && len(u.gateways) == 0 && len(u.eds) == 0 && len(u.sds) == 0 {
 		return
 	}
 	p.published = true
@@ -243,6 +273,46 @@ func (p *pusher) pushEndpoints(name string, u update) {
 	p.setEDS(name, er.Assignment, false, u)
 }
 
+// pushSecret takes the current SDS resource of one name some Gateway's
+// listeners use: the Secret as core.BuildSecret makes it. A Secret that is
+// missing or not a usable kubernetes.io/tls Secret is not served (the
+// controller's listener status says why; Envoy keeps the listener warming,
+// or keeps the last version it received); the log names the Secret and
+// the problem, never its data.
+func (p *pusher) pushSecret(name string, u update) {
+	key, ok := core.SecretKey(name)
+	var s *corev1.Secret
+	if ok {
+		if got := p.secrets.GetKey(key); got != nil {
+			s = *got
+		}
+	}
+	if s == nil {
+		if p.sds[name] != nil {
+			delete(p.sds, name)
+			u.sds[name] = nil
+		}
+		return
+	}
+	sec, err := core.BuildSecret(s)
+	if err == nil {
+		err = sec.ValidateAll()
+	}
+	var e *entry
+	if err == nil {
+		e, err = newEntry(kindSecret, name, sec)
+	}
+	if err != nil {
+		p.reject("secret", name, err)
+		return
+	}
+	if old := p.sds[name]; old != nil && old.version == e.version {
+		return
+	}
+	p.sds[name] = e
+	u.sds[name] = e
+}
+
 func (p *pusher) setEDS(name string, cla *endpointv3.ClusterLoadAssignment, synthetic bool, u update) {
 	e, err := newEntry(kindEndpoint, name, cla)
 	if err != nil {
@@ -299,11 +369,17 @@ func (p *pusher) pushGateway(key string, u update, unlinked map[string]bool) {
 		}
 	}
 	sort.Strings(edsNames)
+	sdsNames, err := core.SecretNames(res.Listeners)
+	if err != nil {
+		p.refuseAll(key, "gateway", err)
+		return
+	}
 	snap, err := newSnapshot(key, res, edsNames)
 	if err != nil {
 		p.refuseAll(key, "gateway", err)
 		return
 	}
+	snap.sdsNames = sdsNames
 	for _, n := range edsNames {
 		if p.eds[n] == nil {
 			p.setEDS(n, core.BuildClusterLoadAssignment(n, nil), true, u)
@@ -311,6 +387,17 @@ func (p *pusher) pushGateway(key string, u update, unlinked map[string]bool) {
 	}
 	old := p.good[key]
 	p.unlink(key, unlinked)
+	for _, n := range sdsNames {
+		us := p.sdsUsers[n]
+		if us == nil {
+			us = map[string]bool{}
+			p.sdsUsers[n] = us
+		}
+		us[key] = true
+		if p.sds[n] == nil {
+			p.pushSecret(n, u)
+		}
+	}
 	for _, n := range edsNames {
 		us := p.users[n]
 		if us == nil {
@@ -396,6 +483,14 @@ func (p *pusher) unlink(key string, unlinked map[string]bool) {
 	if old == nil {
 		return
 	}
+	for _, n := range old.sdsNames {
+		if us := p.sdsUsers[n]; us != nil {
+			delete(us, key)
+			if len(us) == 0 {
+				delete(p.sdsUsers, n)
+			}
+		}
+	}
 	for _, n := range old.edsNames {
 		if us := p.users[n]; us != nil {
 			delete(us, key)
@@ -452,7 +547,7 @@ func newSnapshot(key string, res core.Resources, edsNames []string) (*gatewaySna
 
 // sameAs reports whether s and o serve identical resources.
 func (s *gatewaySnapshot) sameAs(o *gatewaySnapshot) bool {
-	if !stringsEqual(s.edsNames, o.edsNames) {
+	if !stringsEqual(s.edsNames, o.edsNames) || !stringsEqual(s.sdsNames, o.sdsNames) {
 		return false
 	}
 	for k := range s.byKind {

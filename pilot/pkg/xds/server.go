@@ -17,6 +17,7 @@ import (
 	serverv3 "github.com/envoyproxy/go-control-plane/pkg/server/v3"
 	"github.com/prometheus/client_golang/prometheus"
 	"google.golang.org/grpc"
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/utils/clock"
 
 	"github.com/infermesh/infermesh/pilot/pkg/model"
@@ -40,6 +41,11 @@ type Config struct {
 	Endpoints krt.Collection[model.ClusterEndpoints]
 	// EPPTLS is TLS towards Endpoint Pickers, keyed by EPP host.
 	EPPTLS krt.Collection[model.EPPTLS]
+	// Secrets are the Kubernetes Secrets, keyed namespace/name: the
+	// certificates of HTTPS listeners, served over SDS to the proxies of
+	// the Gateways whose listeners name them. nil serves none (an HTTPS
+	// listener then warms for ever on its proxies).
+	Secrets krt.Collection[*corev1.Secret]
 	// Translate are the xDS translator's knobs.
 	Translate core.Options
 	// Serving, when set, receives per Gateway what the push path does not
@@ -169,14 +175,20 @@ func (s *Server) Run(ctx context.Context, lis net.Listener) error {
 	endpoints := krt.NewCollection(s.cfg.Endpoints, EndpointBuilder(),
 		append(opts, krt.WithName("xds/EndpointResources"))...)
 
-	p := newPusher(s.cfg.Logger, s.metrics, s.cfg.Clock, s.cache, s.serving, gateways, endpoints)
+	secrets := s.cfg.Secrets
+	if secrets == nil {
+		secrets = krt.NewStaticCollection[*corev1.Secret](nil, nil, append(opts, krt.WithName("xds/NoSecrets"))...)
+	}
+	p := newPusher(s.cfg.Logger, s.metrics, s.cfg.Clock, s.cache, s.serving, gateways, endpoints, secrets)
 	p.mutate = s.mutate
 	p.proxies = s.tracker.proxiesOf
 	gwReg := gateways.RegisterBatch(p.gatewaysChanged, true)
 	epReg := endpoints.RegisterBatch(p.endpointsChanged, true)
+	sdsReg := secrets.RegisterBatch(p.secretsChanged, true)
 	defer gwReg.UnregisterHandler()
 	defer epReg.UnregisterHandler()
-	syncers := []krt.Syncer{s.cfg.Gateways, s.cfg.Endpoints, s.cfg.EPPTLS, gateways, endpoints, gwReg, epReg}
+	defer sdsReg.UnregisterHandler()
+	syncers := []krt.Syncer{s.cfg.Gateways, s.cfg.Endpoints, s.cfg.EPPTLS, secrets, gateways, endpoints, gwReg, epReg, sdsReg}
 	d := &debouncer{quiet: s.cfg.Debounce, maxDelay: s.cfg.MaxDelay, clock: s.cfg.Clock}
 	pushDone := make(chan struct{})
 	go func() {

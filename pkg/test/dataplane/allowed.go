@@ -12,6 +12,7 @@ import (
 	_ "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/http/cors/v3"
 	_ "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/http/ext_proc/v3"
 	_ "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/http/router/v3"
+	_ "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/listener/tls_inspector/v3"
 	_ "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/network/http_connection_manager/v3"
 	_ "github.com/envoyproxy/go-control-plane/envoy/extensions/load_balancing_policies/override_host/v3"
 	_ "github.com/envoyproxy/go-control-plane/envoy/extensions/load_balancing_policies/round_robin/v3"
@@ -39,6 +40,23 @@ var allowedFields = fieldSet(
 	"envoy.config.listener.v3.FilterChain.name",
 	"envoy.config.listener.v3.Filter.name",
 	"envoy.config.listener.v3.Filter.typed_config",
+	// TLS listeners (tls.go): the TLS inspector, filter chains matched on
+	// server_names, each terminating TLS with one SDS secret.
+	"envoy.config.listener.v3.Listener.listener_filters",
+	"envoy.config.listener.v3.ListenerFilter.name",
+	"envoy.config.listener.v3.ListenerFilter.typed_config",
+	"envoy.config.listener.v3.FilterChain.filter_chain_match",
+	"envoy.config.listener.v3.FilterChain.transport_socket",
+	"envoy.config.listener.v3.FilterChainMatch.server_names",
+	"envoy.extensions.transport_sockets.tls.v3.DownstreamTlsContext.common_tls_context",
+	"envoy.extensions.transport_sockets.tls.v3.CommonTlsContext.tls_certificate_sds_secret_configs",
+	"envoy.extensions.transport_sockets.tls.v3.SdsSecretConfig.name",
+	"envoy.extensions.transport_sockets.tls.v3.SdsSecretConfig.sds_config",
+	// SDS secrets (tls.go compileSecret).
+	"envoy.extensions.transport_sockets.tls.v3.Secret.name",
+	"envoy.extensions.transport_sockets.tls.v3.Secret.tls_certificate",
+	"envoy.extensions.transport_sockets.tls.v3.TlsCertificate.certificate_chain",
+	"envoy.extensions.transport_sockets.tls.v3.TlsCertificate.private_key",
 	"envoy.config.core.v3.Address.socket_address",
 	"envoy.config.core.v3.SocketAddress.address",
 	"envoy.config.core.v3.SocketAddress.port_value",

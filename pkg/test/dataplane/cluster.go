@@ -254,6 +254,10 @@ func compileUpstreamTLS(ts *corev3.TransportSocket) (*tls.Config, error) {
 	if err := ts.GetTypedConfig().UnmarshalTo(&u); err != nil {
 		return nil, err
 	}
+	if len(u.GetCommonTlsContext().GetTlsCertificateSdsSecretConfigs()) > 0 {
+		// allowed.go admits the field for listeners (tls.go).
+		return nil, errors.New("client certificates (tls_certificate_sds_secret_configs) not implemented upstream")
+	}
 	cfg := &tls.Config{
 		ServerName:         u.GetSni(),
 		NextProtos:         u.GetCommonTlsContext().GetAlpnProtocols(),

@@ -5,6 +5,7 @@ package dataplane
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"io"
@@ -20,6 +21,7 @@ import (
 	clusterv3 "github.com/envoyproxy/go-control-plane/envoy/config/cluster/v3"
 	listenerv3 "github.com/envoyproxy/go-control-plane/envoy/config/listener/v3"
 	routev3 "github.com/envoyproxy/go-control-plane/envoy/config/route/v3"
+	tlsv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/transport_sockets/tls/v3"
 	"google.golang.org/grpc"
 
 	"github.com/infermesh/infermesh/pkg/test/dataplane/extproc"
@@ -126,10 +128,14 @@ type Counters struct {
 	// resources: fields newer than Options.EnvoyVersion, ignored (Envoy's
 	// server.dynamic_unknown_fields).
 	UnknownFields int64
+	// NoFilterChainMatch counts TLS connections closed because no filter
+	// chain matched their server name (Envoy's listener stat
+	// no_filter_chain_match).
+	NoFilterChainMatch int64
 }
 
 type counters struct {
-	requests, fallbacks, nacks, acks, retries, maxDurationReached, unknownFields atomic.Int64
+	requests, fallbacks, nacks, acks, retries, maxDurationReached, unknownFields, noFilterChainMatch atomic.Int64
 }
 
 // NACK is an xDS response the data plane rejected.
@@ -149,6 +155,8 @@ type Snapshot struct {
 	Clusters  map[string]*clusterv3.Cluster
 	// Endpoints are each active cluster's routable endpoints, "ip:port".
 	Endpoints map[string][]string
+	// Secrets are the accepted SDS secrets, by name.
+	Secrets map[string]*tlsv3.Secret
 	// Versions are the last accepted version_info per type URL.
 	Versions map[string]string
 	// Connected is true while an ADS stream has answered.
@@ -165,7 +173,10 @@ type activeConfig struct {
 	listeners map[string]*listenerConfig
 	routes    map[string]*routeTable
 	clusters  map[string]*activeCluster
-	snap      Snapshot
+	// secrets are the accepted SDS secrets' certificates: the one a TLS
+	// handshake uses is looked up at the handshake (tls.go).
+	secrets map[string]*tls.Certificate
+	snap    Snapshot
 }
 
 type activeCluster struct {
@@ -304,10 +315,10 @@ func (dp *DataPlane) publishLocked() {
 	dp.pruneWarmLocked()
 	next := &activeConfig{
 		listeners: map[string]*listenerConfig{}, routes: map[string]*routeTable{},
-		clusters: map[string]*activeCluster{},
+		clusters: map[string]*activeCluster{}, secrets: map[string]*tls.Certificate{},
 		snap: Snapshot{
 			Listeners: map[string]*listenerv3.Listener{}, Routes: map[string]*routev3.RouteConfiguration{},
-			Clusters: map[string]*clusterv3.Cluster{}, Endpoints: map[string][]string{},
+			Clusters: map[string]*clusterv3.Cluster{}, Endpoints: map[string][]string{}, Secrets: map[string]*tlsv3.Secret{},
 			Versions: map[string]string{}, Connected: dp.connected, LastNACK: dp.lastNACK,
 		},
 	}
@@ -329,8 +340,12 @@ func (dp *DataPlane) publishLocked() {
 		next.routes[name] = e.table
 		next.snap.Routes[name] = e.pb
 	}
+	for name, e := range dp.store.secrets {
+		next.secrets[name] = e.cert
+		next.snap.Secrets[name] = e.pb
+	}
 	for name, l := range dp.store.listeners {
-		if _, warm := dp.store.routes[l.cfg.rdsName]; warm {
+		if dp.store.listenerReady(l.cfg) {
 			next.listeners[name] = l.cfg
 			next.snap.Listeners[name] = l.pb
 		} else if old := prev.listeners[name]; old != nil {
@@ -373,6 +388,7 @@ func (dp *DataPlane) Counters() Counters {
 		Retries:                dp.counters.retries.Load(),
 		MaxDurationReached:     dp.counters.maxDurationReached.Load(),
 		UnknownFields:          dp.counters.unknownFields.Load(),
+		NoFilterChainMatch:     dp.counters.noFilterChainMatch.Load(),
 	}
 }
 
@@ -416,6 +432,7 @@ func (dp *DataPlane) Addr(port uint32) net.Addr {
 type boundListener struct {
 	name string
 	port uint32
+	tls  bool // serves TLS (tls.go)
 	ln   net.Listener
 	srv  *http.Server
 	done chan struct{}
@@ -428,7 +445,7 @@ func (dp *DataPlane) syncListenersLocked(next *activeConfig) {
 		return
 	}
 	for name, b := range dp.listeners {
-		if l := next.listeners[name]; l == nil || l.port != b.port {
+		if l := next.listeners[name]; l == nil || l.port != b.port || (l.tlsChains != nil) != b.tls {
 			b.close()
 			delete(dp.listeners, name)
 		}
@@ -442,6 +459,11 @@ func (dp *DataPlane) syncListenersLocked(next *activeConfig) {
 		if err != nil {
 			// Envoy would reject the listener; we log, the test sees no Addr.
 			dp.log.Error("dataplane: bind listener", "listener", name, "address", addr, "error", err)
+			continue
+		}
+		if l.tlsChains != nil {
+			dp.listeners[name] = serveTLS(dp, name, l.port, ln)
+			dp.listeners[name].tls = true
 			continue
 		}
 		dp.listeners[name] = serveHTTP(name, l.port, ln, &listenerHandler{dp: dp, name: name})

@@ -39,15 +39,19 @@
 //     and fields newer than that version (fieldsIntroduced) ignored with a
 //     warning and a counter, as an older Envoy ignores an unknown field.
 //   - xds.go: the ADS client: LDS and CDS wildcard, then RDS for the route
-//     configurations the listeners name and EDS for the clusters' service
-//     names; ACK / NACK with version, nonce and error_detail.
+//     configurations and SDS for the secrets the listeners name, and EDS
+//     for the clusters' service names; ACK / NACK with version, nonce and
+//     error_detail.
 //   - warming.go: cluster warming as Envoy's cluster manager does it: a new
 //     or replaced cluster is used only once an assignment arrives after it,
 //     or its eds_config.initial_fetch_timeout fires (then with no
 //     endpoints); until then the previous version serves.
 //   - dataplane.go: the active configuration (clusters from warming.go, a
-//     listener once its route configuration arrived), listeners, Snapshot,
-//     WaitFor, counters.
+//     listener once its route configurations and SDS secrets arrived),
+//     listeners, Snapshot, WaitFor, counters.
+//   - tls.go: TLS listeners: the TLS inspector, filter chain selection by
+//     SNI (exact, longest wildcard, then the chain without server_names),
+//     termination with the chain's SDS certificate and ALPN, SDS secrets.
 //   - listener.go, route.go, cluster.go: compile Listener, RouteConfiguration
 //     and Cluster; any error NACKs the response.
 //   - header_parser.go, substitution_formatter.go: Envoy's HeaderParser

@@ -39,13 +39,19 @@ func (h *listenerHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		dp.counters.requests.Add(1)
 		l = ac.listeners[h.name]
 	}
+	scheme := "http"
+	if r.TLS != nil {
+		// The connection manager of the filter chain the connection got
+		// at its handshake (tls.go).
+		l, scheme = connectionChain(r), "https"
+	}
 	if l == nil {
 		writeResponse(w, localReply(http.StatusServiceUnavailable, ""))
 		return
 	}
 	body := &downstreamBody{ReadCloser: r.Body}
 	req := &extproc.Request{
-		Method: r.Method, Path: r.RequestURI, Authority: r.Host, Scheme: "http",
+		Method: r.Method, Path: r.RequestURI, Authority: r.Host, Scheme: scheme,
 		Headers: r.Header.Clone(), Body: body, Trailers: r.Trailer,
 	}
 	if r.Body == http.NoBody {
@@ -150,7 +156,9 @@ func (h *listenerHandler) connectionManagerHeaders(req *extproc.Request, r *http
 			req.Headers.Set("x-forwarded-for", host)
 		}
 	}
-	req.Headers.Set("x-forwarded-proto", "http")
+	// https on a TLS connection (Envoy: ConnectionManagerUtility::
+	// mutateRequestHeaders, from the connection's ssl()).
+	req.Headers.Set("x-forwarded-proto", req.Scheme)
 	if req.Headers.Get("x-request-id") == "" {
 		var b [16]byte
 		_, _ = rand.Read(b[:])

@@ -86,7 +86,7 @@ func load(t *testing.T, dp *DataPlane, msgs ...proto.Message) {
 		}
 		typeURL := resourcev3.ClusterType
 		switch a.GetTypeUrl() {
-		case resourcev3.ListenerType, resourcev3.RouteType, resourcev3.EndpointType:
+		case resourcev3.ListenerType, resourcev3.RouteType, resourcev3.EndpointType, resourcev3.SecretType:
 			typeURL = a.GetTypeUrl()
 		}
 		d, err := dp.decode(typeURL, a)

@@ -80,13 +80,14 @@ func (dp *DataPlane) clustersInitializedLocked() bool {
 }
 
 // listenersInitializedLocked: an LDS response was accepted and every
-// listener has its route configuration. dp.mu is held.
+// listener has its route configurations and SDS secrets (both are init
+// targets of a listener in Envoy). dp.mu is held.
 func (dp *DataPlane) listenersInitializedLocked() bool {
 	if _, ok := dp.versions[resourcev3.ListenerType]; !ok {
 		return false
 	}
 	for _, l := range dp.store.listeners {
-		if dp.store.routes[l.cfg.rdsName] == nil {
+		if !dp.store.listenerReady(l.cfg) {
 			return false
 		}
 	}

@@ -6,6 +6,7 @@ package dataplane
 import (
 	"errors"
 	"fmt"
+	"slices"
 
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	listenerv3 "github.com/envoyproxy/go-control-plane/envoy/config/listener/v3"
@@ -21,7 +22,10 @@ const networkFilterHCM = "envoy.filters.network.http_connection_manager"
 
 // listenerConfig is a compiled Listener: one plain-HTTP filter chain whose
 // only network filter is the HTTP connection manager, with routes over RDS
-// (LDS) or inline (a static listener of the bootstrap, static.go).
+// (LDS) or inline (a static listener of the bootstrap, static.go); or, for
+// a listener terminating TLS (tlsChains set, tls.go), the filter chains
+// each with its own connection manager, compiled as a listenerConfig of
+// its own.
 type listenerConfig struct {
 	name    string
 	address string
@@ -36,6 +40,32 @@ type listenerConfig struct {
 	normalizePath bool
 	// filters are the HTTP filters before the router, in order.
 	filters []httpFilter
+	// tlsChains are the filter chains of a listener that terminates TLS,
+	// in configuration order (tls.go); nil for a plain-HTTP listener, whose
+	// connection manager is the fields above.
+	tlsChains []*tlsChain
+}
+
+// rdsNames are the route configurations the listener's connection
+// managers fetch.
+func (lc *listenerConfig) rdsNames() []string {
+	if lc.tlsChains == nil {
+		return []string{lc.rdsName}
+	}
+	var out []string
+	for _, c := range lc.tlsChains {
+		out = append(out, c.hcm.rdsName)
+	}
+	return out
+}
+
+// sdsNames are the SDS secrets the listener's filter chains fetch.
+func (lc *listenerConfig) sdsNames() []string {
+	var out []string
+	for _, c := range lc.tlsChains {
+		out = append(out, c.sdsName)
+	}
+	return out
 }
 
 type httpFilter struct {
@@ -45,82 +75,119 @@ type httpFilter struct {
 }
 
 // compileListener compiles a listener received over LDS: its routes come
-// over RDS from ADS.
+// over RDS from ADS. A listener with listener filters or a transport socket
+// on a filter chain is a TLS listener (compileTLSListener).
 func compileListener(l *listenerv3.Listener) (*listenerConfig, error) {
+	if len(l.GetListenerFilters()) > 0 || slices.ContainsFunc(l.GetFilterChains(), func(fc *listenerv3.FilterChain) bool {
+		return fc.GetTransportSocket() != nil || fc.GetFilterChainMatch() != nil
+	}) {
+		return compileTLSListener(l)
+	}
 	lc, hcm, err := compileHCMListener(l)
 	if err != nil {
 		return nil, err
 	}
+	if err := compileRDS(lc, hcm); err != nil {
+		return nil, err
+	}
+	return lc, nil
+}
+
+// compileRDS takes the connection manager's route specifier: routes over
+// RDS from ADS, waiting for them without a bound.
+func compileRDS(lc *listenerConfig, hcm *hcmv3.HttpConnectionManager) error {
 	rds := hcm.GetRds()
 	if rds == nil || rds.GetConfigSource().GetAds() == nil {
-		return nil, errors.New("route_config must come over RDS from ADS")
+		return errors.New("route_config must come over RDS from ADS")
 	}
 	if t := rds.GetConfigSource().GetInitialFetchTimeout(); t != nil && t.AsDuration() != 0 {
 		// A listener waits for its route configuration without a bound
 		// (dataplane.go); a positive timeout would need Envoy's NullConfig
 		// routes after it fires (RdsRouteConfigSubscription::onConfigUpdateFailed).
-		return nil, errors.New("rds.config_source.initial_fetch_timeout other than 0 not implemented")
+		return errors.New("rds.config_source.initial_fetch_timeout other than 0 not implemented")
 	}
 	lc.rdsName = rds.GetRouteConfigName()
-	return lc, nil
+	return nil
 }
 
-// compileHCMListener compiles what every listener shares: the address,
-// the one filter chain and its HTTP connection manager with its HTTP
-// filters; the caller compiles the HCM's route specifier.
+// compileHCMListener compiles what every plain-HTTP listener shares: the
+// address, the one filter chain and its HTTP connection manager with its
+// HTTP filters; the caller compiles the HCM's route specifier.
 func compileHCMListener(l *listenerv3.Listener) (*listenerConfig, *hcmv3.HttpConnectionManager, error) {
+	lc, err := listenerAddress(l)
+	if err != nil {
+		return nil, nil, err
+	}
+	if len(l.GetFilterChains()) != 1 {
+		return nil, nil, errors.New("exactly one filter chain is implemented on a listener without TLS")
+	}
+	hcm, err := compileChainHCM(lc, l.GetFilterChains()[0])
+	if err != nil {
+		return nil, nil, err
+	}
+	return lc, hcm, nil
+}
+
+// listenerAddress is a listenerConfig with the listener's name and TCP
+// socket address.
+func listenerAddress(l *listenerv3.Listener) (*listenerConfig, error) {
 	sa := l.GetAddress().GetSocketAddress()
 	if sa == nil || sa.GetProtocol() != corev3.SocketAddress_TCP {
-		return nil, nil, errors.New("address must be a TCP socket address")
+		return nil, errors.New("address must be a TCP socket address")
 	}
-	lc := &listenerConfig{name: l.GetName(), address: sa.GetAddress(), port: sa.GetPortValue()}
-	if len(l.GetFilterChains()) != 1 || len(l.GetFilterChains()[0].GetFilters()) != 1 {
-		return nil, nil, errors.New("exactly one filter chain with one network filter is implemented")
+	return &listenerConfig{name: l.GetName(), address: sa.GetAddress(), port: sa.GetPortValue()}, nil
+}
+
+// compileChainHCM compiles a filter chain's one network filter, the HTTP
+// connection manager, and its HTTP filters into lc.
+func compileChainHCM(lc *listenerConfig, fc *listenerv3.FilterChain) (*hcmv3.HttpConnectionManager, error) {
+	if len(fc.GetFilters()) != 1 {
+		return nil, errors.New("exactly one network filter per filter chain is implemented")
 	}
-	f := l.GetFilterChains()[0].GetFilters()[0]
+	f := fc.GetFilters()[0]
 	if f.GetName() != networkFilterHCM {
-		return nil, nil, fmt.Errorf("network filter %q not implemented", f.GetName())
+		return nil, fmt.Errorf("network filter %q not implemented", f.GetName())
 	}
 	var hcm hcmv3.HttpConnectionManager
 	if err := f.GetTypedConfig().UnmarshalTo(&hcm); err != nil {
-		return nil, nil, fmt.Errorf("%s: %w", networkFilterHCM, err)
+		return nil, fmt.Errorf("%s: %w", networkFilterHCM, err)
 	}
 	switch hcm.GetCodecType() {
 	case hcmv3.HttpConnectionManager_AUTO, hcmv3.HttpConnectionManager_HTTP1, hcmv3.HttpConnectionManager_HTTP2:
 	default:
-		return nil, nil, fmt.Errorf("codec_type %v not implemented", hcm.GetCodecType())
+		return nil, fmt.Errorf("codec_type %v not implemented", hcm.GetCodecType())
 	}
 	lc.stripPort = hcm.GetStripAnyHostPort()
 	lc.normalizePath = hcm.GetNormalizePath().GetValue()
 	hfs := hcm.GetHttpFilters()
 	if len(hfs) == 0 || hfs[len(hfs)-1].GetName() != filterRouter {
-		return nil, nil, errors.New("the last HTTP filter must be " + filterRouter)
+		return nil, errors.New("the last HTTP filter must be " + filterRouter)
 	}
 	for i, hf := range hfs {
 		msg, err := hf.GetTypedConfig().UnmarshalNew()
 		if err != nil {
-			return nil, nil, fmt.Errorf("http_filters[%d] %s: %w", i, hf.GetName(), err)
+			return nil, fmt.Errorf("http_filters[%d] %s: %w", i, hf.GetName(), err)
 		}
 		switch c := msg.(type) {
 		case *routerv3.Router:
 			if i != len(hfs)-1 {
-				return nil, nil, errors.New("router must be the last HTTP filter")
+				return nil, errors.New("router must be the last HTTP filter")
 			}
 		case *corsv3.Cors:
 			lc.filters = append(lc.filters, httpFilter{name: filterCORS, disabled: hf.GetDisabled()})
 		case *extprocv3.ExternalProcessor:
 			if _, _, err := extproc.Effective(c, hf.GetDisabled(), nil); err != nil {
-				return nil, nil, fmt.Errorf("http_filters[%d] %s: %w", i, hf.GetName(), err)
+				return nil, fmt.Errorf("http_filters[%d] %s: %w", i, hf.GetName(), err)
 			}
 			lc.filters = append(lc.filters, httpFilter{name: filterExtProc, disabled: hf.GetDisabled(), extProc: c})
 		default:
-			return nil, nil, fmt.Errorf("http_filters[%d] %s: %T not implemented", i, hf.GetName(), msg)
+			return nil, fmt.Errorf("http_filters[%d] %s: %T not implemented", i, hf.GetName(), msg)
 		}
 		if hf.GetName() != filterNameOf(msg) {
-			return nil, nil, fmt.Errorf("http_filters[%d]: name %q does not match its config %T (per-route configuration is keyed by name)", i, hf.GetName(), msg)
+			return nil, fmt.Errorf("http_filters[%d]: name %q does not match its config %T (per-route configuration is keyed by name)", i, hf.GetName(), msg)
 		}
 	}
-	return lc, &hcm, nil
+	return &hcm, nil
 }
 
 func filterNameOf(msg any) string {

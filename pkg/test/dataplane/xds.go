@@ -5,6 +5,7 @@ package dataplane
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"maps"
@@ -17,6 +18,7 @@ import (
 	endpointv3 "github.com/envoyproxy/go-control-plane/envoy/config/endpoint/v3"
 	listenerv3 "github.com/envoyproxy/go-control-plane/envoy/config/listener/v3"
 	routev3 "github.com/envoyproxy/go-control-plane/envoy/config/route/v3"
+	tlsv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/transport_sockets/tls/v3"
 	discoveryv3 "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
 	resourcev3 "github.com/envoyproxy/go-control-plane/pkg/resource/v3"
 	statuspb "google.golang.org/genproto/googleapis/rpc/status"
@@ -26,8 +28,9 @@ import (
 	"google.golang.org/protobuf/types/known/anypb"
 )
 
-// The four xDS types, in the order Envoy subscribes to them.
-var xdsTypes = []string{resourcev3.ClusterType, resourcev3.EndpointType, resourcev3.ListenerType, resourcev3.RouteType}
+// The five xDS types, in the order Envoy subscribes to them (SDS once a
+// listener names a secret).
+var xdsTypes = []string{resourcev3.ClusterType, resourcev3.EndpointType, resourcev3.ListenerType, resourcev3.RouteType, resourcev3.SecretType}
 
 // typeState is the client's view of one xDS type on the current stream
 // (names, versions) and across streams (accepted resources).
@@ -47,6 +50,7 @@ type store struct {
 	routes    map[string]*routeEntry
 	clusters  map[string]*clusterEntry
 	endpoints map[string]*endpointEntry // by EDS service name
+	secrets   map[string]*secretEntry
 }
 
 type listenerEntry struct {
@@ -65,16 +69,38 @@ type endpointEntry struct {
 	pb    *endpointv3.ClusterLoadAssignment
 	addrs []string
 }
+type secretEntry struct {
+	pb   *tlsv3.Secret
+	cert *tls.Certificate
+}
 
 func newStore() *store {
 	return &store{listeners: map[string]*listenerEntry{}, routes: map[string]*routeEntry{},
-		clusters: map[string]*clusterEntry{}, endpoints: map[string]*endpointEntry{}}
+		clusters: map[string]*clusterEntry{}, endpoints: map[string]*endpointEntry{}, secrets: map[string]*secretEntry{}}
+}
+
+// listenerReady reports whether every route configuration and SDS secret
+// the listener fetches has arrived: Envoy's listener init targets (RDS
+// subscriptions, and SdsApi's, source/common/secret/sds_api.cc), so a
+// listener is not served before them.
+func (s *store) listenerReady(l *listenerConfig) bool {
+	for _, n := range l.rdsNames() {
+		if s.routes[n] == nil {
+			return false
+		}
+	}
+	for _, n := range l.sdsNames() {
+		if s.secrets[n] == nil {
+			return false
+		}
+	}
+	return true
 }
 
 // decoded is one received resource after validation and compilation.
 type decoded struct {
 	name  string
-	value any // *listenerEntry, *routeEntry, *clusterEntry or *endpointEntry
+	value any // *listenerEntry, *routeEntry, *clusterEntry, *endpointEntry or *secretEntry
 }
 
 // decodeResource decodes a resource as the data plane at
@@ -134,6 +160,12 @@ func decodeResourceAs(typeURL string, a *anypb.Any, ignoreNewer func(proto.Messa
 			return fail(err)
 		}
 		return decoded{name, &endpointEntry{m, addrs}}, nil
+	case *tlsv3.Secret:
+		cert, err := compileSecret(m)
+		if err != nil {
+			return fail(err)
+		}
+		return decoded{name, &secretEntry{m, cert}}, nil
 	}
 	return decoded{}, fmt.Errorf("type %s not implemented", typeURL)
 }
@@ -183,6 +215,8 @@ func (s *store) put(typeURL string, d decoded) {
 		s.clusters[d.name] = d.value.(*clusterEntry)
 	case resourcev3.EndpointType:
 		s.endpoints[d.name] = d.value.(*endpointEntry)
+	case resourcev3.SecretType:
+		s.secrets[d.name] = d.value.(*secretEntry)
 	}
 }
 
@@ -196,6 +230,8 @@ func (s *store) remove(typeURL, name string) {
 		delete(s.clusters, name)
 	case resourcev3.EndpointType:
 		delete(s.endpoints, name)
+	case resourcev3.SecretType:
+		delete(s.secrets, name)
 	}
 }
 
@@ -210,19 +246,29 @@ func (s *store) names(typeURL string) []string {
 		ks = slices.Collect(maps.Keys(s.clusters))
 	case resourcev3.EndpointType:
 		ks = slices.Collect(maps.Keys(s.endpoints))
+	case resourcev3.SecretType:
+		ks = slices.Collect(maps.Keys(s.secrets))
 	}
 	sort.Strings(ks)
 	return ks
 }
 
-// wantedNames are the RDS names the accepted listeners use and the EDS
-// names the accepted clusters use.
+// wantedNames are the RDS and SDS names the accepted listeners use and the
+// EDS names the accepted clusters use.
 func (s *store) wantedNames(typeURL string) map[string]bool {
 	out := map[string]bool{}
 	switch typeURL {
 	case resourcev3.RouteType:
 		for _, l := range s.listeners {
-			out[l.cfg.rdsName] = true
+			for _, n := range l.cfg.rdsNames() {
+				out[n] = true
+			}
+		}
+	case resourcev3.SecretType:
+		for _, l := range s.listeners {
+			for _, n := range l.cfg.sdsNames() {
+				out[n] = true
+			}
 		}
 	case resourcev3.EndpointType:
 		for _, c := range s.clusters {
@@ -377,7 +423,7 @@ func (dp *DataPlane) handle(s stream, states map[string]*typeState, st *typeStat
 		added, removed []string
 	}
 	var changes []change
-	for _, t := range []string{resourcev3.EndpointType, resourcev3.RouteType} {
+	for _, t := range []string{resourcev3.EndpointType, resourcev3.RouteType, resourcev3.SecretType} {
 		o := states[t]
 		want := dp.store.wantedNames(t)
 		var added, removed []string

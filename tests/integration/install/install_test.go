@@ -194,7 +194,10 @@ func checkIdentity(t *testing.T, kubeconfig string) {
 		t.Fatalf("the kubeconfig authenticates as %q, want %q", u, pilotUser)
 	}
 	for _, a := range []authorizationv1.ResourceAttributes{
-		{Verb: "list", Resource: "secrets"},
+		// Secrets are listed and watched (HTTPS listeners' certificates),
+		// never read one by one nor written.
+		{Verb: "get", Resource: "secrets", Namespace: seed.Namespace},
+		{Verb: "create", Resource: "secrets", Namespace: seed.Namespace},
 		{Verb: "list", Resource: "pods"},
 		{Verb: "update", Resource: "services", Namespace: seed.Namespace},
 		{Verb: "update", Group: "inference.networking.k8s.io", Resource: "inferencepools", Namespace: seed.Namespace},

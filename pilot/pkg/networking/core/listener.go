@@ -73,11 +73,15 @@ func groupByPort(gw *model.Gateway) ([]portGroup, error) {
 //     gives the reasoning, and preflightRoute why no order keeps CORS
 //     preflights from the EPP.
 //
-// HTTPS ports (Gateway listener protocol HTTPS) get one filter chain per
-// Gateway listener, matched on SNI by its hostname, terminating TLS with the
-// listener's certificateRefs fetched by name over SDS (ADS). The secret
-// names are the refs as given (namespace/name); serving them is the ADS
-// server's job.
+// HTTPS ports (Gateway listener protocol HTTPS) get the TLS inspector
+// listener filter and one filter chain per Gateway listener, named after
+// it: filter_chain_match.server_names is the listener's hostname (none for
+// a listener without one, whose chain Envoy picks when no server name
+// matches), and a DownstreamTlsContext fetches the listener's Secret over
+// SDS on the ADS stream (SecretName, kubernetes-gateway://<ns>/<name>, as
+// Istio names Gateway API certificates) and offers ALPN h2 and http/1.1.
+// A certificate's rotation changes only the SDS resource, never the
+// listener, so Envoy does not drain it.
 func BuildListeners(gw *model.Gateway, opts Options) ([]*listenerv3.Listener, error) {
 	if gw.ClassParametersError != "" {
 		return nil, fmt.Errorf("GatewayClass parameters: %s", gw.ClassParametersError)
@@ -189,7 +193,7 @@ func downstreamTLS(l model.Listener) (*corev3.TransportSocket, error) {
 			return nil, fmt.Errorf("listener %s: empty certificateRef", l.Name)
 		}
 		ctx.CommonTlsContext.TlsCertificateSdsSecretConfigs = append(ctx.CommonTlsContext.TlsCertificateSdsSecretConfigs,
-			&tlsv3.SdsSecretConfig{Name: ref, SdsConfig: adsConfigSource()})
+			&tlsv3.SdsSecretConfig{Name: SecretName(ref), SdsConfig: adsConfigSource()})
 	}
 	a, err := toAny(ctx)
 	if err != nil {

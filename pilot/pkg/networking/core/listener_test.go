@@ -4,9 +4,11 @@
 package core
 
 import (
+	"slices"
 	"strings"
 	"testing"
 
+	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	tlsv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/transport_sockets/tls/v3"
 	"k8s.io/utils/ptr"
 	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
@@ -100,24 +102,45 @@ func TestHTTPSListenerTerminatesTLSPerHostname(t *testing.T) {
 	gw := &model.Gateway{Namespace: "ns", Name: "gw", Listeners: []model.Listener{
 		{Name: "a", Port: 443, Protocol: gwv1.HTTPSProtocolType, Hostname: "a.example.com", TLS: &model.ListenerTLS{CertificateRefs: []string{"ns/a-cert"}}},
 		{Name: "b", Port: 443, Protocol: gwv1.HTTPSProtocolType, Hostname: "b.example.com", TLS: &model.ListenerTLS{CertificateRefs: []string{"ns/b-cert"}}},
+		{Name: "any", Port: 443, Protocol: gwv1.HTTPSProtocolType, TLS: &model.ListenerTLS{CertificateRefs: []string{"certs/any-cert"}}},
 	}}
 	res := build(t, gw, Inputs{}, inferenceOn)
 	l := res.Listeners[0]
-	if len(l.FilterChains) != 2 || len(l.ListenerFilters) != 1 {
-		t.Fatalf("filter chains %d, listener filters %d", len(l.FilterChains), len(l.ListenerFilters))
+	if len(l.FilterChains) != 3 || len(l.ListenerFilters) != 1 || l.ListenerFilters[0].Name != "envoy.filters.listener.tls_inspector" {
+		t.Fatalf("filter chains %d, listener filters %v", len(l.FilterChains), l.ListenerFilters)
 	}
-	for i, want := range []string{"a", "b"} {
+	for i, want := range []struct{ name, host, secret string }{
+		{"a", "a.example.com", "kubernetes-gateway://ns/a-cert"},
+		{"b", "b.example.com", "kubernetes-gateway://ns/b-cert"},
+		{"any", "", "kubernetes-gateway://certs/any-cert"},
+	} {
 		fc := l.FilterChains[i]
-		if got := fc.GetFilterChainMatch().GetServerNames(); len(got) != 1 || got[0] != want+".example.com" {
-			t.Errorf("chain %d server names %v", i, got)
+		if fc.Name != want.name {
+			t.Errorf("chain %d named %q, want %q", i, fc.Name, want.name)
+		}
+		got := fc.GetFilterChainMatch().GetServerNames()
+		if (want.host == "" && len(got) != 0) || (want.host != "" && (len(got) != 1 || got[0] != want.host)) {
+			t.Errorf("chain %d server names %v, want %q", i, got, want.host)
 		}
 		ctx := &tlsv3.DownstreamTlsContext{}
 		if err := fc.GetTransportSocket().GetTypedConfig().UnmarshalTo(ctx); err != nil {
 			t.Fatal(err)
 		}
-		if got := ctx.GetCommonTlsContext().GetTlsCertificateSdsSecretConfigs(); len(got) != 1 || got[0].Name != "ns/"+want+"-cert" {
-			t.Errorf("chain %d secrets %v", i, got)
+		sds := ctx.GetCommonTlsContext().GetTlsCertificateSdsSecretConfigs()
+		if len(sds) != 1 || sds[0].Name != want.secret {
+			t.Fatalf("chain %d secrets %v, want %s", i, sds, want.secret)
 		}
+		src := sds[0].GetSdsConfig()
+		if src.GetAds() == nil || src.GetResourceApiVersion() != corev3.ApiVersion_V3 || src.GetInitialFetchTimeout().AsDuration() != 0 {
+			t.Errorf("chain %d SDS config source %v, want ADS, V3, initial_fetch_timeout 0", i, src)
+		}
+		if alpn := ctx.GetCommonTlsContext().GetAlpnProtocols(); !slices.Equal(alpn, []string{"h2", "http/1.1"}) {
+			t.Errorf("chain %d ALPN %v", i, alpn)
+		}
+	}
+	names, err := SecretNames(res.Listeners)
+	if err != nil || !slices.Equal(names, []string{"kubernetes-gateway://certs/any-cert", "kubernetes-gateway://ns/a-cert", "kubernetes-gateway://ns/b-cert"}) {
+		t.Errorf("SecretNames = %v, %v", names, err)
 	}
 	if res.Routes[0].Name != "https.443" {
 		t.Errorf("route configuration %q, want https.443", res.Routes[0].Name)

@@ -38,8 +38,8 @@ func multiGateway() *gwv1.Gateway {
 // missing) is nil.
 func testGateways() GatewayLookup {
 	views := map[types.NamespacedName]*GatewayView{
-		seedGW:  NewGatewayView(seedGateway()),
-		multiGW: NewGatewayView(multiGateway()),
+		seedGW:  NewGatewayView(seedGateway(), CertificateLookups{}),
+		multiGW: NewGatewayView(multiGateway(), CertificateLookups{}),
 	}
 	return func(k types.NamespacedName) *GatewayView { return views[k] }
 }

@@ -38,6 +38,10 @@ type Inputs struct {
 	// ConfigMaps are read for GatewayClass parameters (classparams.go); nil
 	// means none exist.
 	ConfigMaps krt.Collection[*corev1.ConfigMap]
+	// Secrets are read for HTTPS listeners' tls.certificateRefs
+	// (certificates.go); nil means none exist. Only a Secret's type and its
+	// tls.crt and tls.key are used (kube.TLSSecretTransform keeps no more).
+	Secrets krt.Collection[*corev1.Secret]
 }
 
 // Options are the controller's settings (pilot/pkg/features).
@@ -236,7 +240,20 @@ func Build(in Inputs, opts Options) Outputs {
 		if p == nil {
 			return nil
 		}
-		v := NewGatewayView(gw)
+		v := NewGatewayView(gw, CertificateLookups{
+			Secret: func(key types.NamespacedName) *corev1.Secret {
+				if in.Secrets == nil {
+					return nil
+				}
+				if sec := krt.FetchOne(ctx, in.Secrets, krt.FilterKey(key.String())); sec != nil {
+					return *sec
+				}
+				return nil
+			},
+			ReferenceGrants: func(ns string) []*gwv1.ReferenceGrant {
+				return krt.Fetch(ctx, in.ReferenceGrants, krt.FilterNamespace(ns))
+			},
+		})
 		v.Class, v.EPPBodyMode, v.ClassProblem = p.Class, p.EPPBodyMode, p.Problem
 		return v
 	}, with("Gateways")...)
@@ -527,17 +544,21 @@ func RouteParentStatuses(r RouteResult, controller string) []gwv1.RouteParentSta
 }
 
 // TranslatorGateway builds the xDS translator's view of gw (model.Gateway)
-// from the routes that name it: each usable listener with the routes
+// from the routes that name it: each served listener (ListenerView.Served;
+// an HTTPS one with its Secret) with the routes
 // attached to it, sorted by kind, namespace and name.
 func TranslatorGateway(gw GatewayView, routes []RouteResult) *model.Gateway {
 	out := &model.Gateway{Namespace: gw.Gateway.Namespace, Name: gw.Gateway.Name,
 		EPPBodyMode: gw.EPPBodyMode, ClassParametersError: gw.ClassProblem}
 	built := map[string]*model.Route{}
 	for _, l := range gw.Listeners {
-		if !l.Usable() {
+		if !l.Served() {
 			continue
 		}
 		ml := model.Listener{Name: string(l.Name), Port: uint32(l.Port), Protocol: l.Protocol, Hostname: l.Hostname}
+		if l.Certificate.Name != "" {
+			ml.TLS = &model.ListenerTLS{CertificateRefs: []string{l.Certificate.String()}}
+		}
 		for i := range routes {
 			r := &routes[i]
 			if !attachedTo(r, gw.Gateway, l.Name) {

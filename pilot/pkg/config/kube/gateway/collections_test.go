@@ -35,6 +35,7 @@ type pipeline struct {
 	services krt.StaticCollection[*corev1.Service]
 	pools    krt.StaticCollection[*inferencev1.InferencePool]
 	cms      krt.StaticCollection[*corev1.ConfigMap]
+	secrets  krt.StaticCollection[*corev1.Secret]
 	out      Outputs
 }
 
@@ -58,6 +59,7 @@ func newPipeline(t *testing.T, inference bool, objs ...any) *pipeline {
 		services: krt.NewStaticCollection[*corev1.Service](nil, nil, stop),
 		pools:    krt.NewStaticCollection[*inferencev1.InferencePool](nil, nil, stop),
 		cms:      krt.NewStaticCollection[*corev1.ConfigMap](nil, nil, stop),
+		secrets:  krt.NewStaticCollection[*corev1.Secret](nil, nil, stop),
 	}
 	for _, o := range objs {
 		p.add(o)
@@ -65,7 +67,7 @@ func newPipeline(t *testing.T, inference bool, objs ...any) *pipeline {
 	p.out = Build(Inputs{
 		GatewayClasses: p.classes, Gateways: p.gateways, HTTPRoutes: p.http, GRPCRoutes: p.grpc,
 		ReferenceGrants: p.grants, Namespaces: p.ns, Services: p.services, InferencePools: p.pools,
-		ConfigMaps: p.cms,
+		ConfigMaps: p.cms, Secrets: p.secrets,
 	}, Options{ControllerName: controller, ClusterDomain: "cluster.local", InferenceEnabled: inference,
 		Krt: []krt.CollectionOption{stop}})
 	p.settle()
@@ -93,6 +95,8 @@ func (p *pipeline) add(o any) {
 		p.pools.UpdateObject(o)
 	case *corev1.ConfigMap:
 		p.cms.UpdateObject(o)
+	case *corev1.Secret:
+		p.secrets.UpdateObject(o)
 	default:
 		p.t.Fatalf("unsupported object %T", o)
 	}

@@ -95,7 +95,7 @@ func NewController(cfg ControllerConfig) (*Controller, error) {
 	in := Inputs{
 		GatewayClasses: kc.GatewayClasses(), Gateways: kc.Gateways(), HTTPRoutes: kc.HTTPRoutes(),
 		GRPCRoutes: kc.GRPCRoutes(), ReferenceGrants: kc.ReferenceGrants(), Namespaces: kc.Namespaces(),
-		Services: kc.Services(), ConfigMaps: kc.ConfigMaps(),
+		Services: kc.Services(), ConfigMaps: kc.ConfigMaps(), Secrets: kc.Secrets(),
 	}
 	if f.EnableInferenceExtension {
 		in.InferencePools = kc.InferencePools()

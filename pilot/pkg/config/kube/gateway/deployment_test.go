@@ -264,7 +264,7 @@ func TestDeploymentProgrammed(t *testing.T) {
 }
 
 func TestWithProgrammed(t *testing.T) {
-	view := NewGatewayView(multiGateway())
+	view := NewGatewayView(multiGateway(), CertificateLookups{})
 	pending := GatewayStatus(view, nil, false, now)
 	addr := []gwv1.GatewayStatusAddress{{Value: "203.0.113.7"}}
 	st := WithProgrammed(pending, view, ProgrammedStatus{Programmed: true, Reason: gwv1.GatewayReasonProgrammed,

@@ -15,6 +15,9 @@
 //     reference means for the class and its Gateways;
 //   - listeners.go, gatewaystatus.go: a Gateway's listeners (protocols,
 //     allowedRoutes, conflicts) and its status with attachedRoutes counts;
+//   - certificates.go: an HTTPS listener's certificateRef (a kubernetes.io/tls
+//     Secret, cross-namespace only with a ReferenceGrant) and why it does
+//     not resolve (InvalidCertificateRef, RefNotPermitted);
 //   - hostnames.go, attachment.go: a route's parentRefs against our Gateways
 //     (sectionName, port, hostname intersection, allowedRoutes), giving
 //     Accepted per parent with the standard reasons;

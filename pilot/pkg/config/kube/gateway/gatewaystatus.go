@@ -22,8 +22,10 @@ import (
 // (or there are none). Programmed: True/Programmed when programmed (the
 // gateway's deployment is ready), else False/Pending; a listener is
 // Programmed only when it is accepted, not conflicted and the Gateway is
-// programmed (False/Invalid for a listener that is not accepted or is
-// conflicted). A conflicted listener keeps its Accepted condition. Conditions carry the
+// programmed (False/Invalid for a listener that is not accepted, is
+// conflicted, or is HTTPS without a certificate that resolves: Served).
+// A listener whose certificateRef does not resolve stays Accepted (routes
+// attach and count) with ResolvedRefs=False. A conflicted listener keeps its Accepted condition. Conditions carry the
 // Gateway's generation and lastTransitionTime now (the writer keeps the live
 // time of an unchanged condition).
 func GatewayStatus(gw *GatewayView, attached map[gwv1.SectionName]int32, programmed bool, now metav1.Time) gwv1.GatewayStatus {
@@ -63,6 +65,9 @@ func GatewayStatus(gw *GatewayView, attached map[gwv1.SectionName]int32, program
 			ls.Conditions = append(ls.Conditions, cond(string(gwv1.ListenerConditionProgrammed), false, string(gwv1.ListenerReasonInvalid), "listener is not accepted"))
 		case l.Conflicted:
 			ls.Conditions = append(ls.Conditions, cond(string(gwv1.ListenerConditionProgrammed), false, string(gwv1.ListenerReasonInvalid), "listener is conflicted"))
+		case !l.Served():
+			ls.Conditions = append(ls.Conditions, cond(string(gwv1.ListenerConditionProgrammed), false, string(gwv1.ListenerReasonInvalid),
+				"listener has no usable certificate (see ResolvedRefs); it is not served"))
 		case !programmed:
 			ls.Conditions = append(ls.Conditions, cond(string(gwv1.ListenerConditionProgrammed), false, string(gwv1.ListenerReasonPending), "the gateway deployment is not ready"))
 		default:
@@ -101,8 +106,8 @@ type ProgrammedStatus struct {
 
 // WithProgrammed returns st (from GatewayStatus with programmed false) with
 // p applied: status.addresses, the Gateway's Programmed condition, and
-// Programmed=True/Programmed on each listener that is accepted and not
-// conflicted when p.ListenersServed (as Istio, a listener is programmed once
+// Programmed=True/Programmed on each listener that is served
+// (ListenerView.Served) when p.ListenersServed (as Istio, a listener is programmed once
 // its Gateway has a Service, whether or not an address is assigned). Other
 // listeners keep their condition. st is not modified.
 func WithProgrammed(st gwv1.GatewayStatus, gw *GatewayView, p ProgrammedStatus) gwv1.GatewayStatus {
@@ -128,7 +133,7 @@ func WithProgrammed(st gwv1.GatewayStatus, gw *GatewayView, p ProgrammedStatus) 
 				lv = &gw.Listeners[j]
 			}
 		}
-		if lv == nil || !lv.Accepted || lv.Conflicted {
+		if lv == nil || !lv.Served() {
 			continue
 		}
 		for j := range ls.Conditions {

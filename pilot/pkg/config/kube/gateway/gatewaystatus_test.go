@@ -44,7 +44,7 @@ func TestGatewayStatus(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			st := GatewayStatus(NewGatewayView(tc.gw), nil, tc.programmed, now)
+			st := GatewayStatus(NewGatewayView(tc.gw, CertificateLookups{}), nil, tc.programmed, now)
 			if d := cmp.Diff(tc.want, condStrings(st.Conditions)); d != "" {
 				t.Fatalf("(-want +got):\n%s", d)
 			}
@@ -58,7 +58,7 @@ func TestGatewayStatus(t *testing.T) {
 }
 
 func TestGatewayListenerStatus(t *testing.T) {
-	view := NewGatewayView(multiGateway())
+	view := NewGatewayView(multiGateway(), CertificateLookups{})
 	st := GatewayStatus(view, map[gwv1.SectionName]int32{"wild": 2, "exact": 1}, true, now)
 	type row struct {
 		Name     gwv1.SectionName
@@ -103,7 +103,7 @@ func TestListenerConflicts(t *testing.T) {
 		{Name: "e", Port: 443, Protocol: gwv1.HTTPProtocolType, Hostname: ptr.To(gwv1.Hostname("foo.example.com"))},
 		{Name: "f", Port: 8443, Protocol: gwv1.HTTPSProtocolType, TLS: certs},
 	}
-	view := NewGatewayView(gw)
+	view := NewGatewayView(gw, CertificateLookups{})
 	var got []string
 	for _, l := range view.Listeners {
 		got = append(got, fmt.Sprintf("%s:%v:%s", l.Name, l.Conflicted, l.ConflictReason))
@@ -118,12 +118,14 @@ func TestListenerConflicts(t *testing.T) {
 		t.Fatalf("conflicted listener status (-want +got):\n%s", d)
 	}
 
-	// Routes attach only to the unconflicted, accepted listeners (f is
-	// HTTPS, which is not served yet).
+	// Routes attach only to the unconflicted, accepted listeners: c, and f
+	// (HTTPS whose Secret does not exist: accepted, not served; routes
+	// attach and count in its attachedRoutes, as the Gateway API's
+	// GatewayWithAttachedRoutes expects).
 	lookup := func(types.NamespacedName) *GatewayView { return view }
 	res := AttachRoute(Route{Kind: HTTPRouteKind, Namespace: gw.Namespace, Name: "r", ParentRefs: []gwv1.ParentReference{{Name: "gateway"}}}, lookup, nil)
-	if len(res) != 1 || !res[0].Accepted || !cmp.Equal([]gwv1.SectionName{"c"}, res[0].Listeners) {
-		t.Fatalf("attachment = %+v, want listener c", res)
+	if len(res) != 1 || !res[0].Accepted || !cmp.Equal([]gwv1.SectionName{"c", "f"}, res[0].Listeners) {
+		t.Fatalf("attachment = %+v, want listeners c and f", res)
 	}
 	res = AttachRoute(Route{Kind: HTTPRouteKind, Namespace: gw.Namespace, Name: "r",
 		ParentRefs: []gwv1.ParentReference{{Name: "gateway", SectionName: ptr.To(gwv1.SectionName("a"))}}}, lookup, nil)

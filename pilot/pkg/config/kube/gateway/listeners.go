@@ -50,9 +50,8 @@ type ListenerView struct {
 	// Hostname is spec.listeners[].hostname, "" for any.
 	Hostname string
 	// Accepted, with Reason and Message of Accepted=False: the protocol is
-	// HTTP (HTTPS is validated, then refused as UnsupportedProtocol until
-	// certificates are served to proxies), and allowedRoutes.namespaces is
-	// usable.
+	// HTTP, or HTTPS terminating TLS with one certificateRef (tls.mode
+	// Terminate), and allowedRoutes.namespaces is usable.
 	Accepted bool
 	Reason   gwv1.ListenerConditionReason
 	Message  string
@@ -61,6 +60,10 @@ type ListenerView struct {
 	ResolvedRefs bool
 	RefsReason   gwv1.ListenerConditionReason
 	RefsMessage  string
+	// Certificate is, for an HTTPS listener, the Secret of its
+	// certificateRef once it resolves (ResolveCertificateRef); zero while
+	// it does not, and then the listener is not served (Served).
+	Certificate types.NamespacedName
 	// Kinds is status.listeners[].supportedKinds: allowedRoutes.kinds that
 	// we support, or HTTPRoute and GRPCRoute when none are listed.
 	Kinds []gwv1.RouteGroupKind
@@ -82,11 +85,20 @@ type ListenerView struct {
 // and not conflicted.
 func (l *ListenerView) Usable() bool { return l.Accepted && !l.Conflicted }
 
-// NewGatewayView validates the listeners of gw, a Gateway whose class is ours.
-func NewGatewayView(gw *gwv1.Gateway) *GatewayView {
+// Served reports whether the listener reaches the proxies: it is usable
+// and, for HTTPS, its certificateRef resolved. Routes attach to a usable
+// listener whose certificate does not resolve (its attachedRoutes count
+// them), but it is not programmed.
+func (l *ListenerView) Served() bool {
+	return l.Usable() && (l.Protocol != gwv1.HTTPSProtocolType || l.Certificate.Name != "")
+}
+
+// NewGatewayView validates the listeners of gw, a Gateway whose class is
+// ours, resolving HTTPS listeners' certificateRefs against certs.
+func NewGatewayView(gw *gwv1.Gateway, certs CertificateLookups) *GatewayView {
 	v := &GatewayView{Gateway: types.NamespacedName{Namespace: gw.Namespace, Name: gw.Name}, Generation: gw.Generation}
 	for _, l := range gw.Spec.Listeners {
-		v.Listeners = append(v.Listeners, newListenerView(gw.Namespace, l))
+		v.Listeners = append(v.Listeners, newListenerView(gw.Namespace, l, certs))
 	}
 	markConflicts(v.Listeners)
 	return v
@@ -116,7 +128,7 @@ func markConflicts(ls []ListenerView) {
 	}
 }
 
-func newListenerView(ns string, l gwv1.Listener) ListenerView {
+func newListenerView(ns string, l gwv1.Listener, certs CertificateLookups) ListenerView {
 	v := ListenerView{
 		Name: l.Name, Port: l.Port, Protocol: l.Protocol, Hostname: string(ptr.Deref(l.Hostname, "")),
 		Accepted: true, ResolvedRefs: true, From: gwv1.NamespacesFromSame, Namespace: ns,
@@ -130,17 +142,32 @@ func newListenerView(ns string, l gwv1.Listener) ListenerView {
 	case gwv1.HTTPProtocolType:
 	case gwv1.HTTPSProtocolType:
 		switch {
-		case l.TLS == nil || ptr.Deref(l.TLS.Mode, gwv1.TLSModeTerminate) != gwv1.TLSModeTerminate:
-			reject(gwv1.ListenerReasonUnsupportedValue, "an HTTPS listener must terminate TLS (tls.mode Terminate)")
+		case l.TLS == nil:
+			reject(gwv1.ListenerReasonUnsupportedValue, "an HTTPS listener needs tls (mode Terminate and one certificateRef)")
+		case ptr.Deref(l.TLS.Mode, gwv1.TLSModeTerminate) != gwv1.TLSModeTerminate:
+			reject(gwv1.ListenerReasonUnsupportedValue, "an HTTPS listener terminates TLS (tls.mode Terminate); "+
+				"TLS passthrough is protocol TLS with TLSRoutes, which infermesh does not implement")
 		case len(l.TLS.CertificateRefs) == 0:
 			reject(gwv1.ListenerReasonUnsupportedValue, "an HTTPS listener needs tls.certificateRefs")
 			v.ResolvedRefs, v.RefsReason, v.RefsMessage = false, gwv1.ListenerReasonInvalidCertificateRef, "tls.certificateRefs is empty"
+		case len(l.TLS.CertificateRefs) > 1:
+			// Several certificates on one listener are implementation-
+			// specific; one per listener is what the Gateway API's core
+			// support asks, and what the proxies are given.
+			reject(gwv1.ListenerReasonUnsupportedValue, "tls.certificateRefs has %d entries: infermesh supports one certificate per listener",
+				len(l.TLS.CertificateRefs))
 		default:
-			// Said plainly rather than accepted and never served: the ADS
-			// server does not deliver certificates (SDS) yet.
-			reject(gwv1.ListenerReasonUnsupportedProtocol, "HTTPS listeners are not served yet: this version does not deliver "+
-				"certificates to the proxies; use an HTTP listener, or terminate TLS in front of the Gateway")
+			key, problem := ResolveCertificateRef(ns, l.TLS.CertificateRefs[0], certs)
+			if problem != nil {
+				v.ResolvedRefs, v.RefsReason, v.RefsMessage = false, problem.reason, problem.message
+			} else {
+				v.Certificate = key
+			}
 		}
+	case gwv1.TLSProtocolType:
+		reject(gwv1.ListenerReasonUnsupportedProtocol, "protocol TLS (TLS passthrough or termination for TLSRoutes) is not implemented: "+
+			"only HTTP and HTTPS")
+		return v // no supported kinds
 	default:
 		reject(gwv1.ListenerReasonUnsupportedProtocol, "protocol %q is not supported: only HTTP and HTTPS", l.Protocol)
 		return v // no supported kinds

@@ -53,9 +53,14 @@ func TestListenerAcceptance(t *testing.T) {
 		kinds                  []string
 	}{
 		{name: "HTTP", listener: gwv1.Listener{Protocol: gwv1.HTTPProtocolType}, accepted: true, resolvedRefs: true, kinds: []string{"HTTPRoute", "GRPCRoute"}},
-		// Valid, but not served until certificates reach the proxies (SDS).
+		// Accepted; the Secret does not exist (no lookups), so its
+		// reference does not resolve (TestCertificateRefs has the rest).
 		{name: "HTTPS with certificateRefs", listener: gwv1.Listener{Protocol: gwv1.HTTPSProtocolType, TLS: tls(gwv1.TLSModeTerminate, 1)},
-			reason: gwv1.ListenerReasonUnsupportedProtocol, resolvedRefs: true, kinds: []string{"HTTPRoute", "GRPCRoute"}},
+			accepted: true, refsReason: gwv1.ListenerReasonInvalidCertificateRef, kinds: []string{"HTTPRoute", "GRPCRoute"}},
+		{name: "HTTPS with two certificateRefs", listener: gwv1.Listener{Protocol: gwv1.HTTPSProtocolType, TLS: tls(gwv1.TLSModeTerminate, 2)},
+			reason: gwv1.ListenerReasonUnsupportedValue, resolvedRefs: true, kinds: []string{"HTTPRoute", "GRPCRoute"}},
+		{name: "TLS (passthrough, TLSRoute)", listener: gwv1.Listener{Protocol: gwv1.TLSProtocolType, TLS: tls(gwv1.TLSModePassthrough, 0)},
+			reason: gwv1.ListenerReasonUnsupportedProtocol, resolvedRefs: true},
 		{name: "HTTPS without certificateRefs", listener: gwv1.Listener{Protocol: gwv1.HTTPSProtocolType, TLS: tls(gwv1.TLSModeTerminate, 0)},
 			reason: gwv1.ListenerReasonUnsupportedValue, refsReason: gwv1.ListenerReasonInvalidCertificateRef, kinds: []string{"HTTPRoute", "GRPCRoute"}},
 		{name: "HTTPS without tls", listener: gwv1.Listener{Protocol: gwv1.HTTPSProtocolType},
@@ -80,7 +85,7 @@ func TestListenerAcceptance(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			tc.listener.Name, tc.listener.Port = "l", 443
 			gw := &gwv1.Gateway{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "gw"}, Spec: gwv1.GatewaySpec{Listeners: []gwv1.Listener{tc.listener}}}
-			l := NewGatewayView(gw).Listeners[0]
+			l := NewGatewayView(gw, CertificateLookups{}).Listeners[0]
 			if l.Accepted != tc.accepted || l.Reason != tc.reason {
 				t.Errorf("Accepted = %v (%s: %s), want %v (%s)", l.Accepted, l.Reason, l.Message, tc.accepted, tc.reason)
 			}
@@ -130,7 +135,7 @@ func TestListenerAllowsNamespace(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			gw := seedGateway()
 			gw.Spec.Listeners[0].AllowedRoutes = tc.allowed
-			l := NewGatewayView(gw).Listeners[0]
+			l := NewGatewayView(gw, CertificateLookups{}).Listeners[0]
 			for ns, want := range tc.want {
 				if got := l.AllowsNamespace(ns, testNamespaces); got != want {
 					t.Errorf("AllowsNamespace(%s) = %v, want %v", ns, got, want)

@@ -36,7 +36,7 @@ func programmedOf(st gwv1.GatewayStatus) metav1.Condition {
 }
 
 func TestWithServing(t *testing.T) {
-	view := NewGatewayView(seedGateway())
+	view := NewGatewayView(seedGateway(), CertificateLookups{})
 	programmed := GatewayStatus(view, nil, true, now)
 	if got := WithServing(programmed, nil); !cmp.Equal(got, programmed) {
 		t.Error("nothing refused changed the status")
@@ -79,7 +79,7 @@ func ptrTo[T any](v T) *T { return &v }
 // Programmed condition False/Invalid and its clearing restores it.
 func TestServedGatewayStatuses(t *testing.T) {
 	stop := krt.WithStop(t.Context().Done())
-	base := GatewayStatus(NewGatewayView(seedGateway()), nil, true, metav1.Time{})
+	base := GatewayStatus(NewGatewayView(seedGateway(), CertificateLookups{}), nil, true, metav1.Time{})
 	statuses := krt.NewStaticCollection(nil, []GatewayStatusResult{{Namespace: "gateway-namespace", Name: "gateway", Status: base}}, stop)
 	serving := krt.NewStaticCollection[model.GatewayServing](nil, nil, stop)
 	served := ServedGatewayStatuses(statuses, serving, []krt.CollectionOption{stop})

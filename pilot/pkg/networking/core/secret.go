@@ -1,0 +1,106 @@
+// Copyright infermesh authors
+// SPDX-License-Identifier: Apache-2.0
+
+package core
+
+import (
+	"crypto/tls"
+	"fmt"
+	"sort"
+	"strings"
+
+	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
+	listenerv3 "github.com/envoyproxy/go-control-plane/envoy/config/listener/v3"
+	tlsv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/transport_sockets/tls/v3"
+	corev1 "k8s.io/api/core/v1"
+)
+
+// SecretPrefix starts the SDS name of a Gateway listener's certificate,
+// as Istio names Gateway API certificateRefs
+// (pilot/pkg/model/credentials: kubernetes-gateway://<namespace>/<name>).
+const SecretPrefix = "kubernetes-gateway://"
+
+// SecretName is the SDS resource name of the Secret key ("namespace/name").
+func SecretName(key string) string { return SecretPrefix + key }
+
+// SecretKey is the Secret key ("namespace/name") of an SDS name made by
+// SecretName; false for any other name.
+func SecretKey(sdsName string) (string, bool) {
+	key, ok := strings.CutPrefix(sdsName, SecretPrefix)
+	if !ok {
+		return "", false
+	}
+	ns, name, ok := strings.Cut(key, "/")
+	if !ok || ns == "" || name == "" || strings.Contains(name, "/") {
+		return "", false
+	}
+	return key, true
+}
+
+// CheckTLSSecret reports why s cannot serve as a listener's certificate:
+// its type must be kubernetes.io/tls, tls.crt a PEM certificate chain and
+// tls.key the PEM private key of its first certificate (the checks Envoy
+// makes when it loads a TlsCertificate). The error never quotes the data.
+func CheckTLSSecret(s *corev1.Secret) error {
+	if s.Type != corev1.SecretTypeTLS {
+		return fmt.Errorf("type is %q, want %q", s.Type, corev1.SecretTypeTLS)
+	}
+	crt, key := s.Data[corev1.TLSCertKey], s.Data[corev1.TLSPrivateKeyKey]
+	switch {
+	case len(crt) == 0:
+		return fmt.Errorf("no %s", corev1.TLSCertKey)
+	case len(key) == 0:
+		return fmt.Errorf("no %s", corev1.TLSPrivateKeyKey)
+	}
+	if _, err := tls.X509KeyPair(crt, key); err != nil {
+		// crypto/tls's messages say what is wrong (no PEM data, a key that
+		// does not match the certificate) without the bytes.
+		return fmt.Errorf("%s and %s are not a valid certificate and private key: %v", corev1.TLSCertKey, corev1.TLSPrivateKeyKey, err)
+	}
+	return nil
+}
+
+// BuildSecret is the SDS resource (envoy.extensions.transport_sockets.tls.v3.Secret)
+// of the Secret s, named SecretName(namespace/name): a TlsCertificate with
+// tls.crt as certificate_chain and tls.key as private_key, inline. It
+// fails when s is not a usable kubernetes.io/tls Secret (CheckTLSSecret).
+func BuildSecret(s *corev1.Secret) (*tlsv3.Secret, error) {
+	if err := CheckTLSSecret(s); err != nil {
+		return nil, fmt.Errorf("kubernetes.io/tls secret %s/%s: %w", s.Namespace, s.Name, err)
+	}
+	return &tlsv3.Secret{
+		Name: SecretName(s.Namespace + "/" + s.Name),
+		Type: &tlsv3.Secret_TlsCertificate{TlsCertificate: &tlsv3.TlsCertificate{
+			CertificateChain: &corev3.DataSource{Specifier: &corev3.DataSource_InlineBytes{InlineBytes: s.Data[corev1.TLSCertKey]}},
+			PrivateKey:       &corev3.DataSource{Specifier: &corev3.DataSource_InlineBytes{InlineBytes: s.Data[corev1.TLSPrivateKeyKey]}},
+		}},
+	}, nil
+}
+
+// SecretNames are the SDS names the listeners' filter chains fetch
+// (tls_certificate_sds_secret_configs of their DownstreamTlsContexts),
+// sorted and unique.
+func SecretNames(listeners []*listenerv3.Listener) ([]string, error) {
+	seen := map[string]bool{}
+	var out []string
+	for _, l := range listeners {
+		for _, fc := range l.GetFilterChains() {
+			ts := fc.GetTransportSocket()
+			if ts == nil {
+				continue
+			}
+			var ctx tlsv3.DownstreamTlsContext
+			if err := ts.GetTypedConfig().UnmarshalTo(&ctx); err != nil {
+				return nil, fmt.Errorf("listener %s filter chain %s: %w", l.GetName(), fc.GetName(), err)
+			}
+			for _, c := range ctx.GetCommonTlsContext().GetTlsCertificateSdsSecretConfigs() {
+				if !seen[c.GetName()] {
+					seen[c.GetName()] = true
+					out = append(out, c.GetName())
+				}
+			}
+		}
+	}
+	sort.Strings(out)
+	return out, nil
+}

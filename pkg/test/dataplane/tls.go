@@ -1,0 +1,335 @@
+// Copyright infermesh authors
+// SPDX-License-Identifier: Apache-2.0
+
+package dataplane
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"strings"
+	"sync"
+	"time"
+
+	listenerv3 "github.com/envoyproxy/go-control-plane/envoy/config/listener/v3"
+	tlsinspectorv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/listener/tls_inspector/v3"
+	tlsv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/transport_sockets/tls/v3"
+)
+
+// TLS termination on a listener, as Envoy does it:
+//
+//   - The TLS inspector listener filter (envoy.filters.listener.tls_inspector,
+//     source/extensions/filters/listener/tls_inspector/tls_inspector.cc)
+//     reads the ClientHello's SNI and ALPN before a filter chain is chosen.
+//     Without it Envoy never sees a server name and a chain with
+//     server_names never matches; the data plane refuses (NACK) a listener
+//     whose chains match on server_names without the inspector (stricter).
+//   - Filter chain selection (source/common/listener_manager/
+//     filter_chain_manager_impl.cc, findFilterChainForServerName): a chain
+//     whose server_names holds the SNI exactly; else the chain with the
+//     longest wildcard "*.<suffix>" that the SNI ends with (the SNI
+//     "a.b.example.com" tries "*.b.example.com", then "*.example.com", ...);
+//     else a chain without server_names. No chain matches: the connection
+//     is closed (the listener's no_filter_chain_match stat; no
+//     default_filter_chain is implemented). Two chains with the same match
+//     are refused, as Envoy refuses them ("multiple filter chains with the
+//     same matching rules are defined").
+//   - The chain's DownstreamTlsContext terminates TLS with the certificate
+//     of its SDS secret, offering the chain's alpn_protocols
+//     (source/common/tls/context_impl.cc, ServerContextImpl); h2 selects
+//     HTTP/2, anything else HTTP/1.1 (the HCM's codec AUTO).
+//   - SDS (source/common/secret/sds_api.cc): the secret is fetched by name
+//     over ADS; its subscription is an init target of the listener, so a
+//     listener warms until every secret of its chains has arrived
+//     (dataplane.go publishLocked). An update of the secret changes the
+//     certificate of new handshakes only; the listener, and connections
+//     already open, are untouched.
+//   - A connection keeps the filter chain (and so the connection manager)
+//     chosen at its handshake.
+//
+// Where the stand-in differs (architecture/dataplane.md): Go's TLS stack
+// ends a handshake with an alert where Envoy closes the socket without
+// one (no chain matches), and refuses a client whose ALPN list shares no
+// protocol with the chain's (no_application_protocol) where BoringSSL
+// goes on without ALPN: both are stricter. An SNI is matched as sent,
+// byte for byte (stricter than a case-insensitive match).
+
+const listenerFilterTLSInspector = "envoy.filters.listener.tls_inspector"
+
+// tlsChain is one filter chain of a TLS listener.
+type tlsChain struct {
+	name string
+	// serverNames is filter_chain_match.server_names; empty matches any
+	// server name (and a ClientHello without SNI).
+	serverNames []string
+	// sdsName is the one tls_certificate_sds_secret_configs entry.
+	sdsName string
+	// alpn is common_tls_context.alpn_protocols.
+	alpn []string
+	// hcm is the chain's connection manager.
+	hcm *listenerConfig
+}
+
+// compileTLSListener compiles a listener whose filter chains terminate TLS:
+// the TLS inspector, then every chain with a transport socket, its
+// server_names and its connection manager over RDS.
+func compileTLSListener(l *listenerv3.Listener) (*listenerConfig, error) {
+	lc, err := listenerAddress(l)
+	if err != nil {
+		return nil, err
+	}
+	inspector := false
+	for i, lf := range l.GetListenerFilters() {
+		msg, err := lf.GetTypedConfig().UnmarshalNew()
+		if err != nil {
+			return nil, fmt.Errorf("listener_filters[%d] %s: %w", i, lf.GetName(), err)
+		}
+		if _, ok := msg.(*tlsinspectorv3.TlsInspector); !ok || lf.GetName() != listenerFilterTLSInspector {
+			return nil, fmt.Errorf("listener_filters[%d] %s (%T) not implemented", i, lf.GetName(), msg)
+		}
+		inspector = true
+	}
+	if len(l.GetFilterChains()) == 0 {
+		return nil, errors.New("no filter chains")
+	}
+	seen := map[string]string{} // server name ("" for none) -> chain
+	for i, fc := range l.GetFilterChains() {
+		c := &tlsChain{name: fc.GetName(), serverNames: fc.GetFilterChainMatch().GetServerNames()}
+		if fc.GetTransportSocket() == nil {
+			return nil, fmt.Errorf("filter_chains[%d] %s: a chain without TLS beside TLS chains is not implemented", i, c.name)
+		}
+		if err := c.compileTLS(fc.GetTransportSocket().GetName(), fc); err != nil {
+			return nil, fmt.Errorf("filter_chains[%d] %s: %w", i, c.name, err)
+		}
+		if len(c.serverNames) > 0 && !inspector {
+			return nil, fmt.Errorf("filter_chains[%d] %s: server_names without the %s listener filter never match", i, c.name, listenerFilterTLSInspector)
+		}
+		keys := c.serverNames
+		if len(keys) == 0 {
+			keys = []string{""}
+		}
+		for _, sn := range keys {
+			if prev, dup := seen[sn]; dup {
+				return nil, fmt.Errorf("multiple filter chains with the same matching rules are defined: %s and %s (server name %q)", prev, c.name, sn)
+			}
+			seen[sn] = c.name
+		}
+		c.hcm = &listenerConfig{name: lc.name, address: lc.address, port: lc.port}
+		hcm, err := compileChainHCM(c.hcm, fc)
+		if err != nil {
+			return nil, fmt.Errorf("filter_chains[%d] %s: %w", i, c.name, err)
+		}
+		if err := compileRDS(c.hcm, hcm); err != nil {
+			return nil, fmt.Errorf("filter_chains[%d] %s: %w", i, c.name, err)
+		}
+		lc.tlsChains = append(lc.tlsChains, c)
+	}
+	return lc, nil
+}
+
+// compileTLS takes the chain's DownstreamTlsContext: one certificate over
+// SDS from ADS (initial_fetch_timeout 0 or unset: the listener waits for
+// it) and ALPN. Client certificates, validation and every other option are
+// refused (allowed.go lets CommonTlsContext's fields in for upstream TLS
+// too, so the refusal of those a server does not implement is here).
+func (c *tlsChain) compileTLS(name string, fc *listenerv3.FilterChain) error {
+	if name != transportSocketTLS {
+		return fmt.Errorf("transport socket %q not implemented", name)
+	}
+	var d tlsv3.DownstreamTlsContext
+	if err := fc.GetTransportSocket().GetTypedConfig().UnmarshalTo(&d); err != nil {
+		return err
+	}
+	ctc := d.GetCommonTlsContext()
+	if ctc.GetValidationContext() != nil {
+		return errors.New("common_tls_context.validation_context (client certificates) not implemented on a listener")
+	}
+	sds := ctc.GetTlsCertificateSdsSecretConfigs()
+	if len(sds) != 1 {
+		return fmt.Errorf("exactly one tls_certificate_sds_secret_configs entry is implemented, got %d", len(sds))
+	}
+	src := sds[0].GetSdsConfig()
+	if src.GetAds() == nil {
+		return errors.New("the SDS secret must come over ADS")
+	}
+	if t := src.GetInitialFetchTimeout(); t != nil && t.AsDuration() != 0 {
+		// Envoy would let the listener go warm without its certificate
+		// after the timeout, and fail every handshake.
+		return errors.New("sds_config.initial_fetch_timeout other than 0 not implemented")
+	}
+	c.sdsName, c.alpn = sds[0].GetName(), ctc.GetAlpnProtocols()
+	return nil
+}
+
+// selectChain is Envoy's filter chain match on the server name sni ("" when
+// the ClientHello has none): exact, then the longest wildcard suffix, then
+// a chain without server_names; nil when none matches.
+func selectChain(chains []*tlsChain, sni string) *tlsChain {
+	var any *tlsChain
+	for _, c := range chains {
+		if len(c.serverNames) == 0 && any == nil {
+			any = c
+		}
+		for _, n := range c.serverNames {
+			if sni != "" && n == sni {
+				return c
+			}
+		}
+	}
+	if sni != "" {
+		for i := strings.IndexByte(sni, '.'); i >= 0; {
+			wildcard := "*" + sni[i:]
+			for _, c := range chains {
+				for _, n := range c.serverNames {
+					if n == wildcard {
+						return c
+					}
+				}
+			}
+			next := strings.IndexByte(sni[i+1:], '.')
+			if next < 0 {
+				break
+			}
+			i += 1 + next
+		}
+	}
+	return any
+}
+
+// tlsConnChain holds the filter chain a TLS connection was given at its
+// handshake.
+type tlsConnChain struct {
+	mu    sync.Mutex
+	chain *tlsChain
+}
+
+func (h *tlsConnChain) get() *tlsChain {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.chain
+}
+
+type tlsChainKey struct{}
+
+// tlsListener accepts TCP connections for the TLS listener called name and
+// hands them on as TLS server connections whose handshake picks the
+// filter chain and certificate from the active configuration.
+type tlsListener struct {
+	net.Listener
+	dp    *DataPlane
+	name  string
+	conns sync.Map // *tls.Conn -> *tlsConnChain
+}
+
+func (l *tlsListener) Accept() (net.Conn, error) {
+	raw, err := l.Listener.Accept()
+	if err != nil {
+		return nil, err
+	}
+	holder := &tlsConnChain{}
+	cfg := &tls.Config{MinVersion: tls.VersionTLS12, GetConfigForClient: func(hello *tls.ClientHelloInfo) (*tls.Config, error) {
+		return l.dp.handshakeConfig(l.name, hello, holder)
+	}}
+	c := tls.Server(raw, cfg)
+	l.conns.Store(c, holder)
+	return c, nil
+}
+
+// handshakeConfig picks the filter chain for a ClientHello on listener
+// name and returns the TLS configuration of its chain: the current
+// certificate of its SDS secret and its ALPN protocols. An error closes
+// the connection.
+func (dp *DataPlane) handshakeConfig(name string, hello *tls.ClientHelloInfo, holder *tlsConnChain) (*tls.Config, error) {
+	ac := dp.active.Load()
+	l := ac.listeners[name]
+	if l == nil {
+		return nil, fmt.Errorf("listener %s is gone", name)
+	}
+	c := selectChain(l.tlsChains, hello.ServerName)
+	if c == nil {
+		dp.counters.noFilterChainMatch.Add(1)
+		dp.log.Debug("dataplane: no matching filter chain found; closing the connection", "listener", name, "sni", hello.ServerName)
+		return nil, fmt.Errorf("listener %s: no filter chain matches server name %q", name, hello.ServerName)
+	}
+	cert := ac.secrets[c.sdsName]
+	if cert == nil {
+		// Cannot happen: a listener is active only with its secrets.
+		return nil, fmt.Errorf("listener %s chain %s: secret %s missing", name, c.name, c.sdsName)
+	}
+	holder.mu.Lock()
+	holder.chain = c
+	holder.mu.Unlock()
+	return &tls.Config{MinVersion: tls.VersionTLS12, Certificates: []tls.Certificate{*cert}, NextProtos: c.alpn}, nil
+}
+
+// serveTLS serves the TLS listener called name on ln: HTTP/2 when ALPN
+// selects h2, else HTTP/1.1.
+func serveTLS(dp *DataPlane, name string, port uint32, ln net.Listener) *boundListener {
+	tl := &tlsListener{Listener: ln, dp: dp, name: name}
+	var protos http.Protocols
+	protos.SetHTTP1(true)
+	protos.SetHTTP2(true)
+	b := &boundListener{name: name, port: port, ln: ln, done: make(chan struct{})}
+	b.srv = &http.Server{
+		Handler: &listenerHandler{dp: dp, name: name}, Protocols: &protos, ReadHeaderTimeout: time.Minute,
+		ConnContext: func(ctx context.Context, c net.Conn) context.Context {
+			if h, ok := tl.conns.Load(c); ok {
+				return context.WithValue(ctx, tlsChainKey{}, h.(*tlsConnChain))
+			}
+			return ctx
+		},
+		ConnState: func(c net.Conn, st http.ConnState) {
+			if st == http.StateClosed || st == http.StateHijacked {
+				tl.conns.Delete(c)
+			}
+		},
+	}
+	go func() {
+		defer close(b.done)
+		_ = b.srv.Serve(tl)
+	}()
+	return b
+}
+
+// connectionChain is the connection manager of the filter chain the
+// request's TLS connection was given; nil for a connection without TLS.
+func connectionChain(r *http.Request) *listenerConfig {
+	h, _ := r.Context().Value(tlsChainKey{}).(*tlsConnChain)
+	if h == nil {
+		return nil
+	}
+	if c := h.get(); c != nil {
+		return c.hcm
+	}
+	return nil
+}
+
+// compileSecret loads an SDS secret: a TlsCertificate with its chain and
+// private key inline. A chain or key that does not load is refused (NACK),
+// as Envoy refuses an SDS update whose TLS context cannot be built
+// (ContextConfigImpl / ServerContextImpl throwing from the secret's update
+// callback, source/common/secret/sds_api.cc onConfigUpdate). Validation
+// contexts, session ticket keys and generic secrets are not implemented.
+func compileSecret(s *tlsv3.Secret) (*tls.Certificate, error) {
+	tc := s.GetTlsCertificate()
+	if tc == nil {
+		return nil, errors.New("only tls_certificate secrets are implemented")
+	}
+	chain, err := dataSourceBytes(tc.GetCertificateChain())
+	if err != nil {
+		return nil, fmt.Errorf("certificate_chain: %w", err)
+	}
+	key, err := dataSourceBytes(tc.GetPrivateKey())
+	if err != nil {
+		return nil, fmt.Errorf("private_key: %w", err)
+	}
+	cert, err := tls.X509KeyPair(chain, key)
+	if err != nil {
+		// crypto/tls's message never quotes the key.
+		return nil, fmt.Errorf("failed to load certificate chain and private key: %v", err)
+	}
+	return &cert, nil
+}
