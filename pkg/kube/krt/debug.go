@@ -198,6 +198,10 @@ type CollectionStats struct {
 	// Registrations is the number of live registrations on the collection
 	// (handlers and derived collections).
 	Registrations int
+	// Examined is the number of objects fetches of the collection have
+	// tested against their filters (read from a key, an index, label or
+	// selector bucket, or a scan).
+	Examined uint64
 }
 
 // Stats returns c's counters. c must be a collection of this package (any
@@ -210,5 +214,5 @@ func (s *store[T]) stats() CollectionStats {
 	s.mu.RLock()
 	n := len(s.objs)
 	s.mu.RUnlock()
-	return CollectionStats{Size: n, Transformations: s.transformations.Load(), Registrations: s.registrationCount()}
+	return CollectionStats{Size: n, Transformations: s.transformations.Load(), Registrations: s.registrationCount(), Examined: s.examined.Load()}
 }

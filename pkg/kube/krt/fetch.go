@@ -60,39 +60,162 @@ func FetchOne[T any](ctx HandlerContext, c Collection[T], opts ...FetchOption) *
 
 // fetch returns the stored objects matching f with their keys, and whether
 // they are already sorted by key. It reads the narrowest source the filter
-// allows: the listed keys, one index bucket (sorted), or else every object.
+// allows: the listed keys; the label bucket of the rarest pair of a
+// FilterLabel, or the selector buckets of a FilterSelects (labelindex.go),
+// unless an index bucket of the filter is smaller; one index bucket (sorted);
+// or else every object.
 func (s *store[T]) fetch(f *filter) (out []keyed[T], sorted bool) {
+	if f.flags&flagNever != 0 {
+		return nil, true
+	}
 	var buf [4]labelPair
 	pairs := labelPairs(f, buf[:])
+	byLabel := len(pairs) > 0 && f.flags&flagKeys == 0
+	bySelector := !byLabel && f.flags&(flagSelects|flagKeys) == flagSelects
+	if byLabel {
+		s.ensureLabelIndex()
+	}
+	if bySelector {
+		s.ensureSelectorIndex()
+	}
+	examined := 0
 	s.mu.RLock()
-	defer s.mu.RUnlock()
+	defer func() {
+		s.mu.RUnlock()
+		s.examined.Add(uint64(examined))
+	}()
+	var idx *indexState[T]
+	if f.index != nil {
+		idx = f.index.(*indexState[T])
+	}
+	// inIndex checks the index part of f for an object not read from its
+	// bucket; a namespace index is implied by the per-namespace buckets.
+	inIndex := func(o *T) bool {
+		return idx == nil || idx.byNamespace || slices.Contains(idx.extract(o), f.indexKey)
+	}
+	ns, nsKnown := s.fetchNamespace(f, idx)
 	switch {
 	case f.flags&flagKeys != 0:
 		for _, k := range f.keys {
 			o := s.objs[k]
-			if o == nil || !matches(&s.ti, f, pairs, k, o) {
+			if o == nil {
 				continue
 			}
-			if f.index != nil && !slices.Contains(f.index.keysOf(o), f.indexKey) {
+			examined++
+			if !matches(&s.ti, f, pairs, k, o) {
+				continue
+			}
+			if idx != nil && !slices.Contains(idx.extract(o), f.indexKey) {
 				continue
 			}
 			out = append(out, keyed[T]{k, o})
 		}
-	case f.index != nil:
-		for _, e := range f.index.(*indexState[T]).bucket(f.indexKey) {
+		return out, false
+	case byLabel:
+		visit := func(ns string) {
+			bucket := s.labelIdx.rarest(ns, pairs)
+			examined += len(bucket)
+			rest := pairs[1:] // pairs[0] is the bucket's pair
+			for k, o := range bucket {
+				if hasPairs(s.ti.labels(o), rest) && matchesBesidesLabels(&s.ti, f, k, o) && inIndex(o) {
+					out = append(out, keyed[T]{k, o})
+				}
+			}
+		}
+		if !s.indexBucketSmaller(idx, f, func() int { return s.labelCandidates(ns, nsKnown, pairs) }) {
+			if nsKnown {
+				visit(ns)
+			} else {
+				for ns := range s.labelIdx.byNS {
+					visit(ns)
+				}
+			}
+			return out, false
+		}
+	case bySelector:
+		withEmpty := f.flags&flagSelectsNonEmpty == 0
+		fn := func(k string, o *T) {
+			examined++
+			if matches(&s.ti, f, nil, k, o) && inIndex(o) {
+				out = append(out, keyed[T]{k, o})
+			}
+		}
+		count := func() int {
+			if nsKnown {
+				return s.selectorIdx.candidates(ns, f.selects, withEmpty, nil)
+			}
+			n := 0
+			for _, ns := range s.selectorIdx.namespaces() {
+				n += s.selectorIdx.candidates(ns, f.selects, withEmpty, nil)
+			}
+			return n
+		}
+		if !s.indexBucketSmaller(idx, f, count) {
+			if nsKnown {
+				s.selectorIdx.candidates(ns, f.selects, withEmpty, fn)
+			} else {
+				for _, ns := range s.selectorIdx.namespaces() {
+					s.selectorIdx.candidates(ns, f.selects, withEmpty, fn)
+				}
+			}
+			return out, false
+		}
+	}
+	if idx != nil {
+		b := idx.bucket(f.indexKey)
+		examined += len(b)
+		for _, e := range b {
 			if matches(&s.ti, f, pairs, e.key, e.obj) {
 				out = append(out, e)
 			}
 		}
 		return out, true
-	default:
-		for k, o := range s.objs {
-			if matches(&s.ti, f, pairs, k, o) {
-				out = append(out, keyed[T]{k, o})
-			}
+	}
+	examined += len(s.objs)
+	for k, o := range s.objs {
+		if matches(&s.ti, f, pairs, k, o) {
+			out = append(out, keyed[T]{k, o})
 		}
 	}
 	return out, false
+}
+
+// fetchNamespace returns the one namespace f restricts a fetch to, if any:
+// every object when T has no namespace (the label and selector indexes file
+// them under ""), FilterNamespace, or a FilterIndex of NewNamespaceIndex.
+func (s *store[T]) fetchNamespace(f *filter, idx *indexState[T]) (string, bool) {
+	switch {
+	case s.ti.namespace == nil:
+		return "", true
+	case f.flags&flagNamespace != 0:
+		return f.extra.namespace, true
+	case idx != nil && idx.byNamespace:
+		return f.indexKey, true
+	}
+	return "", false
+}
+
+// labelCandidates is the number of objects a label fetch would read.
+func (s *store[T]) labelCandidates(ns string, nsKnown bool, pairs []labelPair) int {
+	if nsKnown {
+		return len(s.labelIdx.rarest(ns, pairs))
+	}
+	n := 0
+	for ns := range s.labelIdx.byNS {
+		n += len(s.labelIdx.rarest(ns, pairs))
+	}
+	return n
+}
+
+// indexBucketSmaller reports whether f's index bucket (of an index other
+// than a namespace index, which the label and selector buckets already
+// narrow by) holds fewer objects than the label or selector buckets would
+// (count).
+func (s *store[T]) indexBucketSmaller(idx *indexState[T], f *filter, count func() int) bool {
+	if idx == nil || idx.byNamespace {
+		return false
+	}
+	return len(idx.bucket(f.indexKey)) < count()
 }
 
 // handlerCtx is the HandlerContext of one engine. The engine's goroutine runs

@@ -210,12 +210,6 @@ func (f *filter) equal(o *filter) bool {
 // many objects against one filter builds it once and saves a map iteration
 // per object.
 func matches[T any](ti *typeInfo[T], f *filter, pairs []labelPair, k string, o *T) bool {
-	if f.flags&flagNever != 0 {
-		return false
-	}
-	if f.flags&flagKeys != 0 && !slices.Contains(f.keys, k) {
-		return false
-	}
 	if f.flags&flagLabels != 0 {
 		if pairs != nil {
 			if !hasPairs(ti.labels(o), pairs) {
@@ -224,6 +218,18 @@ func matches[T any](ti *typeInfo[T], f *filter, pairs []labelPair, k string, o *
 		} else if !isSubset(f.labels, ti.labels(o)) {
 			return false
 		}
+	}
+	return matchesBesidesLabels(ti, f, k, o)
+}
+
+// matchesBesidesLabels is matches without the label filter, for objects read
+// from a label bucket whose caller tests the labels itself.
+func matchesBesidesLabels[T any](ti *typeInfo[T], f *filter, k string, o *T) bool {
+	if f.flags&flagNever != 0 {
+		return false
+	}
+	if f.flags&flagKeys != 0 && !slices.Contains(f.keys, k) {
+		return false
 	}
 	if f.flags&flagSelects != 0 {
 		sel := ti.selector(o)

@@ -42,6 +42,10 @@ type indexState[O any] struct {
 	coll    *store[O]
 	extract func(*O) []string
 	buckets map[string][]keyed[O]
+	// byNamespace: built by NewNamespaceIndex, so its key is the object's
+	// namespace and a fetch through it can use the per-namespace label and
+	// selector buckets.
+	byNamespace bool
 }
 
 func (ix *indexState[O]) indexName() string       { return ix.name }
@@ -123,6 +127,10 @@ type index[K comparable, O any] struct {
 // key extract returns. Indexes are kept per collection by name: a second call
 // with the same name returns the first index (extract must then be the same).
 func NewIndex[K comparable, O any](c Collection[O], name string, extract func(o O) []K) Index[K, O] {
+	return newIndex(c, name, extract, false)
+}
+
+func newIndex[K comparable, O any](c Collection[O], name string, extract func(o O) []K, byNamespace bool) Index[K, O] {
 	s := c.base()
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -142,7 +150,8 @@ func NewIndex[K comparable, O any](c Collection[O], name string, extract func(o 
 			}
 			return out
 		},
-		buckets: map[string][]keyed[O]{},
+		buckets:     map[string][]keyed[O]{},
+		byNamespace: byNamespace,
 	}
 	if sx, ok := any(extract).(func(O) []string); ok {
 		ix.extract = func(o *O) []string { return sx(*o) }
@@ -159,7 +168,7 @@ func NewNamespaceIndex[O any](c Collection[O]) Index[string, O] {
 	if nsOf == nil {
 		panic(fmt.Sprintf("krt: NewNamespaceIndex on collection %q: type %s has no GetNamespace()", c.base().name, typeName[O]()))
 	}
-	return NewIndex(c, "namespace", func(o O) []string { return []string{nsOf(&o)} })
+	return newIndex(c, "namespace", func(o O) []string { return []string{nsOf(&o)} }, true)
 }
 
 func (i index[K, O]) ref() indexRef { return i.st }

@@ -382,9 +382,52 @@ func randomKey(c chooser, prefix string, n int) string {
 	return modelNamespaces[c.intn(len(modelNamespaces))] + "/" + fmt.Sprintf("%s%d", prefix, c.intn(n))
 }
 
+// pickKey returns one key of m (sorted, so a seed replays), or "" when m is
+// empty.
+func pickKey[T any](c chooser, m map[string]T) string {
+	if len(m) == 0 {
+		return ""
+	}
+	return slices.Sorted(maps.Keys(m))[c.intn(len(m))]
+}
+
 // step applies one random operation to both the pipeline and the reference.
+// Besides whole-object writes, label-only changes of a selected pod and
+// selector-only changes of a selecting service move objects between the
+// label and selector buckets of the fetched collections while everything
+// else stays.
 func step(c chooser, m *modelPipeline, in *modelInputs) string {
-	switch c.intn(10) {
+	switch c.intn(13) {
+	case 10:
+		k := pickKey(c, in.pods)
+		if k == "" {
+			return "relabel pod: none"
+		}
+		p := in.pods[k]
+		p.Labels = maps.Clone(modelLabelSets[c.intn(len(modelLabelSets))])
+		m.pods.UpdateObject(p)
+		in.pods[k] = p
+		return fmt.Sprintf("relabel pod %s to %v", k, p.Labels)
+	case 11:
+		k := pickKey(c, in.extra)
+		if k == "" {
+			return "relabel extra pod: none"
+		}
+		p := in.extra[k]
+		p.Labels = maps.Clone(modelLabelSets[c.intn(len(modelLabelSets))])
+		m.extra.ConditionalUpdateObject(p)
+		in.extra[k] = p
+		return fmt.Sprintf("relabel extra pod %s to %v", k, p.Labels)
+	case 12:
+		k := pickKey(c, in.svcs)
+		if k == "" {
+			return "reselect service: none"
+		}
+		s := in.svcs[k]
+		s.Selector = maps.Clone(modelSelectors[c.intn(len(modelSelectors))])
+		m.svcs.UpdateObject(s)
+		in.svcs[k] = s
+		return fmt.Sprintf("reselect service %s to %v", k, s.Selector)
 	case 0, 1, 2:
 		p := randomPod(c)
 		m.pods.UpdateObject(p)
@@ -509,6 +552,7 @@ func FuzzModel(f *testing.F) {
 	f.Add([]byte{0, 4, 1, 2, 3, 5, 6, 7, 8, 9})
 	f.Add([]byte{4, 1, 1, 0, 0, 0, 0, 0, 3, 9, 2, 2, 2, 2})
 	f.Add([]byte("pods and services move between selectors"))
+	f.Add([]byte{0, 0, 0, 0, 0, 0, 4, 0, 0, 0, 10, 0, 1, 10, 1, 3, 12, 0, 2, 6, 1, 1, 11, 0, 4})
 	f.Fuzz(func(t *testing.T, data []byte) {
 		if len(data) > 512 {
 			data = data[:512]

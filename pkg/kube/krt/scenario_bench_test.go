@@ -505,7 +505,15 @@ func BenchmarkUpdate(b *testing.B) {
 			})
 		}
 	}
+	// The label case of E also at 100,000 pods (200 namespaces): its cost
+	// should not grow with N, only with the pods one selector matches.
+	b.Run(fmt.Sprintf("E/label/N=%d", scLabelSize), func(b *testing.B) {
+		scRunUpdate(b, scShapeFor(scLabelSize), scFlipLabel, true)
+	})
 }
+
+// scLabelSize is the extra size of BenchmarkUpdate's E/label case.
+const scLabelSize = 100_000
 
 func scRunUpdate(b *testing.B, s scShape, kind scUpdateKind, endpoints bool) {
 	h := scNewHarness(s, endpoints)

@@ -31,11 +31,21 @@ type store[T any] struct {
 	mu      sync.RWMutex
 	objs    map[string]*T
 	indexes []*indexState[T]
-	regs    []*registration[T]
-	closed  bool // stop has closed; new registrations are released at once
+	// labelIdx and selectorIdx serve FilterLabel and FilterSelects fetches
+	// (labelindex.go); nil until the first such fetch.
+	labelIdx    *labelIndex[T]
+	selectorIdx *selectorIndex[T]
+	regs        []*registration[T]
+	closed      bool // stop has closed; new registrations are released at once
 
 	synced   atomic.Bool
 	syncedCh chan struct{}
+	// hasLabelIndex and hasSelectorIndex are set once labelIdx and
+	// selectorIdx exist, so fetches check without the write lock.
+	hasLabelIndex    atomic.Bool
+	hasSelectorIndex atomic.Bool
+	// examined counts the objects fetches have tested against their filters.
+	examined atomic.Uint64
 
 	metrics *collectionMetrics
 	// transformations counts transformation runs of a derived collection.
@@ -120,6 +130,12 @@ func (s *store[T]) mutate(compute func(objs map[string]*T) []change[T], always b
 		keys = append(keys, c.key)
 		for _, idx := range s.indexes {
 			idx.update(c.key, old, c.obj)
+		}
+		if s.labelIdx != nil {
+			s.labelIdx.update(&s.ti, c.key, old, c.obj)
+		}
+		if s.selectorIdx != nil {
+			s.selectorIdx.update(&s.ti, c.key, old, c.obj)
 		}
 	}
 	if len(events) > 0 {

@@ -19,6 +19,9 @@ import (
 	utilvalidation "k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	"k8s.io/client-go/kubernetes/scheme"
+
+	"github.com/infermesh/infermesh/pkg/kube"
+	"github.com/infermesh/infermesh/pkg/kube/endpointslice"
 )
 
 // builtinKind is a built-in kind that has a collection.
@@ -106,10 +109,27 @@ func decodeBuiltin(ref docRef, gvk schema.GroupVersionKind, u map[string]any, re
 		res.reject(id, ref.fieldProblems(errs)...)
 		return
 	}
-	res.objects = append(res.objects, object{
-		id: id, coll: bk.coll, key: namespacedKey(id.namespace, id.name),
-		value: obj, digest: digestOf(obj), ref: ref,
-	})
+	o := object{id: id, coll: bk.coll, key: namespacedKey(id.namespace, id.name), digest: digestOf(obj), ref: ref}
+	o.value = storedValue(obj)
+	if o.value != obj {
+		o.specDigest = specDigest(obj) // generation follows the manifest, not the reduced copy
+	}
+	res.objects = append(res.objects, o)
+}
+
+// storedValue is what a collection keeps of a decoded built-in object, as
+// little as the pipeline reads (the digests are taken from the whole object
+// first, so any edit of the manifest still counts as a change): a Pod is
+// reduced to the fields the EndpointSlice computation reads
+// (endpointslice.PodFields), which in a folder of model servers is most of
+// what file mode holds; any other object loses metadata.managedFields, as
+// in the cluster-mode informers (kube.StripManagedFields).
+func storedValue(obj runtime.Object) runtime.Object {
+	if p, ok := obj.(*corev1.Pod); ok {
+		return endpointslice.PodFields(p)
+	}
+	_, _ = kube.StripManagedFields(obj)
+	return obj
 }
 
 // prepareNamespace: the kubernetes.io/metadata.name label, which the API

@@ -20,6 +20,8 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	inferencev1 "sigs.k8s.io/gateway-api-inference-extension/api/v1"
 	gatewayv1 "sigs.k8s.io/gateway-api/apis/v1"
+
+	"github.com/infermesh/infermesh/pkg/kube"
 )
 
 // customKind is a CRD kind that has a collection: its Go type (always the v1
@@ -106,6 +108,7 @@ func (d *decoder) decodeCustom(ref docRef, v *crdVersion, u map[string]any, res 
 		res.reject(id, ref.problem("", fmt.Sprintf("internal error: converting to %T: %v", typed, err)))
 		return
 	}
+	_, _ = kube.StripManagedFields(typed) // as the cluster-mode informers do; the digest above has them
 	res.objects = append(res.objects, object{
 		id: id, coll: ck.coll, key: namespacedKey(id.namespace, id.name),
 		value: typed, digest: digestOf(u), ref: ref,

@@ -35,6 +35,9 @@ type object struct {
 	// specDigest is value without metadata and status (stampServerFields).
 	specDigest string
 	ref        docRef
+	// reused: the value comes from an earlier read's decoding of the same
+	// bytes (Source.decodeFile) and may be stored in a collection already.
+	reused bool
 }
 
 // decoder turns documents into objects and problems. It holds no state

@@ -90,7 +90,9 @@
 // New reads the folder synchronously and returns synced collections. Run
 // watches the folder (fsnotify on the folder and every subfolder, never on
 // files, so renames and symlink swaps are seen), debounces events, rereads
-// the whole folder, and hands each collection only the differences
+// the whole folder (decoding and validating again only the files whose bytes
+// changed since the last read; the checks across files run every time), and
+// hands each collection only the differences
 // (ConditionalUpdateObject / DeleteObject): an unchanged object emits no
 // event. Revision counts reloads that changed an object or the problems.
 package file

@@ -31,7 +31,9 @@ func stampServerFields(o *object, prev *object, now time.Time) {
 	if !ok {
 		return
 	}
-	o.specDigest = specDigest(o.value)
+	if o.specDigest == "" {
+		o.specDigest = specDigest(o.value)
+	}
 	if m.GetUID() == "" {
 		m.SetUID(stableUID(o.id))
 	}

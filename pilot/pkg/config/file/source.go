@@ -5,6 +5,7 @@ package file
 
 import (
 	"cmp"
+	"crypto/sha256"
 	"fmt"
 	"log/slog"
 	"os"
@@ -17,6 +18,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	inferencev1 "sigs.k8s.io/gateway-api-inference-extension/api/v1"
 	gatewayv1 "sigs.k8s.io/gateway-api/apis/v1"
 
@@ -65,8 +67,10 @@ type Source struct {
 	destinationRules   krt.StaticCollection[kube.DestinationRule]
 	sinks              map[string]sink // by collection name
 
-	mu       sync.Mutex // serializes reloads; guards accepted and problems
+	mu       sync.Mutex // serializes reloads; guards accepted, problems and decoded
 	accepted map[objectID]object
+	// decoded is the last read's decoding of each file (decodeFile).
+	decoded  map[string]*fileDecode
 	problems []Problem
 	revision atomic.Uint64
 }
@@ -244,6 +248,7 @@ func (s *Source) load(prev map[objectID]object) (loadResult, error) {
 	broken := map[string]bool{}         // files kept whole at their last good state
 	rejected := map[objectID]bool{}     // objects declared but invalid
 	rejectedIn := map[fileObject]bool{} // the same, by declaring file
+	decoded := make(map[string]*fileDecode, len(sc.files))
 	for _, f := range sc.files {
 		data, err := os.ReadFile(filepath.Join(s.dir, filepath.FromSlash(f)))
 		if err != nil {
@@ -251,25 +256,19 @@ func (s *Source) load(prev map[objectID]object) (loadResult, error) {
 			broken[f] = true
 			continue
 		}
-		for _, d := range splitDocuments(data) {
-			ref := docRef{file: f, doc: d.index, line: d.line}
-			j, line, err := toJSON(d)
-			if err != nil {
-				ref.line = line
-				problems = append(problems, ref.problem("", err.Error()))
-				broken[f] = true
-				continue
-			}
-			var res decodeResult
-			s.dec.decodeJSON(ref, j, &res)
-			candidates = append(candidates, res.objects...)
-			problems = append(problems, res.problems...)
-			for _, id := range res.rejected {
-				rejected[id] = true
-				rejectedIn[fileObject{file: f, id: id}] = true
-			}
+		fd := s.decodeFile(f, data)
+		decoded[f] = fd
+		candidates = append(candidates, fd.objects...)
+		problems = append(problems, fd.problems...)
+		if fd.broken {
+			broken[f] = true
+		}
+		for _, id := range fd.rejected {
+			rejected[id] = true
+			rejectedIn[fileObject{file: f, id: id}] = true
 		}
 	}
+	s.decoded = decoded
 	accepted, dups := pickDeclarations(candidates, prev, func(fo fileObject) bool {
 		return broken[fo.file] || rejectedIn[fo]
 	})
@@ -278,7 +277,20 @@ func (s *Source) load(prev map[objectID]object) (loadResult, error) {
 	for id, c := range accepted {
 		var p *object
 		if o, ok := prev[id]; ok {
+			if o.value == c.value {
+				// The same decoded value as the stored one (its file is
+				// unchanged): already stamped; keep it as it is.
+				accepted[id] = o
+				continue
+			}
 			p = &o
+		}
+		if c.reused {
+			// A value decoded by an earlier read that is not the stored
+			// one may still be held by a collection's readers: stamp a copy.
+			if ro, ok := c.value.(runtime.Object); ok {
+				c.value = ro.DeepCopyObject()
+			}
 		}
 		stampServerFields(&c, p, now)
 		accepted[id] = c
@@ -290,6 +302,50 @@ func (s *Source) load(prev map[objectID]object) (loadResult, error) {
 	}
 	sortProblems(problems)
 	return loadResult{accepted: accepted, problems: problems, dirs: sc.dirs}, nil
+}
+
+// fileDecode is what one file's bytes decode to: its documents' objects and
+// problems, the objects it declared that were rejected, and whether a
+// document is not YAML.
+type fileDecode struct {
+	sum      [sha256.Size]byte
+	objects  []object
+	problems []Problem
+	rejected []objectID
+	broken   bool
+}
+
+// decodeFile decodes and validates the documents of file f, unless the
+// previous read decoded the very same bytes: decoding and validation depend
+// on nothing but the bytes (and the embedded CRDs), so that result is reused
+// (its objects marked reused). Checks across files (duplicates) run on
+// every read. This makes Run's first read after New, and every reload after
+// an edit of one file, cost the files that changed.
+func (s *Source) decodeFile(f string, data []byte) *fileDecode {
+	sum := sha256.Sum256(data)
+	if fd, ok := s.decoded[f]; ok && fd.sum == sum {
+		for i := range fd.objects {
+			fd.objects[i].reused = true
+		}
+		return fd
+	}
+	fd := &fileDecode{sum: sum}
+	for _, d := range splitDocuments(data) {
+		ref := docRef{file: f, doc: d.index, line: d.line}
+		j, line, err := toJSON(d)
+		if err != nil {
+			ref.line = line
+			fd.problems = append(fd.problems, ref.problem("", err.Error()))
+			fd.broken = true
+			continue
+		}
+		var res decodeResult
+		s.dec.decodeJSON(ref, j, &res)
+		fd.objects = append(fd.objects, res.objects...)
+		fd.problems = append(fd.problems, res.problems...)
+		fd.rejected = append(fd.rejected, res.rejected...)
+	}
+	return fd
 }
 
 // reload reads the folder again and hands the collections the differences.

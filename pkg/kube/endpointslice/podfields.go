@@ -1,0 +1,54 @@
+// Copyright infermesh authors
+// SPDX-License-Identifier: Apache-2.0
+
+package endpointslice
+
+import (
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// PodFields returns a new Pod holding only the fields of pod that ForService
+// and Collection read: name, namespace, uid, resourceVersion, generation,
+// creation and deletion timestamps, labels; spec.nodeName, hostname,
+// subdomain, and each container's and init container's name, restartPolicy
+// and ports; status.phase, podIP, podIPs and each condition's type and status.
+// Everything else (annotations, managedFields, volumes, env, images, ...) is
+// left out, which is most of a real Pod. File mode stores Pods so reduced;
+// for every Service, ForService(svc, pods) equals ForService(svc, PodFields of
+// pods). The result shares pod's label map and strings; pod is not modified.
+func PodFields(pod *corev1.Pod) *corev1.Pod {
+	out := &corev1.Pod{
+		TypeMeta: pod.TypeMeta,
+		ObjectMeta: metav1.ObjectMeta{
+			Name: pod.Name, Namespace: pod.Namespace, UID: pod.UID,
+			ResourceVersion: pod.ResourceVersion, Generation: pod.Generation,
+			CreationTimestamp: pod.CreationTimestamp, DeletionTimestamp: pod.DeletionTimestamp,
+			Labels: pod.Labels,
+		},
+		Spec: corev1.PodSpec{
+			NodeName: pod.Spec.NodeName, Hostname: pod.Spec.Hostname, Subdomain: pod.Spec.Subdomain,
+			Containers:     containerPorts(pod.Spec.Containers),
+			InitContainers: containerPorts(pod.Spec.InitContainers),
+		},
+		Status: corev1.PodStatus{Phase: pod.Status.Phase, PodIP: pod.Status.PodIP, PodIPs: pod.Status.PodIPs},
+	}
+	if n := len(pod.Status.Conditions); n > 0 {
+		out.Status.Conditions = make([]corev1.PodCondition, n)
+		for i, c := range pod.Status.Conditions {
+			out.Status.Conditions[i] = corev1.PodCondition{Type: c.Type, Status: c.Status}
+		}
+	}
+	return out
+}
+
+func containerPorts(cs []corev1.Container) []corev1.Container {
+	if len(cs) == 0 {
+		return nil
+	}
+	out := make([]corev1.Container, len(cs))
+	for i := range cs {
+		out[i] = corev1.Container{Name: cs[i].Name, RestartPolicy: cs[i].RestartPolicy, Ports: cs[i].Ports}
+	}
+	return out
+}
