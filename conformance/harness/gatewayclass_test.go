@@ -11,6 +11,8 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/infermesh/infermesh/pkg/test/kubeapply"
 )
 
 const (
@@ -34,12 +36,13 @@ func (c *cluster) createGatewayClass(ctx context.Context) error {
 	if _, err := c.client.CoreV1().ConfigMaps(installNamespace).Create(ctx, cm, metav1.CreateOptions{}); err != nil {
 		return fmt.Errorf("ConfigMap %s: %w", classParams, err)
 	}
-	a, err := newApplier(c.config)
+	a, err := kubeapply.New(c.config, fieldManager)
 	if err != nil {
 		return err
 	}
 	gc := fmt.Sprintf(`{"apiVersion":"gateway.networking.k8s.io/v1","kind":"GatewayClass","metadata":{"name":%q},`+
 		`"spec":{"controllerName":%q,"parametersRef":{"group":"","kind":"ConfigMap","name":%q,"namespace":%q}}}`,
 		gatewayClass, controllerName, classParams, installNamespace)
-	return a.apply(ctx, []byte(gc))
+	_, err = a.Apply(ctx, []byte(gc))
+	return err
 }

@@ -22,6 +22,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/infermesh/infermesh/pkg/test/kubeapply"
 )
 
 const (
@@ -37,11 +39,11 @@ const (
 // that CA (the README's step for a private CA, which `kubectl set env`
 // does; here a server-side apply of that one env var).
 func (c *cluster) installInfermesh(ctx context.Context, repo string) error {
-	a, err := newApplier(c.config)
+	a, err := kubeapply.New(c.config, fieldManager)
 	if err != nil {
 		return err
 	}
-	if err := a.applyDir(ctx, filepath.Join(repo, "manifests")); err != nil {
+	if _, err := a.ApplyDir(ctx, filepath.Join(repo, "manifests")); err != nil {
 		return err
 	}
 	certPEM, keyPEM, err := adsCertificate()
