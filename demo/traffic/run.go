@@ -15,6 +15,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"strconv"
 	"strings"
@@ -91,11 +92,23 @@ func Run(ctx context.Context, cfg Config) error {
 	}
 	r := newRunner(cfg.Log)
 	d := &demo{cfg: cfg, t: r, ctx: ctx, out: cfg.Out}
+	// Say at once that a Ctrl-C was seen: the step under way (a process
+	// starting, at most a minute's wait) ends first.
+	ran := make(chan struct{})
+	var said sync.WaitGroup
+	said.Go(func() {
+		select {
+		case <-ctx.Done():
+			d.printf("\ninterrupted: stopping what was started (after the step under way)")
+		case <-ran:
+		}
+	})
 	r.do(d.run)
+	close(ran)
+	said.Wait()
 	runErr := r.err()
-	if ctx.Err() != nil {
+	if ctx.Err() != nil && !d.completed {
 		runErr = ErrInterrupted
-		d.printf("\ninterrupted: stopping what was started")
 	} else if runErr != nil {
 		d.printf("\nfailed: %v", runErr)
 	}
@@ -127,6 +140,8 @@ type demo struct {
 	ctx context.Context
 	out io.Writer
 
+	completed bool // run returned after its last step
+
 	mu      sync.Mutex
 	netns   []string // names of the namespaces made
 	running []string // what was started, in order
@@ -143,16 +158,24 @@ func (d *demo) printf(format string, args ...any) {
 	fmt.Fprintf(d.out, format+"\n", args...)
 }
 
-// check ends the run (as a test's Fatal) when ctx has ended.
+// check ends the run when ctx has ended (Ctrl-C): not a failure, so the
+// harnesses' cleanups do not print their processes' logs.
 func (d *demo) check() {
 	if d.ctx.Err() != nil {
-		d.t.Fatalf("%v", ErrInterrupted)
+		runtime.Goexit()
 	}
+}
+
+// fatalf ends the run as failed (as a test's Fatalf), unless ctx has ended,
+// which is most likely why a step failed: then as check does.
+func (d *demo) fatalf(format string, args ...any) {
+	d.check()
+	d.t.Fatalf(format, args...)
 }
 
 func (d *demo) must(err error, what string) {
 	if err != nil {
-		d.t.Fatalf("%s: %v", what, err)
+		d.fatalf("%s: %v", what, err)
 	}
 }
 
@@ -185,7 +208,7 @@ func (d *demo) waitFor(within time.Duration, what string, cond func() bool, desc
 			if describe != nil {
 				msg = ": " + describe()
 			}
-			d.t.Fatalf("%s: not reached within %v%s", what, within, msg)
+			d.fatalf("%s: not reached within %v%s", what, within, msg)
 		}
 		select {
 		case <-d.ctx.Done():
@@ -336,7 +359,7 @@ func (d *demo) run() {
 		errs = append(errs, err)
 	}
 	if err := errors.Join(errs...); err != nil {
-		d.t.Fatalf("%v", err)
+		d.fatalf("%v", err)
 	}
 
 	// (8) FailOpen: the EPP stopped.
@@ -359,9 +382,10 @@ func (d *demo) run() {
 	line, err := FallbackLine(res, fallbacks)
 	d.printf("%s", line)
 	if err != nil {
-		d.t.Fatalf("%v", err)
+		d.fatalf("%v", err)
 	}
 	d.printf("")
+	d.completed = true
 }
 
 // waitPods waits for n pods matching selector in the seed's namespace and
@@ -410,8 +434,7 @@ func (d *demo) waitEndpoints(cluster string, want []string) {
 	ctx, cancel := context.WithTimeout(d.ctx, waitConfig)
 	defer cancel()
 	if err := d.gw.WaitEndpoints(ctx, cluster, want); err != nil {
-		d.check()
-		d.t.Fatalf("endpoints of %s never became %v: %v (last seen %v)", cluster, want, err, d.gw.Endpoints(cluster))
+		d.fatalf("endpoints of %s never became %v: %v (last seen %v)", cluster, want, err, d.gw.Endpoints(cluster))
 	}
 }
 

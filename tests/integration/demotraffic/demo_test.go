@@ -59,7 +59,7 @@ type demoRun struct {
 // start runs bin from the repository's root, in a process group of its
 // own (as a shell's foreground job is), so a signal sent to that group is
 // what a Ctrl-C at its terminal sends.
-func start(t *testing.T, bin string) *demoRun {
+func start(t *testing.T, bin string, env ...string) *demoRun {
 	t.Helper()
 	root, err := filepath.Abs(repo)
 	if err != nil {
@@ -68,6 +68,7 @@ func start(t *testing.T, bin string) *demoRun {
 	r := &demoRun{lines: make(chan string, 1000), done: make(chan struct{})}
 	r.cmd = exec.Command(bin, "-repo", root)
 	r.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	r.cmd.Env = append(os.Environ(), env...)
 	stdout, err := r.cmd.StdoutPipe()
 	if err != nil {
 		t.Fatal(err)
@@ -224,6 +225,29 @@ func TestDemoTrafficInterrupted(t *testing.T) {
 			checkNothingLeft(t, r.cmd.Process.Pid)
 		})
 	}
+}
+
+// A failure half-way (the EPP exits at start: a stand-in binary that
+// fails, after the cluster, the pods' namespaces and pilot-discovery are
+// up): the demo says so, exits 1 and leaves nothing behind.
+func TestDemoTrafficFailure(t *testing.T) {
+	bin := build(t)
+	dir := t.TempDir()
+	fake := "#!/bin/sh\necho 'a failing stand-in for the EPP' >&2\nexit 1\n"
+	if err := os.WriteFile(filepath.Join(dir, "epp"), []byte(fake), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	r := start(t, bin, "EPP_TEST_BINARIES="+dir)
+	code := r.wait(t, 3*time.Minute)
+	out := r.stdout()
+	if code != 1 {
+		t.Errorf("exit status %d, want 1; output:\n%s", code, r.output())
+	}
+	if !strings.Contains(out, "\nfailed: epp: ") || !strings.Contains(out, "stopped everything it started") ||
+		!strings.Contains(out, "== pods,") {
+		t.Errorf("want the pods made, then a failure naming the EPP, then everything stopped; output:\n%s", r.output())
+	}
+	checkNothingLeft(t, r.cmd.Process.Pid)
 }
 
 type lockedWriter struct {
