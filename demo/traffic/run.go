@@ -46,8 +46,8 @@ type Config struct {
 	// Repo is the repository's root; the seed's manifests are read from its
 	// examples/seed.
 	Repo string
-	// Out receives the demo's output; Log the harnesses' log lines (the
-	// component logs on failure).
+	// Out receives the demo's output; Log, when the run fails, the
+	// harnesses' log lines (the components' logs among them).
 	Out, Log io.Writer
 	// EnvoyBinary, when set, is a real Envoy to run as the Gateway's data
 	// plane instead of the project's stand-in.
@@ -90,7 +90,7 @@ func Run(ctx context.Context, cfg Config) error {
 	if cfg.Log == nil {
 		cfg.Log = io.Discard
 	}
-	r := newRunner(cfg.Log)
+	r := newRunner()
 	d := &demo{cfg: cfg, t: r, ctx: ctx, out: cfg.Out}
 	// Say at once that a Ctrl-C was seen: the step under way (a process
 	// starting, at most a minute's wait) ends first.
@@ -126,9 +126,14 @@ func Run(ctx context.Context, cfg Config) error {
 		runErr = errors.Join(runErr, fmt.Errorf("network namespaces left: %s", strings.Join(left, ", ")))
 		d.printf("stopping: %d steps undone, but network namespaces are left: %s (delete them with `ip netns del NAME`)",
 			cleaned.Load(), strings.Join(left, ", "))
+	case len(d.started()) == 0:
+		d.printf("stopped everything it started (nothing was running yet; %d steps undone)", cleaned.Load())
 	default:
 		d.printf("stopped everything it started (%d steps undone: %s) and deleted its %d network namespaces",
 			cleaned.Load(), strings.Join(d.started(), ", "), len(d.netnsNames()))
+	}
+	if runErr != nil && !errors.Is(runErr, ErrInterrupted) {
+		r.writeLogs(cfg.Log) // the components' logs among them
 	}
 	return runErr
 }

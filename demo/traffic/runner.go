@@ -4,6 +4,7 @@
 package traffic
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"io"
@@ -25,9 +26,8 @@ import (
 type runner struct {
 	testing.TB
 
-	log io.Writer // harness log lines (Log, Error, and their f forms)
-
 	mu       sync.Mutex
+	logs     bytes.Buffer // harness log lines (Log, Error, and their f forms)
 	cleanups []func()
 	failed   bool
 	first    error // the first failure's message
@@ -35,7 +35,7 @@ type runner struct {
 	tmpN     int
 }
 
-func newRunner(log io.Writer) *runner { return &runner{log: log} }
+func newRunner() *runner { return &runner{} }
 
 func (r *runner) Helper()      {}
 func (r *runner) Name() string { return "demo-traffic" }
@@ -106,10 +106,19 @@ func (r *runner) TempDir() string {
 	return dir
 }
 
+// logLine keeps a harness log line; as a test's log, they are shown only
+// when the run failed (writeLogs).
 func (r *runner) logLine(s string) {
-	if r.log != nil {
-		_, _ = io.WriteString(r.log, "  | "+trimNL(s)+"\n")
-	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.logs.WriteString("  | " + trimNL(s) + "\n")
+}
+
+// writeLogs writes the harness log lines kept so far to w.
+func (r *runner) writeLogs(w io.Writer) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	_, _ = w.Write(r.logs.Bytes())
 }
 
 func trimNL(s string) string {

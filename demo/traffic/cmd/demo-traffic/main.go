@@ -40,10 +40,16 @@ func main() {
 	if *checkOnly {
 		return
 	}
+	// The harnesses find the CRDs' modules with `go list -m`, which needs the
+	// repository's go.mod around the working folder.
+	if err := os.Chdir(*repo); err != nil {
+		fmt.Fprintf(os.Stderr, "demo-traffic: -repo: %v\n", err)
+		os.Exit(1)
+	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	err := traffic.Run(ctx, traffic.Config{
-		Repo: *repo, Out: os.Stdout, Log: os.Stderr,
+		Repo: ".", Out: os.Stdout, Log: os.Stderr,
 		EnvoyBinary: os.Getenv("ENVOY_BINARY"), Requests: *requests,
 	})
 	switch {
