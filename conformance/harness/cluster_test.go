@@ -72,6 +72,13 @@ func startCluster(t *testing.T, images map[string]node.Image, stateDir string) *
 	// default): every pod gets its kube-api-access volume, for in-cluster config.
 	env := kubeenv.Start(t, kubeenv.WithScheduler(), kubeenv.WithControllers(controllers...), kubeenv.WithStandardCRDs(),
 		kubeenv.WithServiceAccountAdmission())
+	// Istio's DestinationRule CRD: the install gives the endpoint pickers'
+	// Services client TLS through DestinationRules (install.go, eppTLSRules).
+	dr, err := kubeenv.DestinationRuleCRD()
+	if err != nil {
+		t.Fatal(err)
+	}
+	env.ApplyCRDs(dr)
 	c := &cluster{env: env, config: env.RESTConfig(), stateDir: stateDir, bridge: fmt.Sprintf("imcf-%x", os.Getpid())}
 	c.client = kubernetes.NewForConfigOrDie(c.config)
 	if err := os.MkdirAll(stateDir, 0o755); err != nil {

@@ -28,7 +28,16 @@ type config struct {
 	state string
 	// repo is the repository root (manifests/).
 	repo string
+	// skipTests are short names passed to the suite's -skip-tests.
+	skipTests string
+	// bodyMode is the class's eppRequestBodyMode ("Streamed"), or
+	// bodyModeDefault for a class without parameters.
+	bodyMode string
 }
+
+// bodyModeDefault (CONFORMANCE_EPP_BODY_MODE=default) leaves the
+// GatewayClass without parametersRef: FULL_DUPLEX_STREAMED.
+const bodyModeDefault = "default"
 
 func configFromEnv() (config, error) {
 	c := config{
@@ -38,6 +47,16 @@ func configFromEnv() (config, error) {
 		summary: os.Getenv("CONFORMANCE_SUMMARY"),
 		runTest: os.Getenv("CONFORMANCE_RUN_TEST"),
 		state:   os.Getenv("CONFORMANCE_STATE"),
+
+		skipTests: os.Getenv("CONFORMANCE_SKIP_TESTS"),
+		bodyMode:  os.Getenv("CONFORMANCE_EPP_BODY_MODE"),
+	}
+	switch c.bodyMode {
+	case "":
+		c.bodyMode = "Streamed"
+	case "Streamed", "FullDuplexStreamed", bodyModeDefault:
+	default:
+		return c, fmt.Errorf("CONFORMANCE_EPP_BODY_MODE=%q: want Streamed, FullDuplexStreamed or default", c.bodyMode)
 	}
 	var missing []string
 	for name, v := range map[string]string{"CONFORMANCE_IMAGES": c.images, "CONFORMANCE_SUITE": c.suite,

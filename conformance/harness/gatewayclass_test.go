@@ -24,21 +24,30 @@ const (
 	classParams = "gateway-conformance-params"
 )
 
-// createGatewayClass creates the suite's GatewayClass, ours, whose
-// parametersRef ConfigMap selects eppRequestBodyMode: Streamed (lwepp
-// v1.6.0 cannot work with the default FULL_DUPLEX_STREAMED mode:
-// architecture/xds.md "EPP request body mode"; conformance/README.md).
-func (c *cluster) createGatewayClass(ctx context.Context) error {
-	cm := &corev1.ConfigMap{
-		ObjectMeta: metav1.ObjectMeta{Namespace: installNamespace, Name: classParams},
-		Data:       map[string]string{"eppRequestBodyMode": "Streamed"},
-	}
-	if _, err := c.client.CoreV1().ConfigMaps(installNamespace).Create(ctx, cm, metav1.CreateOptions{}); err != nil {
-		return fmt.Errorf("ConfigMap %s: %w", classParams, err)
-	}
+// createGatewayClass creates the suite's GatewayClass, ours. With
+// bodyMode "Streamed" (the default of `make conformance`) its
+// parametersRef ConfigMap selects eppRequestBodyMode: Streamed: lwepp
+// v1.6.0 cannot work with the default FULL_DUPLEX_STREAMED mode
+// (architecture/xds.md "EPP request body mode"; conformance/README.md).
+// With bodyMode "default" the class has no parametersRef, so every
+// Gateway gets FULL_DUPLEX_STREAMED, as an Istio install would.
+func (c *cluster) createGatewayClass(ctx context.Context, bodyMode string) error {
 	a, err := kubeapply.New(c.config, fieldManager)
 	if err != nil {
 		return err
+	}
+	if bodyMode == bodyModeDefault {
+		gc := fmt.Sprintf(`{"apiVersion":"gateway.networking.k8s.io/v1","kind":"GatewayClass","metadata":{"name":%q},`+
+			`"spec":{"controllerName":%q}}`, gatewayClass, controllerName)
+		_, err := a.Apply(ctx, []byte(gc))
+		return err
+	}
+	cm := &corev1.ConfigMap{
+		ObjectMeta: metav1.ObjectMeta{Namespace: installNamespace, Name: classParams},
+		Data:       map[string]string{"eppRequestBodyMode": bodyMode},
+	}
+	if _, err := c.client.CoreV1().ConfigMaps(installNamespace).Create(ctx, cm, metav1.CreateOptions{}); err != nil {
+		return fmt.Errorf("ConfigMap %s: %w", classParams, err)
 	}
 	gc := fmt.Sprintf(`{"apiVersion":"gateway.networking.k8s.io/v1","kind":"GatewayClass","metadata":{"name":%q},`+
 		`"spec":{"controllerName":%q,"parametersRef":{"group":"","kind":"ConfigMap","name":%q,"namespace":%q}}}`,

@@ -19,6 +19,7 @@ import (
 	"strings"
 	"time"
 
+	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -60,9 +61,65 @@ func (c *cluster) installInfermesh(ctx context.Context, repo string) error {
 	}
 	patch := `{"apiVersion":"apps/v1","kind":"Deployment","metadata":{"name":"pilot-discovery","namespace":"infermesh-system"},` +
 		`"spec":{"template":{"spec":{"containers":[{"name":"discovery","env":[{"name":"PILOT_GATEWAY_XDS_CA_FILE","value":"/etc/infermesh/ads-tls/ca.crt"}]}]}}}}`
-	_, err = c.client.AppsV1().Deployments(installNamespace).Patch(ctx, "pilot-discovery", types.ApplyPatchType, []byte(patch),
-		metav1.PatchOptions{FieldManager: "kubectl-set-env"})
-	return err
+	if _, err = c.client.AppsV1().Deployments(installNamespace).Patch(ctx, "pilot-discovery", types.ApplyPatchType, []byte(patch),
+		metav1.PatchOptions{FieldManager: "kubectl-set-env"}); err != nil {
+		return err
+	}
+	return c.eppTLSRules(ctx, a)
+}
+
+// eppServices are the endpoint pickers' Services of the suite's base.yaml
+// (v1.6.0). Each runs lwepp, which serves ext_proc over TLS with a
+// certificate it makes itself (--secure-serving defaults to true;
+// conformance.md, trap 6).
+var eppServices = []string{
+	"primary-endpoint-picker-svc",
+	"secondary-endpoint-picker-svc",
+	"appprotocol-http-endpoint-picker-svc",
+	"appprotocol-h2c-endpoint-picker-svc",
+	"dp-endpoint-picker-svc",
+}
+
+// eppNamespace is where base.yaml puts the endpoint pickers.
+const eppNamespace = "inference-conformance-app-backend"
+
+// eppTLSRules gives each endpoint picker's Service client TLS without
+// certificate verification: a DestinationRule with mode SIMPLE and
+// insecureSkipVerify, the step Istio's own GIE conformance setup takes
+// (setup-tls in the GIE repository's conformance/scripts/istio/Makefile).
+// Without it the data plane speaks plaintext gRPC to a TLS server, every
+// ext_proc call fails, and FailOpen pools fall back to their own balancing.
+// The rules live in the control plane's namespace (Istio's root-namespace
+// habit) and name each host by its FQDN, so they exist before the suite
+// creates its namespaces.
+func (c *cluster) eppTLSRules(ctx context.Context, a *kubeapply.Applier) error {
+	for _, svc := range eppServices {
+		dr := fmt.Sprintf(`{"apiVersion":"networking.istio.io/v1","kind":"DestinationRule",`+
+			`"metadata":{"name":%q,"namespace":%q},`+
+			`"spec":{"host":"%s.%s.svc.cluster.local","trafficPolicy":{"tls":{"mode":"SIMPLE","insecureSkipVerify":true}}}}`,
+			svc+"-tls", installNamespace, svc, eppNamespace)
+		if _, err := a.Apply(ctx, []byte(dr)); err != nil {
+			return fmt.Errorf("DestinationRule for %s: %w", svc, err)
+		}
+	}
+	return nil
+}
+
+// rolledOut reports whether the Deployment finished rolling out, by the
+// test `kubectl rollout status` makes: the controller saw the latest
+// generation, every replica runs the latest template and is available,
+// and no replica of an older template is left. Setting
+// PILOT_GATEWAY_XDS_CA_FILE rolls the Deployment; until the rollout ends
+// a replica of the first template (no CA file) may still lead and deploy
+// Gateways whose proxies cannot verify the ADS certificate.
+func rolledOut(d *appsv1.Deployment) bool {
+	want := int32(1)
+	if d.Spec.Replicas != nil {
+		want = *d.Spec.Replicas
+	}
+	s := d.Status
+	return s.ObservedGeneration >= d.Generation &&
+		s.UpdatedReplicas == want && s.Replicas == want && s.AvailableReplicas == want
 }
 
 // adsCertificate is a self-signed certificate (its own CA) for adsName.

@@ -29,6 +29,9 @@ func suiteArgs(cfg config) []string {
 	if cfg.runTest != "" {
 		args = append(args, "-run-test="+cfg.runTest)
 	}
+	if cfg.skipTests != "" {
+		args = append(args, "-skip-tests="+cfg.skipTests)
+	}
 	return args
 }
 
@@ -61,7 +64,8 @@ type report struct {
 			FailedTests []string   `json:"failedTests"`
 		} `json:"core"`
 		Extended *struct {
-			Statistics statistics `json:"statistics"`
+			Statistics  statistics `json:"statistics"`
+			FailedTests []string   `json:"failedTests"`
 		} `json:"extended"`
 	} `json:"profiles"`
 }
@@ -70,27 +74,38 @@ type statistics struct {
 	Passed, Failed, Skipped int
 }
 
-// summarize reads the report and returns "N passed, M failed, K skipped"
-// over every profile's core and extended tests.
-func summarize(path string) (string, error) {
+// readReport reads the suite's report: totals over every profile's core
+// and extended tests, and the failed tests it lists.
+func readReport(path string) (ReportStats, error) {
+	var st ReportStats
 	data, err := os.ReadFile(path)
 	if err != nil {
-		return "", fmt.Errorf("the suite wrote no report (it writes one only when its setup completed): %w", err)
+		return st, fmt.Errorf("the suite wrote no report (it writes one only when its setup completed): %w", err)
 	}
 	var r report
 	if err := yaml.Unmarshal(data, &r); err != nil {
-		return "", fmt.Errorf("report %s: %w", path, err)
+		return st, fmt.Errorf("report %s: %w", path, err)
 	}
-	var s statistics
 	for _, p := range r.Profiles {
-		s.Passed += p.Core.Statistics.Passed
-		s.Failed += p.Core.Statistics.Failed
-		s.Skipped += p.Core.Statistics.Skipped
+		st.Passed += p.Core.Statistics.Passed
+		st.Failed += p.Core.Statistics.Failed
+		st.Skipped += p.Core.Statistics.Skipped
+		st.FailedTests = append(st.FailedTests, p.Core.FailedTests...)
 		if p.Extended != nil {
-			s.Passed += p.Extended.Statistics.Passed
-			s.Failed += p.Extended.Statistics.Failed
-			s.Skipped += p.Extended.Statistics.Skipped
+			st.Passed += p.Extended.Statistics.Passed
+			st.Failed += p.Extended.Statistics.Failed
+			st.Skipped += p.Extended.Statistics.Skipped
+			st.FailedTests = append(st.FailedTests, p.Extended.FailedTests...)
 		}
 	}
-	return fmt.Sprintf("%d passed, %d failed, %d skipped", s.Passed, s.Failed, s.Skipped), nil
+	return st, nil
+}
+
+// summary is the last line of `make conformance`: passed and failed by
+// Go's verdicts, skipped as the report counts them (tests the suite did
+// not start print no verdict line). It is computed only once Check found
+// the two agreeing.
+func summary(v Verdicts, r ReportStats) string {
+	p, f, _ := v.Count()
+	return fmt.Sprintf("%d passed, %d failed, %d skipped", p, f, r.Skipped)
 }

@@ -12,6 +12,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/infermesh/infermesh/pkg/test/logbuf"
 )
 
 // debugPaths are the debug endpoints, each of which shows a Gateway's
@@ -100,7 +102,7 @@ func head(s string) string {
 // TestDebugAddressDefaultIsLoopback: without --debug-address the debug
 // endpoints listen on loopback only.
 func TestDebugAddressDefaultIsLoopback(t *testing.T) {
-	f := newDiscoveryCommand(fakeDeps(t)).Flags().Lookup("debug-address")
+	f := newDiscoveryCommand(&app{deps: fakeDeps(t)}).Flags().Lookup("debug-address")
 	if f == nil {
 		t.Fatal("no --debug-address flag")
 	}
@@ -116,7 +118,7 @@ func TestDebugAddressDefaultIsLoopback(t *testing.T) {
 // TestDebugOnNetworkWarns: binding the debug endpoints beyond loopback is
 // the operator's choice, and the log says what it exposes.
 func TestDebugOnNetworkWarns(t *testing.T) {
-	logs := &syncWriter{}
+	logs := &logbuf.Buffer{}
 	d := fakeDeps(t, inference...)
 	d.stderr = logs
 	served := make(chan struct{}, 1)

@@ -12,12 +12,14 @@ import (
 	"net"
 	"os"
 	"os/signal"
+	"strconv"
+	"strings"
 	"syscall"
 	"time"
 
 	"github.com/spf13/cobra"
 	"google.golang.org/grpc"
-	"k8s.io/klog/v2"
+	"k8s.io/apimachinery/pkg/util/validation"
 
 	"github.com/infermesh/infermesh/pilot/pkg/bootstrap"
 	"github.com/infermesh/infermesh/pilot/pkg/features"
@@ -28,7 +30,7 @@ import (
 
 // discoveryOptions are the discovery command's flags.
 type discoveryOptions struct {
-	files           string
+	files           []string
 	kubeconfig      string
 	kubeQPS         float32
 	kubeBurst       int
@@ -38,7 +40,6 @@ type discoveryOptions struct {
 	clusterDomain   string
 	pushDebounce    time.Duration
 	pushMaxDelay    time.Duration
-	logLevel        string
 	leaseNamespace  string
 	tlsCertFile     string
 	tlsKeyFile      string
@@ -55,7 +56,7 @@ type deps struct {
 	home string
 	// newClient builds the cluster client (newClient in kubeconfig.go).
 	newClient func(clusterSource, ...kube.Option) (*kube.Client, error)
-	// stderr receives the JSON logs.
+	// stderr receives the logs.
 	stderr io.Writer
 	// serving, when set, is called with the bound ADS, HTTP and debug
 	// addresses (debug nil when off) once all listen and the signal handler
@@ -68,7 +69,8 @@ func defaultDeps() deps {
 	return deps{lookupEnv: os.LookupEnv, home: home, newClient: newClient, stderr: os.Stderr}
 }
 
-func newDiscoveryCommand(d deps) *cobra.Command {
+func newDiscoveryCommand(a *app) *cobra.Command {
+	d := a.deps
 	o := &discoveryOptions{}
 	cmd := &cobra.Command{
 		Use:   "discovery",
@@ -93,7 +95,7 @@ func newDiscoveryCommand(d deps) *cobra.Command {
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			ctx, stop := signal.NotifyContext(cmd.Context(), syscall.SIGTERM, os.Interrupt)
 			defer stop()
-			return runDiscovery(ctx, stop, o, d)
+			return runDiscovery(ctx, stop, o, d, a.log)
 		},
 	}
 	leaseNS := "istio-system"
@@ -101,7 +103,7 @@ func newDiscoveryCommand(d deps) *cobra.Command {
 		leaseNS = ns
 	}
 	f := cmd.Flags()
-	f.StringVarP(&o.files, "file", "f", "", "file mode: read Kubernetes manifests from this folder (and its subfolders) instead of a cluster, watch it for changes, and compute statuses and shadow Services without writing them")
+	f.StringArrayVarP(&o.files, "file", "f", nil, "file mode: read Kubernetes manifests from this folder (and its subfolders) instead of a cluster, watch it for changes, and compute statuses and shadow Services without writing them; one folder (status, check and proxy-config take several paths)")
 	f.StringVar(&o.kubeconfig, "kubeconfig", "", "path of a kubeconfig file (default: in-cluster when KUBERNETES_SERVICE_HOST is set, else $KUBECONFIG, else ~/.kube/config)")
 	f.Float32Var(&o.kubeQPS, "kube-qps", kube.DefaultQPS, "sustained requests per second to the API server, all clients together")
 	f.IntVar(&o.kubeBurst, "kube-burst", kube.DefaultBurst, "requests to the API server allowed above --kube-qps at once")
@@ -111,7 +113,6 @@ func newDiscoveryCommand(d deps) *cobra.Command {
 	f.StringVar(&o.clusterDomain, "cluster-domain", "", "DNS suffix of Service hostnames; overrides CLUSTER_DOMAIN (default: CLUSTER_DOMAIN, else cluster.local)")
 	f.DurationVar(&o.pushDebounce, "push-debounce", xds.DefaultDebounce, "quiet period that ends a burst of changes before a push")
 	f.DurationVar(&o.pushMaxDelay, "push-max-delay", xds.DefaultMaxDelay, "longest a change waits for its push (at least --push-debounce)")
-	f.StringVar(&o.logLevel, "log-level", "info", "log level: debug, info, warn or error (JSON lines on stderr)")
 	f.StringVar(&o.leaseNamespace, "lease-namespace", leaseNS, "namespace of the leader-election Lease ($POD_NAMESPACE when set)")
 	f.StringVar(&o.tlsCertFile, "tls-cert-file", "", "PEM certificate (chain) of the ADS server; reloaded when the file changes")
 	f.StringVar(&o.tlsKeyFile, "tls-key-file", "", "PEM private key of --tls-cert-file")
@@ -138,7 +139,7 @@ func (o *discoveryOptions) validate() error {
 	switch o.xdsAuth {
 	case "", "none":
 	case xdsAuthServiceAccount:
-		if o.files != "" {
+		if len(o.files) > 0 {
 			errs = append(errs, errors.New("--xds-auth=serviceaccount needs a cluster to review tokens: it cannot be used with --file"))
 		}
 		if o.plaintext {
@@ -147,8 +148,14 @@ func (o *discoveryOptions) validate() error {
 	default:
 		errs = append(errs, fmt.Errorf("--xds-auth %q: want none or serviceaccount", o.xdsAuth))
 	}
-	if _, err := parseLogLevel(o.logLevel); err != nil {
-		errs = append(errs, err)
+	if o.clusterDomain != "" {
+		if err := features.CheckClusterDomain(o.clusterDomain); err != nil {
+			errs = append(errs, fmt.Errorf("--cluster-domain %q: %w", o.clusterDomain, err))
+		}
+	}
+	errs = append(errs, checkListenAddress("--ads-address", o.adsAddress), checkListenAddress("--http-address", o.httpAddress))
+	if o.debugAddress != "" {
+		errs = append(errs, checkListenAddress("--debug-address", o.debugAddress))
 	}
 	if o.pushDebounce <= 0 {
 		errs = append(errs, fmt.Errorf("--push-debounce %s: must be positive", o.pushDebounce))
@@ -156,14 +163,20 @@ func (o *discoveryOptions) validate() error {
 	if o.pushMaxDelay < o.pushDebounce {
 		errs = append(errs, fmt.Errorf("--push-max-delay %s: must not be less than --push-debounce %s", o.pushMaxDelay, o.pushDebounce))
 	}
-	if o.adsAddress == "" || o.httpAddress == "" {
-		errs = append(errs, errors.New("--ads-address and --http-address must not be empty"))
+	if len(o.files) > 1 {
+		errs = append(errs, fmt.Errorf("--file given %d times: discovery watches one folder (status, check and proxy-config take several paths)", len(o.files)))
+	} else if len(o.files) == 1 {
+		if st, err := os.Stat(o.files[0]); err != nil || !st.IsDir() {
+			errs = append(errs, fmt.Errorf("--file %q: discovery watches a folder of manifests; put the files in one", o.files[0]))
+		}
 	}
-	if o.files != "" && o.kubeconfig != "" {
+	if len(o.files) > 0 && o.kubeconfig != "" {
 		errs = append(errs, errors.New("--file and --kubeconfig are exclusive: file mode reads no cluster"))
 	}
 	if o.leaseNamespace == "" {
 		errs = append(errs, errors.New("--lease-namespace must not be empty"))
+	} else if msgs := validation.IsDNS1123Label(o.leaseNamespace); len(msgs) > 0 {
+		errs = append(errs, fmt.Errorf("--lease-namespace %q: not a namespace name: %s", o.leaseNamespace, strings.Join(msgs, "; ")))
 	}
 	if o.kubeQPS <= 0 || o.kubeBurst < 1 {
 		errs = append(errs, fmt.Errorf("--kube-qps %v and --kube-burst %d: must be positive", o.kubeQPS, o.kubeBurst))
@@ -180,7 +193,7 @@ func (o *discoveryOptions) validate() error {
 // nil after a clean shutdown; an error for invalid flags or feature flags,
 // a missing cluster configuration, unusable TLS files, an address that
 // cannot be bound, a serving failure, or a shutdown that overran.
-func runDiscovery(ctx context.Context, stopSignals func(), o *discoveryOptions, d deps) error {
+func runDiscovery(ctx context.Context, stopSignals func(), o *discoveryOptions, d deps, log *slog.Logger) error {
 	if err := o.validate(); err != nil {
 		return err
 	}
@@ -196,10 +209,6 @@ func runDiscovery(ctx context.Context, stopSignals func(), o *discoveryOptions, 
 	// --xds-auth=serviceaccount. The environment can only add to that.
 	feats.GatewayXDSPlaintext = feats.GatewayXDSPlaintext || o.plaintext
 	feats.GatewayXDSServiceAccountAuth = feats.GatewayXDSServiceAccountAuth || o.xdsAuth == xdsAuthServiceAccount
-	level, _ := parseLogLevel(o.logLevel)
-	log := newLogger(d.stderr, level)
-	slog.SetDefault(log)
-	klog.SetSlogLogger(log) // client-go's logs (leader election, informers) as JSON too
 
 	var grpcOpts []grpc.ServerOption
 	if !o.plaintext {
@@ -213,9 +222,9 @@ func runDiscovery(ctx context.Context, stopSignals func(), o *discoveryOptions, 
 		Features: feats, LeaseNamespace: o.leaseNamespace,
 		Debounce: o.pushDebounce, MaxDelay: o.pushMaxDelay, GRPCOptions: grpcOpts,
 	}
-	source := "file " + o.files
-	if o.files != "" {
-		files, err := openFiles(o.files)
+	source := "file " + strings.Join(o.files, "")
+	if len(o.files) > 0 {
+		files, err := openFiles(o.files[0], log)
 		if err != nil {
 			return err
 		}
@@ -287,4 +296,20 @@ func runDiscovery(ctx context.Context, stopSignals func(), o *discoveryOptions, 
 	case <-t.C:
 		return fmt.Errorf("shutdown did not finish within --shutdown-timeout %s", o.shutdownTimeout)
 	}
+}
+
+// checkListenAddress checks a listen address flag: [HOST]:PORT with PORT
+// from 0 (any free port) to 65535. The error names the flag.
+func checkListenAddress(flag, v string) error {
+	if v == "" {
+		return fmt.Errorf("%s must not be empty", flag)
+	}
+	_, port, err := net.SplitHostPort(v)
+	if err != nil {
+		return fmt.Errorf("%s %q: want [HOST]:PORT: %w", flag, v, err)
+	}
+	if p, err := strconv.Atoi(port); err != nil || p < 0 || p > 65535 {
+		return fmt.Errorf("%s %q: port %q: want a number from 0 to 65535", flag, v, port)
+	}
+	return nil
 }

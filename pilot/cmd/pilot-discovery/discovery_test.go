@@ -4,7 +4,6 @@
 package main
 
 import (
-	"bytes"
 	"encoding/json"
 	"errors"
 	"io"
@@ -13,12 +12,12 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
 
 	"github.com/infermesh/infermesh/pkg/kube"
+	"github.com/infermesh/infermesh/pkg/test/logbuf"
 )
 
 // fakeDeps has no environment, a home without a kubeconfig, and a client
@@ -59,8 +58,20 @@ func TestDiscoveryFlagErrors(t *testing.T) {
 			[]string{"--xds-auth=serviceaccount needs TLS"}},
 		{"empty lease namespace", []string{"--plaintext", "--lease-namespace", ""},
 			[]string{"--lease-namespace must not be empty"}},
-		{"several at once", []string{"--log-level", "x", "--shutdown-timeout", "0s"},
-			[]string{"ADS needs TLS", "--log-level", "--shutdown-timeout 0s"}},
+		{"several at once", []string{"--cluster-domain", "a b", "--shutdown-timeout", "0s"},
+			[]string{"ADS needs TLS", `--cluster-domain "a b": not a DNS domain`, "--shutdown-timeout 0s"}},
+		{"two folders", []string{"--plaintext", "-f", seedDir, "-f", seedDir},
+			[]string{"--file given 2 times: discovery watches one folder"}},
+		{"a file", []string{"--plaintext", "-f", seedDir + "/30-inferencepool.yaml"},
+			[]string{"discovery watches a folder of manifests"}},
+		{"log format", []string{"--plaintext", "--log-format", "yaml"},
+			[]string{`--log-format "yaml": want json or text`}},
+		{"ads address", []string{"--plaintext", "--ads-address", "localhost"},
+			[]string{`--ads-address "localhost": want [HOST]:PORT`}},
+		{"http port", []string{"--plaintext", "--http-address", ":99999"},
+			[]string{`--http-address ":99999": port "99999": want a number from 0 to 65535`}},
+		{"lease namespace", []string{"--plaintext", "--lease-namespace", "Not_A_Namespace"},
+			[]string{`--lease-namespace "Not_A_Namespace": not a namespace name`}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -102,29 +113,11 @@ func TestDiscoveryUnreadableTLSFiles(t *testing.T) {
 	wantErr(t, err, "TLS file", "/nonexistent/c.pem")
 }
 
-// syncWriter is a goroutine-safe buffer for the logs.
-type syncWriter struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (w *syncWriter) Write(p []byte) (int, error) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	return w.b.Write(p)
-}
-
-func (w *syncWriter) String() string {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	return w.b.String()
-}
-
 // TestDiscoverySIGTERM runs the discovery command over a fake cluster, waits
 // until it answers /ready, sends the process SIGTERM and checks the command
 // returns nil promptly and logged its shutdown as JSON.
 func TestDiscoverySIGTERM(t *testing.T) {
-	logs := &syncWriter{}
+	logs := &logbuf.Buffer{}
 	addrs := make(chan [2]net.Addr, 1)
 	d := fakeDeps(t, "ENABLE_GATEWAY_API_INFERENCE_EXTENSION", "true", "KUBERNETES_SERVICE_HOST", "10.0.0.1", "POD_NAMESPACE", "infermesh-system")
 	var got clusterSource

@@ -6,7 +6,10 @@ package main
 import (
 	"context"
 	"fmt"
+	"io"
+	"log/slog"
 	"net"
+	"strings"
 	"time"
 
 	"google.golang.org/grpc/credentials/insecure"
@@ -18,11 +21,12 @@ import (
 	"github.com/infermesh/infermesh/pilot/pkg/networking/core"
 )
 
-// openFiles reads the manifests of dir for file mode and logs each problem
-// found (file, document, object, field), so a user sees at once what was
-// left out. Only an unreadable dir is an error; bad manifests are not.
-func openFiles(dir string) (*file.Source, error) {
-	src, err := file.New(dir, file.Options{})
+// openFiles reads the manifests of dir for discovery's file mode; log
+// gets each problem found (file, document, object, field), so a user sees
+// at once what was left out, and one line per reload. Only an unreadable
+// dir is an error; bad manifests are not.
+func openFiles(dir string, log *slog.Logger) (*file.Source, error) {
+	src, err := file.New(dir, file.Options{Logger: log})
 	if err != nil {
 		return nil, fmt.Errorf("--file: %w", err)
 	}
@@ -35,8 +39,12 @@ func openFiles(dir string) (*file.Source, error) {
 // through it exactly as adsSource does from a running server. So offline
 // and online output cannot differ by more than their inputs do.
 type fileSource struct {
-	dir       string
+	paths     []string
+	stdin     io.Reader
 	lookupEnv func(string) (string, bool)
+	// problems are the manifests left out by the last Fetch, each file
+	// named as given.
+	problems []file.Problem
 }
 
 var _ configSource = (*fileSource)(nil)
@@ -49,10 +57,18 @@ func (s *fileSource) Fetch(ctx context.Context, gw gatewayRef) (core.Resources, 
 	if err != nil {
 		return core.Resources{}, fmt.Errorf("environment: %w", err)
 	}
-	src, err := openFiles(s.dir)
+	m, err := stageManifests(s.paths, s.stdin)
 	if err != nil {
 		return core.Resources{}, err
 	}
+	defer m.cleanup()
+	// Problems are printed once by the command, not logged.
+	src, err := file.New(m.dir, file.Options{Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		return core.Resources{}, fmt.Errorf("-f: %w", err)
+	}
+	s.problems = m.problems(src)
+	dir := strings.Join(s.paths, ", ")
 	srv, err := bootstrap.NewServer(bootstrap.Args{Files: src, Features: feats, Debounce: time.Millisecond, MaxDelay: 10 * time.Millisecond})
 	if err != nil {
 		return core.Resources{}, err
@@ -69,16 +85,17 @@ func (s *fileSource) Fetch(ctx context.Context, gw gatewayRef) (core.Resources, 
 	for !srv.XDS().Ready() {
 		select {
 		case <-ctx.Done():
-			return core.Resources{}, fmt.Errorf("-f %s: configuration not computed: %w", s.dir, context.Cause(ctx))
+			return core.Resources{}, fmt.Errorf("-f %s: configuration not computed: %w", dir, context.Cause(ctx))
 		case err := <-done:
-			return core.Resources{}, fmt.Errorf("-f %s: %w", s.dir, err)
+			return core.Resources{}, fmt.Errorf("-f %s: %w", dir, err)
 		case <-tick.C:
 		}
 	}
 	if t := srv.Controller().Translator; t == nil || t.GetKey(gw.String()) == nil {
-		return core.Resources{}, fmt.Errorf("gateway %s: not a Gateway of ours in %s (check its gatewayClassName, and `pilot-discovery status -f %s`)", gw, s.dir, s.dir)
+		return core.Resources{}, fmt.Errorf("gateway %s: not a Gateway of ours in %s (check its gatewayClassName, and `pilot-discovery check -f %s`)",
+			gw, dir, strings.Join(s.paths, " -f "))
 	}
-	ads := &adsSource{address: "passthrough:///" + s.dir, creds: insecure.NewCredentials(),
+	ads := &adsSource{address: "passthrough:///file", creds: insecure.NewCredentials(),
 		dial: func(ctx context.Context, _ string) (net.Conn, error) { return lis.DialContext(ctx) }}
 	return ads.Fetch(ctx, gw)
 }

@@ -7,8 +7,11 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -25,8 +28,77 @@ const (
 	kindRoutes    = "routes"
 	kindClusters  = "clusters"
 	kindEndpoints = "endpoints"
+	kindSecrets   = "secrets"
 	kindAll       = "all"
 )
+
+// resourceKinds are proxy-config's kinds with the names istioctl
+// proxy-config takes for each: singular, plural and short form.
+var resourceKinds = []struct {
+	kind    string
+	aliases []string
+}{
+	{kindListeners, []string{"listener", "listeners", "l"}},
+	{kindRoutes, []string{"route", "routes", "r"}},
+	{kindClusters, []string{"cluster", "clusters", "c"}},
+	{kindEndpoints, []string{"endpoint", "endpoints", "ep", "eps"}},
+	{kindSecrets, []string{"secret", "secrets", "s"}},
+	{kindAll, []string{"all"}},
+}
+
+// parseKind maps any of a kind's names (any case) to the kind.
+func parseKind(s string) (string, bool) {
+	s = strings.ToLower(s)
+	for _, k := range resourceKinds {
+		if slices.Contains(k.aliases, s) {
+			return k.kind, true
+		}
+	}
+	return "", false
+}
+
+// kindList names every kind with its other names, for errors and help.
+func kindList() string {
+	var parts []string
+	for _, k := range resourceKinds {
+		var others []string
+		for _, a := range k.aliases {
+			if a != k.kind {
+				others = append(others, a)
+			}
+		}
+		if len(others) == 0 {
+			parts = append(parts, k.kind)
+		} else {
+			parts = append(parts, k.kind+" ("+strings.Join(others, ", ")+")")
+		}
+	}
+	return strings.Join(parts, ", ")
+}
+
+// kindArgs requires one argument naming a kind; a missing or unknown one
+// gets the list of kinds.
+func kindArgs(_ *cobra.Command, args []string) error {
+	switch {
+	case len(args) == 0:
+		return fmt.Errorf("missing resource kind: want one of %s", kindList())
+	case len(args) > 1:
+		return fmt.Errorf("one resource kind, got %d arguments %q: want one of %s", len(args), args, kindList())
+	}
+	if _, ok := parseKind(args[0]); !ok {
+		return fmt.Errorf("unknown resource kind %q: want one of %s", args[0], kindList())
+	}
+	return nil
+}
+
+// completionKinds are the names shell completion offers.
+func completionKinds() []string {
+	var out []string
+	for _, k := range resourceKinds {
+		out = append(out, k.aliases...)
+	}
+	return out
+}
 
 // Output formats.
 const (
@@ -37,7 +109,7 @@ const (
 
 // proxyConfigOptions are the proxy-config command's flags.
 type proxyConfigOptions struct {
-	files      string
+	files      []string
 	gateway    string
 	xdsAddress string
 	plaintext  bool
@@ -52,33 +124,47 @@ type proxyConfigOptions struct {
 	source configSource
 }
 
-func newProxyConfigCommand(d deps) *cobra.Command {
+func newProxyConfigCommand(a *app) *cobra.Command {
 	o := &proxyConfigOptions{}
 	cmd := &cobra.Command{
-		Use:   "proxy-config {listeners|routes|clusters|endpoints|all} --gateway NAMESPACE/NAME (-f DIR | --xds-address HOST:PORT)",
+		Use:   "proxy-config KIND --gateway NAMESPACE/NAME (-f PATH... | --xds-address HOST:PORT)",
 		Short: "Print the Envoy configuration a Gateway's proxies receive",
 		Long: "proxy-config connects to a running pilot-discovery's ADS port as the Gateway's Envoy would\n" +
 			"(node metadata GATEWAY_NAMESPACE and GATEWAY_NAME) and prints what it is sent: tables shaped like\n" +
 			"`istioctl proxy-config` (-o short), or the resources as Envoy JSON (-o json) or YAML (-o yaml).\n" +
-			"With -f DIR it needs no server: it runs discovery -f DIR in process (no port is opened) and asks\n" +
-			"it the same way; the feature flags are read from the environment as discovery does.\n\n" +
+			"With -f PATH it needs no server: it runs discovery over the manifests in process (no port is\n" +
+			"opened) and asks it the same way; the feature flags are read from the environment as discovery\n" +
+			"does. -f takes files, folders (with their subfolders) and - for stdin, and repeats; manifests\n" +
+			"that would be rejected are listed on stderr and the command exits 1 after printing.\n\n" +
+			"KIND, as istioctl proxy-config takes it: " + kindList() + ".\n\n" +
 			"--name keeps the resources of that name (listener, route configuration, cluster, or the cluster\n" +
 			"of an endpoint list); --fqdn keeps clusters and endpoints of that service host.",
 		Example: "  ENABLE_GATEWAY_API_INFERENCE_EXTENSION=true pilot-discovery proxy-config all --gateway gateway-namespace/gateway -f examples/seed\n" +
-			"  pilot-discovery proxy-config clusters --gateway gateway-namespace/gateway --xds-address 127.0.0.1:15010 --plaintext\n" +
+			"  pilot-discovery proxy-config cluster --gateway gateway-namespace/gateway --xds-address 127.0.0.1:15010 --plaintext\n" +
 			"  pilot-discovery proxy-config routes --gateway gateway-namespace/gateway --xds-address pilot:15010 --ca-file ca.pem --name http.80 -o json",
-		Args:      cobra.ExactArgs(1),
-		ValidArgs: []string{kindListeners, kindRoutes, kindClusters, kindEndpoints, kindAll},
+		Args:      kindArgs,
+		ValidArgs: completionKinds(),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if o.files != "" && o.source == nil {
-				o.source = &fileSource{dir: o.files, lookupEnv: d.lookupEnv}
+			var fs *fileSource
+			if len(o.files) > 0 && o.source == nil {
+				fs = &fileSource{paths: o.files, stdin: cmd.InOrStdin(), lookupEnv: a.lookupEnv}
+				o.source = fs
 			}
-			return runProxyConfig(cmd.Context(), cmd.OutOrStdout(), args[0], o)
+			if err := runProxyConfig(cmd.Context(), cmd.OutOrStdout(), args[0], o); err != nil {
+				return err
+			}
+			if fs != nil && len(fs.problems) > 0 {
+				for _, p := range fs.problems {
+					fmt.Fprintln(cmd.ErrOrStderr(), p.Error())
+				}
+				return errManifestProblems
+			}
+			return nil
 		},
 	}
 	f := cmd.Flags()
 	f.StringVar(&o.gateway, "gateway", "", "the Gateway, as NAMESPACE/NAME (required)")
-	f.StringVarP(&o.files, "file", "f", "", "offline: compute the configuration from this folder of manifests (as discovery -f does) instead of asking a server")
+	f.StringArrayVarP(&o.files, "file", "f", nil, "offline: compute the configuration from manifests (as discovery -f does) instead of asking a server; "+fileFlagUsage)
 	f.StringVar(&o.xdsAddress, "xds-address", "", "pilot-discovery's ADS address, HOST:PORT (required unless -f)")
 	f.BoolVar(&o.plaintext, "plaintext", false, "connect without TLS (the server must run with --plaintext)")
 	f.StringVar(&o.caFile, "ca-file", "", "PEM CA certificates to verify the server with (default: the system roots)")
@@ -87,16 +173,14 @@ func newProxyConfigCommand(d deps) *cobra.Command {
 	f.StringVar(&o.name, "name", "", "keep only resources of this name")
 	f.StringVar(&o.fqdn, "fqdn", "", "keep only clusters and endpoints of this service FQDN")
 	f.StringVarP(&o.output, "output", "o", outputShort, "output format: short, json or yaml")
-	f.DurationVar(&o.timeout, "timeout", 15*time.Second, "how long to wait for the configuration")
+	f.DurationVar(&o.timeout, "timeout", 15*time.Second, "how long to wait for the configuration (with -f, to compute it); a large configuration may need more")
 	return cmd
 }
 
 // validate checks the flags; each error names the flag.
 func (o *proxyConfigOptions) validate(kind string) error {
-	switch kind {
-	case kindListeners, kindRoutes, kindClusters, kindEndpoints, kindAll:
-	default:
-		return fmt.Errorf("unknown resource kind %q: want listeners, routes, clusters, endpoints or all", kind)
+	if err := kindArgs(nil, []string{kind}); err != nil {
+		return err
 	}
 	switch o.output {
 	case outputShort, outputJSON, outputYAML:
@@ -106,7 +190,7 @@ func (o *proxyConfigOptions) validate(kind string) error {
 	if _, err := parseGatewayRef(o.gateway); err != nil {
 		return err
 	}
-	if o.files != "" && o.xdsAddress != "" {
+	if len(o.files) > 0 && o.xdsAddress != "" {
 		return fmt.Errorf("-f and --xds-address are exclusive: read a folder, or ask a server")
 	}
 	if o.source == nil {
@@ -134,6 +218,10 @@ func runProxyConfig(ctx context.Context, w io.Writer, kind string, o *proxyConfi
 	if err := o.validate(kind); err != nil {
 		return err
 	}
+	kind, _ = parseKind(kind)
+	if kind == kindSecrets {
+		return errors.New("secrets: pilot-discovery serves no SDS yet (HTTPS listeners are refused until it does), so a Gateway's proxies get no secrets")
+	}
 	gw, _ := parseGatewayRef(o.gateway)
 	src := o.source
 	if src == nil {
@@ -141,13 +229,13 @@ func runProxyConfig(ctx context.Context, w io.Writer, kind string, o *proxyConfi
 		if err != nil {
 			return err
 		}
-		src = &adsSource{address: o.xdsAddress, creds: creds, tokenFile: o.tokenFile}
+		src = &adsSource{address: o.xdsAddress, creds: creds, plaintext: o.plaintext, tokenFile: o.tokenFile}
 	}
 	ctx, cancel := context.WithTimeout(ctx, o.timeout)
 	defer cancel()
 	res, err := src.Fetch(ctx, gw)
 	if err != nil {
-		return err
+		return withTimeoutHint(err, o.timeout)
 	}
 	res = filterResources(res, o.name, o.fqdn)
 	return printResources(w, kind, o.output, res)

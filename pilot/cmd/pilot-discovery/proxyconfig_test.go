@@ -155,7 +155,9 @@ func TestProxyConfigFlagErrors(t *testing.T) {
 		args []string
 		want string
 	}{
-		{[]string{"proxy-config", "secrets", "--gateway", "a/b", "--xds-address", "x:1", "--plaintext"}, `unknown resource kind "secrets"`},
+		{[]string{"proxy-config", "bootstrap", "--gateway", "a/b", "--xds-address", "x:1", "--plaintext"}, `unknown resource kind "bootstrap": want one of listeners (listener, l), routes (route, r), clusters (cluster, c), endpoints (endpoint, ep, eps), secrets (secret, s), all`},
+		{[]string{"proxy-config", "secret", "--gateway", "a/b", "--xds-address", "x:1", "--plaintext"}, `secrets: pilot-discovery serves no SDS yet`},
+		{[]string{"proxy-config", "--gateway", "a/b", "--xds-address", "x:1", "--plaintext"}, `missing resource kind: want one of listeners (listener, l), routes`},
 		{[]string{"proxy-config", "clusters", "--gateway", "ab", "--xds-address", "x:1", "--plaintext"}, `--gateway "ab": want NAMESPACE/NAME`},
 		{[]string{"proxy-config", "clusters", "--gateway", "a/b", "--plaintext"}, "--xds-address or -f is required"},
 		{[]string{"proxy-config", "clusters", "--gateway", "a/b", "--xds-address", "x:1", "-o", "xml"}, `-o "xml": want short, json or yaml`},

@@ -85,7 +85,7 @@ func runProxyStatus(ctx context.Context, w io.Writer, o *proxyStatusOptions) err
 	}
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
-		return fmt.Errorf("reading /debug/syncz: %w", err)
+		return withTimeoutHint(httpTransportHint(fmt.Errorf("reading /debug/syncz: %w", err), o.httpAddress), o.timeout)
 	}
 	defer func() { _ = resp.Body.Close() }()
 	body, err := io.ReadAll(io.LimitReader(resp.Body, 64<<20))
@@ -93,7 +93,12 @@ func runProxyStatus(ctx context.Context, w io.Writer, o *proxyStatusOptions) err
 		return fmt.Errorf("reading /debug/syncz: %w", err)
 	}
 	if resp.StatusCode != http.StatusOK {
-		return fmt.Errorf("%s: HTTP %s: %s", req.URL, resp.Status, strings.TrimSpace(string(body)))
+		err := fmt.Errorf("%s: HTTP %s: %s", req.URL, resp.Status, strings.TrimSpace(string(body)))
+		if resp.StatusCode == http.StatusNotFound {
+			err = withHint(err, "the monitoring port ("+defaultHTTPPort+") serves no /debug/ paths: use the debug port "+
+				"(--debug-address, default localhost:"+defaultDebugPort+")")
+		}
+		return err
 	}
 	var st []xds.ProxyStatus
 	if err := json.Unmarshal(body, &st); err != nil {

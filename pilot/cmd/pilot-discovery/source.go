@@ -66,6 +66,8 @@ type configSource interface {
 type adsSource struct {
 	address string
 	creds   credentials.TransportCredentials
+	// plaintext says creds are insecure (for hints on errors).
+	plaintext bool
 	// tokenFile, when set, is read and sent as "authorization: Bearer"
 	// (for pilot-discovery --xds-auth=serviceaccount); needs TLS.
 	tokenFile string
@@ -103,7 +105,7 @@ func (s *adsSource) Fetch(ctx context.Context, gw gatewayRef) (core.Resources, e
 	defer cancel()
 	stream, err := discoveryv3.NewAggregatedDiscoveryServiceClient(conn).DeltaAggregatedResources(ctx)
 	if err != nil {
-		return core.Resources{}, fmt.Errorf("ADS stream to %s: %w", s.address, err)
+		return core.Resources{}, adsTransportHint(fmt.Errorf("ADS stream to %s: %w", s.address, err), s.address, s.plaintext)
 	}
 	c := &deltaFetch{stream: stream, node: proxyNode(gw), got: map[string]map[string]*anypb.Any{}, answered: map[string]bool{}}
 	if err := c.fetch(resourcev3.ClusterType, nil); err != nil {
@@ -169,7 +171,7 @@ func (s *adsSource) describe(gw gatewayRef, err error) error {
 		return fmt.Errorf("gateway %s at %s: %w (is the Gateway programmed? its configuration is at "+
 			"/debug/config_dump?gateway=%s on the HTTP port)", gw, s.address, err, gw)
 	}
-	return fmt.Errorf("gateway %s at %s: %w", gw, s.address, err)
+	return adsTransportHint(fmt.Errorf("gateway %s at %s: %w", gw, s.address, err), s.address, s.plaintext)
 }
 
 // proxyNode is the node this client presents: an id naming the tool, and

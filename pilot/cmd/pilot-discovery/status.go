@@ -8,7 +8,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"log/slog"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -17,9 +16,7 @@ import (
 	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
 	"sigs.k8s.io/yaml"
 
-	"github.com/infermesh/infermesh/pilot/pkg/config/file"
 	"github.com/infermesh/infermesh/pilot/pkg/config/kube/gateway"
-	"github.com/infermesh/infermesh/pilot/pkg/features"
 	"github.com/infermesh/infermesh/pkg/kube/krt"
 	"github.com/infermesh/infermesh/pkg/kube/status"
 )
@@ -28,61 +25,37 @@ import (
 // manifests were left out; the problems themselves go to stderr.
 var errManifestProblems = errors.New("some manifests were left out (listed above)")
 
-func newStatusCommand(d deps) *cobra.Command {
-	var dir string
-	var timeout time.Duration
-	cmd := &cobra.Command{
-		Use:   "status -f DIR",
-		Short: "Print the statuses and shadow Services the controller would write for a folder of manifests",
-		Long: "status reads the manifests of DIR as discovery -f does and prints, as YAML documents, what the\n" +
-			"controller would write to a cluster holding them: the status of each GatewayClass and Gateway\n" +
-			"of ours, our status.parents entries of each HTTPRoute, GRPCRoute and InferencePool, and the\n" +
-			"shadow Service of each InferencePool (as the server-side apply configuration). Nothing is\n" +
-			"written anywhere. lastTransitionTime is the time of the run.\n\n" +
-			"Manifests that would be rejected are listed on stderr (file, document, field) and left out;\n" +
-			"the command then exits with status 1 after printing the rest.\n\n" + features.Usage(),
-		Args: cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			if dir == "" {
-				return errors.New("--file is required: the folder of manifests to read")
-			}
-			cmd.SilenceUsage = true
-			ctx, cancel := context.WithTimeout(cmd.Context(), timeout)
-			defer cancel()
-			return runStatus(ctx, cmd.OutOrStdout(), cmd.ErrOrStderr(), dir, d.lookupEnv, time.Now())
-		},
-	}
-	cmd.Flags().StringVarP(&dir, "file", "f", "", "folder of Kubernetes manifests (read with its subfolders)")
-	cmd.Flags().DurationVar(&timeout, "timeout", 30*time.Second, "how long computing the statuses may take")
-	return cmd
+func newStatusCommand(a *app) *cobra.Command {
+	return newOfflineCommand(a, "status -f PATH...",
+		"Print the statuses and shadow Services the controller would write for a set of manifests",
+		"status reads manifests as discovery -f does and prints, as YAML documents, what the\n"+
+			"controller would write to a cluster holding them: the status of each GatewayClass and Gateway\n"+
+			"of ours, our status.parents entries of each HTTPRoute, GRPCRoute and InferencePool, and the\n"+
+			"shadow Service of each InferencePool (as the server-side apply configuration). Nothing is\n"+
+			"written anywhere. lastTransitionTime is the time of the run.\n\n"+
+			"Manifests that would be rejected are listed on stderr (file, document, field) and left out;\n"+
+			"the command then exits with status 1 after printing the rest. To fail on every problem\n"+
+			"(False conditions and dropped rules too), use check.",
+		func(cmd *cobra.Command, r *offlineResult) error {
+			return printStatus(cmd.OutOrStdout(), cmd.ErrOrStderr(), r)
+		})
 }
 
-// runStatus computes the controller's outputs over dir and writes them to
-// w as YAML documents: GatewayClasses, Gateways, HTTPRoutes, GRPCRoutes,
-// InferencePools, then shadow Services, each kind by namespace/name.
-// Problems go to errw. now stamps lastTransitionTime.
+// runStatus is status over one path (tests): the offline result printed
+// as the command prints it.
 func runStatus(ctx context.Context, w, errw io.Writer, dir string, lookupEnv func(string) (string, bool), now time.Time) error {
-	feats, err := features.Load(lookupEnv)
-	if err != nil {
-		return fmt.Errorf("environment: %w", err)
-	}
-	// Problems are printed once, below, not also logged.
-	src, err := file.New(dir, file.Options{Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
-	if err != nil {
-		return fmt.Errorf("--file: %w", err)
-	}
-	stop := make(chan struct{})
-	defer close(stop)
-	c := gateway.NewOffline(gateway.Inputs{
-		GatewayClasses: src.GatewayClasses(), Gateways: src.Gateways(), HTTPRoutes: src.HTTPRoutes(),
-		GRPCRoutes: src.GRPCRoutes(), ReferenceGrants: src.ReferenceGrants(), Namespaces: src.Namespaces(),
-		Services: src.Services(), InferencePools: src.InferencePools(), ConfigMaps: src.ConfigMaps(),
-	}, feats, []krt.CollectionOption{krt.WithStop(stop)})
-	docs, err := statusDocuments(ctx, c.Outputs, metav1.NewTime(now.UTC().Truncate(time.Second)))
+	r, err := runOffline(ctx, []string{dir}, nil, lookupEnv, now)
 	if err != nil {
 		return err
 	}
-	for _, d := range docs {
+	return printStatus(w, errw, r)
+}
+
+// printStatus writes r's documents to w as YAML documents: GatewayClasses,
+// Gateways, HTTPRoutes, GRPCRoutes, InferencePools, then shadow Services,
+// each kind by namespace/name. Problems go to errw.
+func printStatus(w, errw io.Writer, r *offlineResult) error {
+	for _, d := range r.docs {
 		out, err := yaml.Marshal(d)
 		if err != nil {
 			return err
@@ -91,11 +64,10 @@ func runStatus(ctx context.Context, w, errw io.Writer, dir string, lookupEnv fun
 			return err
 		}
 	}
-	problems := src.Problems()
-	for _, p := range problems {
+	for _, p := range r.problems {
 		fmt.Fprintln(errw, p.Error())
 	}
-	if len(problems) > 0 {
+	if len(r.problems) > 0 {
 		return errManifestProblems
 	}
 	return nil

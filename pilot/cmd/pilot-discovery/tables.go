@@ -136,12 +136,17 @@ func clusterType(c *clusterv3.Cluster) string {
 }
 
 // destinationRule formats Istio's "/apis/networking.istio.io/v1/namespaces/
-// <ns>/destination-rule/<name>" as "<name>.<ns>", as istioctl does.
+// <ns>/destination-rule/<name>" as "<name>.<ns>", as istioctl does, and a
+// BackendTLSPolicy's ".../backend-tls-policy/<name>" as
+// "backendtlspolicy/<name>.<ns>".
 func destinationRule(c *clusterv3.Cluster) string {
 	cfg := c.GetMetadata().GetFilterMetadata()["istio"].GetFields()["config"].GetStringValue()
 	p := strings.Split(cfg, "/")
 	if len(p) == 8 && p[6] == "destination-rule" {
 		return p[7] + "." + p[5]
+	}
+	if len(p) == 8 && p[6] == "backend-tls-policy" {
+		return "backendtlspolicy/" + p[7] + "." + p[5]
 	}
 	return cfg
 }

@@ -9,6 +9,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/infermesh/infermesh/pkg/test/logbuf"
 )
 
 // TestCertReloader: a rotated pair is served without a restart; a broken
@@ -43,7 +45,7 @@ func TestCertReloader(t *testing.T) {
 	if err := os.WriteFile(cert, []byte("garbage"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	var logs syncWriter
+	var logs logbuf.Buffer
 	prev := slog.Default()
 	slog.SetDefault(slog.New(slog.NewTextHandler(&logs, nil)))
 	defer slog.SetDefault(prev)

@@ -98,12 +98,19 @@ func boolFlag(name, def, desc string, field func(*Features) *bool, aliases ...st
 	}
 }
 
-func stringFlag(name, def, desc string, field func(*Features) *string) flagDef {
+// stringFlag is a string flag that must not be empty; check, when set,
+// validates the value further.
+func stringFlag(name, def, desc string, field func(*Features) *string, check func(string) error) flagDef {
 	return flagDef{
 		Flag: Flag{Name: name, Type: "string", Default: def, Description: desc},
 		set: func(f *Features, v string) error {
 			if strings.TrimSpace(v) == "" {
 				return fmt.Errorf("must not be empty")
+			}
+			if check != nil {
+				if err := check(v); err != nil {
+					return fmt.Errorf("%q: %w", v, err)
+				}
 			}
 			*field(f) = v
 			return nil
@@ -133,22 +140,22 @@ var table = []flagDef{
 		func(f *Features) *bool { return &f.EnableGatewayAPIStatus }),
 	stringFlag("PILOT_GATEWAY_API_CONTROLLER_NAME", "istio.io/gateway-controller",
 		"GatewayClass controllerName we implement, and the controllerName of our status entries. Must differ from any istiod's on the same cluster.",
-		func(f *Features) *string { return &f.ControllerName }),
+		func(f *Features) *string { return &f.ControllerName }, CheckControllerName),
 	stringFlag("PILOT_GATEWAY_API_DEFAULT_GATEWAYCLASS_NAME", "istio",
 		"Name of the GatewayClass created when it is missing.",
-		func(f *Features) *string { return &f.DefaultGatewayClassName }),
+		func(f *Features) *string { return &f.DefaultGatewayClassName }, checkObjectName),
 	stringFlag("CLUSTER_DOMAIN", "cluster.local",
 		"DNS suffix of Service hostnames (<svc>.<ns>.svc.<domain>).",
-		func(f *Features) *string { return &f.ClusterDomain }),
+		func(f *Features) *string { return &f.ClusterDomain }, CheckClusterDomain),
 	boolFlag("PILOT_ENABLE_GATEWAY_API_DEPLOYMENT_CONTROLLER", "true",
 		"Deploy each Gateway of our classes: ServiceAccount, Service, bootstrap ConfigMap and Envoy Deployment named <gateway>-<class>, owned by the Gateway.",
 		func(f *Features) *bool { return &f.EnableGatewayDeployment }),
 	stringFlag("PILOT_GATEWAY_PROXY_IMAGE", "docker.io/envoyproxy/envoy:distroless-v1.40.0",
 		"Envoy image of Gateway Deployments (the Envoy release matching go-control-plane's envoy API module).",
-		func(f *Features) *string { return &f.GatewayProxyImage }),
+		func(f *Features) *string { return &f.GatewayProxyImage }, checkNoSpace),
 	stringFlag("PILOT_GATEWAY_XDS_ADDRESS", "pilot-discovery.infermesh-system.svc:15010",
 		"ADS address (host:port) written into Gateway proxies' bootstrap.",
-		func(f *Features) *string { return &f.GatewayXDSAddress }),
+		func(f *Features) *string { return &f.GatewayXDSAddress }, CheckHostPort),
 	boolFlag("PILOT_GATEWAY_XDS_PLAINTEXT", "false",
 		"Gateway proxies connect to ADS without TLS. Implied by discovery --plaintext.",
 		func(f *Features) *bool { return &f.GatewayXDSPlaintext }),

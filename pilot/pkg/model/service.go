@@ -47,6 +47,12 @@ type EPPTLS struct {
 	// Empty means the SNI sent (SNI, else Host): whenever the certificate
 	// is verified, its name is verified too.
 	SubjectAltNames []string
+	// Source is the configuration this TLS comes from, as Istio names it in
+	// a cluster's filter_metadata istio.config (what istioctl's DESTINATION
+	// RULE column reads): /apis/networking.istio.io/v1/namespaces/<ns>/
+	// destination-rule/<name> or /apis/gateway.networking.k8s.io/v1/
+	// namespaces/<ns>/backend-tls-policy/<name>. Empty: unknown.
+	Source string
 }
 
 // ResourceName is the krt key: the EPP host.

@@ -6,9 +6,11 @@ package xds
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"sort"
 	"sync"
+	"time"
 
 	clusterv3 "github.com/envoyproxy/go-control-plane/envoy/config/cluster/v3"
 	endpointv3 "github.com/envoyproxy/go-control-plane/envoy/config/endpoint/v3"
@@ -54,6 +56,13 @@ type pusher struct {
 	// last good versions ValidSubset falls back to.
 	served  map[string]core.Resources
 	serving *servingStatus
+
+	// version counts the pushes that published something: the push's
+	// number in the log.
+	version uint64
+	// proxies, when set, counts the open streams of the given Gateways
+	// (tracker.proxiesOf).
+	proxies func(gateways map[string]bool) int
 
 	// mutate, when set (tests only), may change a Gateway's resources after
 	// translation and before validation, to prove that the push path is the
@@ -161,7 +170,52 @@ func (p *pusher) push() {
 	p.published = true
 	p.cache.publish(u)
 	p.metrics.pushes.Inc()
-	p.metrics.pushTime.Observe(p.clock.Since(start).Seconds())
+	took := p.clock.Since(start)
+	p.metrics.pushTime.Observe(took.Seconds())
+	p.version++
+	p.logPush(u, took)
+}
+
+// logPush writes the push's info line: its number, the Gateways whose
+// LDS/RDS/CDS changed, the proxies that get something (streams of those
+// Gateways and of Gateways using a changed assignment), the resources
+// changed and the duration; and at debug a line per Gateway and assignment.
+func (p *pusher) logPush(u update, took time.Duration) {
+	affected := map[string]bool{}
+	gws := make([]string, 0, len(u.gateways))
+	resources := 0
+	for key, snap := range u.gateways {
+		gws = append(gws, key)
+		affected[key] = true
+		n := 0
+		if snap != nil {
+			for k := range snap.byKind {
+				n += len(snap.byKind[k])
+			}
+		}
+		resources += n
+		p.log.Debug("xds: Gateway pushed", "gateway", key, "removed", snap == nil, "resources", n)
+	}
+	for name, e := range u.eds {
+		for key := range p.users[name] {
+			affected[key] = true
+		}
+		resources++
+		p.log.Debug("xds: endpoints pushed", "cluster", name, "removed", e == nil)
+	}
+	sort.Strings(gws)
+	proxies := 0
+	if p.proxies != nil {
+		proxies = p.proxies(affected)
+	}
+	const shown = 10
+	names := gws
+	if len(names) > shown {
+		names = append(names[:shown:shown], fmt.Sprintf("... (%d more)", len(gws)-shown))
+	}
+	p.log.Info("xds: pushed", "version", p.version, "gateways", len(gws), "gatewayNames", names,
+		"endpointAssignments", len(u.eds), "proxies", proxies, "resourcesChanged", resources,
+		"duration", took.String())
 }
 
 func (p *pusher) reject(kind, name string, err error) {

@@ -171,6 +171,7 @@ func (s *Server) Run(ctx context.Context, lis net.Listener) error {
 
 	p := newPusher(s.cfg.Logger, s.metrics, s.cfg.Clock, s.cache, s.serving, gateways, endpoints)
 	p.mutate = s.mutate
+	p.proxies = s.tracker.proxiesOf
 	gwReg := gateways.RegisterBatch(p.gatewaysChanged, true)
 	epReg := endpoints.RegisterBatch(p.endpointsChanged, true)
 	defer gwReg.UnregisterHandler()

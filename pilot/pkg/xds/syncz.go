@@ -103,6 +103,19 @@ func newTracker(log *slog.Logger, m *metrics, c clock.PassiveClock) *tracker {
 	return &tracker{log: log, metrics: m, clock: c, streams: map[streamKey]*streamState{}, belowFloor: map[string]int{}}
 }
 
+// proxiesOf counts the open streams whose node names one of gateways.
+func (t *tracker) proxiesOf(gateways map[string]bool) int {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	n := 0
+	for _, s := range t.streams {
+		if gateways[s.status.Gateway] {
+			n++
+		}
+	}
+	return n
+}
+
 func (t *tracker) open(k streamKey, peer string) {
 	t.mu.Lock()
 	defer t.mu.Unlock()

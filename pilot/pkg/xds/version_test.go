@@ -4,12 +4,10 @@
 package xds
 
 import (
-	"bytes"
 	"encoding/json"
 	"log/slog"
 	"net/http"
 	"strings"
-	"sync"
 	"testing"
 
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
@@ -19,32 +17,8 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/infermesh/infermesh/pilot/pkg/features"
+	"github.com/infermesh/infermesh/pkg/test/logbuf"
 )
-
-// logBuffer is a slog destination tests read back.
-type logBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *logBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-// lines returns the logged lines that contain s.
-func (b *logBuffer) lines(s string) []string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	var out []string
-	for _, l := range strings.Split(b.buf.String(), "\n") {
-		if strings.Contains(l, s) {
-			out = append(out, l)
-		}
-	}
-	return out
-}
 
 // envoyNode is a proxy of Gateway ns/name that declares itself as Envoy
 // does (source/server/server.cc): user_agent_name "envoy" and a structured
@@ -104,7 +78,7 @@ func syncz(t *testing.T, e *env) map[string]ProxyStatus {
 // reported in /debug/syncz; an Envoy 1.38 and a client that sends no
 // version are none of these.
 func TestVersionFloor(t *testing.T) {
-	logs := &logBuffer{}
+	logs := &logbuf.Buffer{}
 	e := seedEnv(t, envOptions{logger: slog.New(slog.NewTextHandler(logs, nil))})
 	old := e.sotw(envoyNode("old-envoy", "gateway-namespace", "gateway", 1, 37, 2))
 	current := e.sotw(envoyNode("current-envoy", "gateway-namespace", "gateway", 1, 38, 0))
@@ -139,7 +113,7 @@ func TestVersionFloor(t *testing.T) {
 			t.Errorf("syncz %s (-want +got):\n%s", id, diff)
 		}
 	}
-	warned := logs.lines(floorWarning)
+	warned := logs.Lines(floorWarning)
 	if len(warned) != 1 || !strings.Contains(warned[0], "level=WARN") || !strings.Contains(warned[0], "node=old-envoy") ||
 		!strings.Contains(warned[0], "version=1.37.2") || !strings.Contains(warned[0], "gateway="+seedGatewayKey) {
 		t.Errorf("want one WARN naming old-envoy, its version and Gateway; got %q", warned)

@@ -95,9 +95,9 @@ func (w *OwnedWriter[O, AC]) register(enqueue func(string)) []krt.HandlerRegistr
 }
 
 // sync makes the object key match its current desired state.
-func (w *OwnedWriter[O, AC]) sync(ctx context.Context, key string) error {
+func (w *OwnedWriter[O, AC]) sync(ctx context.Context, key string) (bool, error) {
 	if !w.cfg.IsLeader() {
-		return nil
+		return false, nil
 	}
 	d := w.cfg.Desired.GetKey(key)
 	if d == nil {
@@ -106,7 +106,7 @@ func (w *OwnedWriter[O, AC]) sync(ctx context.Context, key string) error {
 		ns, name := splitKey(key)
 		w.cfg.Owned.Forget(ns, name)
 		w.setNotOwned(key, false)
-		return nil
+		return false, nil
 	}
 	// The live object is read from the API server, not from Live: informer
 	// copies carry no managedFields (pkg/kube strips them), and the
@@ -120,16 +120,17 @@ func (w *OwnedWriter[O, AC]) sync(ctx context.Context, key string) error {
 				w.cfg.OnNotOwned(d, err)
 			}
 		}
-		return nil // terminal until the desired or live object changes
+		return false, nil // terminal until the desired or live object changes
 	}
 	if err != nil {
-		return err
+		return false, err
 	}
 	w.setNotOwned(key, false)
 	if res != apply.Unchanged {
-		slog.Info("writer: applied", "writer", w.cfg.Name, "key", key, "result", res.String())
+		slog.Debug("writer: applied", "writer", w.cfg.Name, "key", key, "result", res.String())
+		return true, nil
 	}
-	return nil
+	return false, nil
 }
 
 // setNotOwned records whether key is someone else's object and reports

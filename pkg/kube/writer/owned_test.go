@@ -98,12 +98,12 @@ func (f *fixture) run(t *testing.T) (stop func()) {
 		defer close(done)
 		term{
 			name: "test", limiter: fastLimiter(), synced: f.desired, register: f.w.register,
-			sync: func(ctx context.Context, key string) error {
-				err := f.w.sync(ctx, key)
+			sync: func(ctx context.Context, key string) (bool, error) {
+				wrote, err := f.w.sync(ctx, key)
 				f.mu.Lock()
 				f.synced[key]++
 				f.mu.Unlock()
-				return err
+				return wrote, err
 			},
 		}.run(ctx)
 	}()

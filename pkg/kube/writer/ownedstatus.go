@@ -85,20 +85,20 @@ func (w *OwnedStatusWriter[O, S, AC]) register(enqueue func(string)) []krt.Handl
 	return registerSources(w.cfg.Desired, krt.GetKey[S], w.cfg.Live, nil, enqueue)
 }
 
-func (w *OwnedStatusWriter[O, S, AC]) sync(ctx context.Context, key string) error {
+func (w *OwnedStatusWriter[O, S, AC]) sync(ctx context.Context, key string) (bool, error) {
 	if !w.cfg.IsLeader() {
-		return nil
+		return false, nil
 	}
 	d := w.cfg.Desired.GetKey(key)
 	if d == nil {
-		return nil
+		return false, nil
 	}
 	ns, name := splitKey(key)
 	wrote, err := w.cfg.Status.ApplyFrom(ctx, w.cfg.Client(ns), ns, name, func(live O) (AC, error) {
 		return w.cfg.Build(live, *d)
 	})
 	if wrote {
-		slog.Info("writer: status applied", "writer", w.cfg.Name, "key", key)
+		slog.Debug("writer: status applied", "writer", w.cfg.Name, "key", key)
 	}
-	return err
+	return wrote, err
 }

@@ -7,6 +7,7 @@ import (
 	"context"
 	"log/slog"
 	"sync"
+	"time"
 
 	"k8s.io/client-go/util/workqueue"
 
@@ -23,9 +24,9 @@ type term struct {
 	// register subscribes enqueue to the sources; the registrations end with
 	// the term.
 	register func(enqueue func(key string)) []krt.HandlerRegistration
-	// sync brings one key to its desired state. An error requeues the key
-	// with backoff.
-	sync func(ctx context.Context, key string) error
+	// sync brings one key to its desired state and reports whether it
+	// wrote. An error requeues the key with backoff.
+	sync func(ctx context.Context, key string) (bool, error)
 	// workers is how many keys are synced at once (at least 1). The queue
 	// never hands one key to two workers at the same time.
 	workers int
@@ -61,23 +62,26 @@ func (t term) run(ctx context.Context) {
 	if !t.synced.WaitUntilSynced(ctx.Done()) {
 		return
 	}
+	b := &batch{name: t.name, clock: time.Now}
 	var wg sync.WaitGroup
 	for range max(t.workers, 1) {
-		wg.Go(func() { t.work(ctx, q) })
+		wg.Go(func() { t.work(ctx, q, b) })
 	}
 	wg.Wait()
 }
 
 // work syncs keys from q until it shuts down.
-func (t term) work(ctx context.Context, q workqueue.TypedRateLimitingInterface[string]) {
+func (t term) work(ctx context.Context, q workqueue.TypedRateLimitingInterface[string], b *batch) {
 	for {
 		key, quit := q.Get()
 		if quit {
 			return
 		}
-		err := t.sync(ctx, key)
+		b.start()
+		wrote, err := t.sync(ctx, key)
+		failed := err != nil && ctx.Err() == nil
 		switch {
-		case err != nil && ctx.Err() == nil:
+		case failed:
 			slog.Warn("writer: write failed, will retry", "writer", t.name, "key", key,
 				"retries", q.NumRequeues(key), "error", err)
 			q.AddRateLimited(key)
@@ -85,7 +89,51 @@ func (t term) work(ctx context.Context, q workqueue.TypedRateLimitingInterface[s
 			q.Forget(key)
 		}
 		q.Done(key)
+		b.done(wrote, failed, q.Len() == 0)
 	}
+}
+
+// batch counts the keys synced since the queue was last drained, and logs
+// one info line when it drains with something written or failed: a status
+// write batch. Per-key lines are at debug (in the writers).
+type batch struct {
+	name  string
+	clock func() time.Time
+
+	mu                    sync.Mutex
+	inFlight              int
+	keys, written, failed int
+	began                 time.Time
+}
+
+func (b *batch) start() {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.inFlight == 0 && b.keys == 0 {
+		b.began = b.clock()
+	}
+	b.inFlight++
+}
+
+func (b *batch) done(wrote, failed, drained bool) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.inFlight--
+	b.keys++
+	if wrote {
+		b.written++
+	}
+	if failed {
+		b.failed++
+	}
+	if b.inFlight > 0 || !drained {
+		return
+	}
+	if b.written > 0 || b.failed > 0 {
+		slog.Info("writer: batch written", "writer", b.name, "keys", b.keys, "written", b.written,
+			"failed", b.failed, "duration", b.clock().Sub(b.began).String())
+	}
+	b.keys, b.written, b.failed = 0, 0, 0
 }
 
 // enqueueBatch returns a batch handler that enqueues each event's key.

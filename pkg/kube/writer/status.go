@@ -112,9 +112,9 @@ func (w *StatusWriter[O, P]) hasOurEntry(obj O) bool {
 
 // sync writes our entries of key's status.parents: the desired ones, or none
 // when nothing is desired.
-func (w *StatusWriter[O, P]) sync(ctx context.Context, key string) error {
+func (w *StatusWriter[O, P]) sync(ctx context.Context, key string) (bool, error) {
 	if !w.cfg.IsLeader() {
-		return nil
+		return false, nil
 	}
 	ns, name := splitKey(key)
 	var desired []P
@@ -152,12 +152,12 @@ func (w *StatusWriter[O, P]) sync(ctx context.Context, key string) error {
 			return w.cfg.UpdateStatus(ctx, obj)
 		})
 	if errors.Is(err, errNotLeader) {
-		return nil
+		return false, nil
 	}
 	if wrote {
-		slog.Info("writer: status written", "writer", w.cfg.Name, "key", key)
+		slog.Debug("writer: status written", "writer", w.cfg.Name, "key", key)
 	}
-	return err
+	return wrote, err
 }
 
 // errNotLeader stops a status retry loop when leadership ended mid-write.

@@ -102,12 +102,12 @@ func newStatusFixture(t *testing.T, objs ...runtime.Object) *statusFixture {
 		defer close(done)
 		term{
 			name: "test", limiter: fastLimiter(), synced: f.desired, register: w.register,
-			sync: func(ctx context.Context, key string) error {
-				err := w.sync(ctx, key)
+			sync: func(ctx context.Context, key string) (bool, error) {
+				wrote, err := w.sync(ctx, key)
 				f.mu.Lock()
 				f.synced[key]++
 				f.mu.Unlock()
-				return err
+				return wrote, err
 			},
 		}.run(ctx)
 	}()

@@ -189,6 +189,16 @@ var allowedFields = fieldSet(
 	"envoy.config.cluster.v3.Cluster.circuit_breakers",
 	"envoy.config.cluster.v3.Cluster.typed_extension_protocol_options",
 	"envoy.config.cluster.v3.Cluster.transport_socket",
+	// Cluster.metadata: Envoy stores it for filters, access logs and stats
+	// and takes no routing decision from it
+	// (api/envoy/config/cluster/v3/cluster.proto, field metadata: "The
+	// Metadata field can be used to provide additional information about
+	// the cluster. It can be used for stats, logging, and varying filter
+	// behavior."). The control plane writes Istio's istio.config there
+	// (the configuration that shaped the cluster, for istioctl's DESTINATION
+	// RULE column); this data plane has nothing to do with it but accept it.
+	"envoy.config.cluster.v3.Cluster.metadata",
+	"envoy.config.core.v3.Metadata.filter_metadata",
 	"envoy.config.cluster.v3.Cluster.EdsClusterConfig.eds_config",
 	"envoy.config.cluster.v3.Cluster.EdsClusterConfig.service_name",
 	"envoy.config.cluster.v3.LoadBalancingPolicy.policies",

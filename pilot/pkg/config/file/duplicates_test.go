@@ -4,43 +4,24 @@
 package file_test
 
 import (
-	"bytes"
 	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/infermesh/infermesh/pilot/pkg/config/file"
 	"github.com/infermesh/infermesh/pkg/kube/krt"
+	"github.com/infermesh/infermesh/pkg/test/logbuf"
 )
 
-// logBuffer collects log output written from Run's goroutine.
-type logBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *logBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *logBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
-
 // newLoggedSource is newSource with its warnings kept in the returned buffer.
-func newLoggedSource(t *testing.T, dir string) (*file.Source, *logBuffer) {
+func newLoggedSource(t *testing.T, dir string) (*file.Source, *logbuf.Buffer) {
 	t.Helper()
 	stop := make(chan struct{})
 	t.Cleanup(func() { close(stop) })
-	logs := &logBuffer{}
+	logs := &logbuf.Buffer{}
 	s, err := file.New(dir, file.Options{
 		Krt:      []krt.CollectionOption{krt.WithStop(stop)},
 		Logger:   slog.New(slog.NewTextHandler(logs, nil)),

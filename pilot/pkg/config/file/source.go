@@ -96,6 +96,13 @@ func New(dir string, opts Options) (*Source, error) {
 	s.logProblems(prevProblems)
 
 	objs := sortedObjects(l.accepted)
+	loaded := changes{}
+	for _, o := range objs {
+		if o.coll != "" {
+			loaded.add(o.coll, "added", o.key, s.log)
+		}
+	}
+	s.log.Info("file: loaded", "dir", dir, "objects", loaded.String(), "problems", len(l.problems))
 	s.namespaces = newCollection[*corev1.Namespace](s, "Namespaces", objs)
 	s.pods = newCollection[*corev1.Pod](s, "Pods", objs)
 	s.services = newCollection[*corev1.Service](s, "Services", objs)
@@ -295,7 +302,8 @@ func (s *Source) reload() ([]string, error) {
 	if err != nil {
 		return nil, err
 	}
-	changed := s.applyDiff(s.accepted, l.accepted)
+	ch := s.applyDiff(s.accepted, l.accepted)
+	changed := len(ch) > 0
 	if !slices.Equal(s.problems, l.problems) {
 		changed = true
 	}
@@ -304,32 +312,77 @@ func (s *Source) reload() ([]string, error) {
 	s.logProblems(prevProblems)
 	if changed {
 		s.revision.Add(1)
+		s.log.Info("file: reloaded", "dir", s.dir, "changes", ch.String(), "objects", len(l.accepted),
+			"problems", len(l.problems))
 	}
 	return l.dirs, nil
 }
 
 // applyDiff deletes from the collections what is gone and updates what is
-// new or changed (by digest), in collection and key order. It reports
-// whether anything differed.
-func (s *Source) applyDiff(prev, next map[objectID]object) bool {
-	changed := false
+// new or changed (by digest), in collection and key order. It returns the
+// changes per collection (empty when nothing differed), and logs each
+// changed object at debug.
+func (s *Source) applyDiff(prev, next map[objectID]object) changes {
+	ch := changes{}
 	for _, o := range sortedObjects(prev) {
 		if n, ok := next[o.id]; !ok || n.coll != o.coll || n.key != o.key {
-			changed = true
 			if o.coll != "" {
 				s.sinks[o.coll].delete(o.key)
+				ch.add(o.coll, "deleted", o.key, s.log)
 			}
 		}
 	}
 	for _, o := range sortedObjects(next) {
-		if p, ok := prev[o.id]; !ok || p.digest != o.digest || p.coll != o.coll || p.key != o.key {
-			changed = true
-			if o.coll != "" {
-				s.sinks[o.coll].update(o.value)
+		p, ok := prev[o.id]
+		if ok && p.digest == o.digest && p.coll == o.coll && p.key == o.key {
+			continue
+		}
+		if o.coll == "" {
+			continue
+		}
+		s.sinks[o.coll].update(o.value)
+		op := "updated"
+		if !ok || p.coll != o.coll || p.key != o.key {
+			op = "added"
+		}
+		ch.add(o.coll, op, o.key, s.log)
+	}
+	return ch
+}
+
+// changes counts, per collection ("Services") and operation (added,
+// updated, deleted), the objects a reload changed.
+type changes map[string]map[string]int
+
+func (c changes) add(coll, op, key string, log *slog.Logger) {
+	m := c[coll]
+	if m == nil {
+		m = map[string]int{}
+		c[coll] = m
+	}
+	m[op]++
+	log.Debug("file: object "+op, "kind", coll, "key", key)
+}
+
+// String is "HTTPRoutes: 1 added, 1 updated; Services: 1 deleted", kinds
+// in name order.
+func (c changes) String() string {
+	kinds := make([]string, 0, len(c))
+	for k := range c {
+		kinds = append(kinds, k)
+	}
+	slices.Sort(kinds)
+	parts := make([]string, 0, len(kinds))
+	for _, k := range kinds {
+		var ops []string
+		for _, op := range []string{"added", "updated", "deleted"} {
+			if n := c[k][op]; n > 0 {
+				ops = append(ops, fmt.Sprintf("%d %s", n, op))
 			}
 		}
+		parts = append(parts, k+": "+strings.Join(ops, ", "))
 	}
-	return changed
+	return strings.Join(parts, "; ")
 }
 
 // logProblems logs each current problem that is not among prev, so a

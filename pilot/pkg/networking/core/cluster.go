@@ -16,6 +16,7 @@ import (
 	metadatav3 "github.com/envoyproxy/go-control-plane/envoy/type/metadata/v3"
 	"google.golang.org/protobuf/types/known/anypb"
 	"google.golang.org/protobuf/types/known/durationpb"
+	"google.golang.org/protobuf/types/known/structpb"
 	"google.golang.org/protobuf/types/known/wrapperspb"
 
 	"github.com/infermesh/infermesh/pilot/pkg/model"
@@ -217,9 +218,25 @@ func buildCluster(s *clusterSpec, in Inputs, opts Options, packed packedClusterC
 				return nil, err
 			}
 			c.TransportSocket = ts
+			c.Metadata = configMetadata(t.Source)
 		}
 	}
 	return c, nil
+}
+
+// configMetadata is a cluster's metadata naming the configuration that
+// shaped it, as Istio writes it: filter_metadata "istio" {"config": path}
+// (what istioctl proxy-config clusters shows as DESTINATION RULE). nil
+// when path is empty. Envoy keeps Cluster.metadata for filters and logs
+// and does not act on it (api/envoy/config/cluster/v3/cluster.proto,
+// field metadata).
+func configMetadata(path string) *corev3.Metadata {
+	if path == "" {
+		return nil
+	}
+	return &corev3.Metadata{FilterMetadata: map[string]*structpb.Struct{
+		"istio": {Fields: map[string]*structpb.Value{"config": structpb.NewStringValue(path)}},
+	}}
 }
 
 // overrideHostPolicy is the shadow Service cluster's load_balancing_policy:

@@ -144,7 +144,7 @@ func TestSeedScenario(t *testing.T) {
 	}
 	r.eventually("seed endpoints", func() bool { return cmp.Equal(r.out.Endpoints.List(), want) },
 		func() string { return cmp.Diff(want, r.out.Endpoints.List()) })
-	wantTLS := []model.EPPTLS{{Host: eppHost, InsecureSkipVerify: true}}
+	wantTLS := []model.EPPTLS{{Host: eppHost, InsecureSkipVerify: true, Source: seedRuleSource}}
 	r.eventually("seed EPP TLS", func() bool { return cmp.Equal(r.out.EPPTLS.List(), wantTLS) },
 		func() string { return cmp.Diff(wantTLS, r.out.EPPTLS.List()) })
 }
@@ -220,12 +220,16 @@ func TestThreeTargetPorts(t *testing.T) {
 	r.waitEndpoints("outbound|54323||"+shadowHost, eps("10.244.0.13:8002", "10.244.0.14:8002", "10.244.0.15:8002"))
 }
 
+// seedRuleSource is the seed DestinationRule's config path
+// (model.EPPTLS.Source).
+var seedRuleSource = DestinationRuleSource(seed.Namespace, seed.EPPName)
+
 // BackendTLSPolicy: valid with its CA ConfigMap, left out while the
 // ConfigMap is missing (without falling back to the DestinationRule), and
 // winning over the seed's DestinationRule.
 func TestEPPTLSFromBackendTLSPolicy(t *testing.T) {
 	r := newRegistry(t, seedObjects()...)
-	r.waitTLS(eppHost, &model.EPPTLS{Host: eppHost, InsecureSkipVerify: true})
+	r.waitTLS(eppHost, &model.EPPTLS{Host: eppHost, InsecureSkipVerify: true, Source: seedRuleSource})
 
 	r.apply(backendTLSPolicy("epp-tls", nil)) // its ConfigMap does not exist yet
 	r.waitTLS(eppHost, nil)
@@ -236,7 +240,7 @@ func TestEPPTLSFromBackendTLSPolicy(t *testing.T) {
 
 	r.apply(caConfigMap("epp-ca", testCA("one")))
 	want := &model.EPPTLS{Host: eppHost, SNI: "epp.example.com", CACertificates: []byte(testCA("one")),
-		SubjectAltNames: []string{"epp.example.com"}}
+		SubjectAltNames: []string{"epp.example.com"}, Source: BackendTLSPolicySource(seed.Namespace, "epp-tls")}
 	r.waitTLS(eppHost, want)
 
 	// Rotating the CA follows.
@@ -257,13 +261,13 @@ func TestEPPTLSFromBackendTLSPolicy(t *testing.T) {
 	older.CreationTimestamp = metav1.NewTime(created.Add(-time.Hour))
 	r.apply(older)
 	r.waitTLS(eppHost, &model.EPPTLS{Host: eppHost, SNI: "older.example.com", CACertificates: []byte(testCA("two")),
-		SubjectAltNames: []string{"older.example.com"}})
+		SubjectAltNames: []string{"older.example.com"}, Source: BackendTLSPolicySource(seed.Namespace, "z-older")})
 
 	// Without policies the DestinationRule applies again.
 	for _, n := range []string{"epp-tls", "a-younger", "z-older"} {
 		r.policies.DeleteObject(seed.Namespace + "/" + n)
 	}
-	r.waitTLS(eppHost, &model.EPPTLS{Host: eppHost, InsecureSkipVerify: true})
+	r.waitTLS(eppHost, &model.EPPTLS{Host: eppHost, InsecureSkipVerify: true, Source: seedRuleSource})
 }
 
 // DestinationRules: one in the Service's namespace wins over one elsewhere
@@ -274,10 +278,10 @@ func TestEPPTLSFromDestinationRules(t *testing.T) {
 	noService := kubelib.DestinationRule{Namespace: seed.Namespace, Name: "ghost", Host: "ghost",
 		TLS: &kubelib.ClientTLS{Mode: kubelib.TLSModeSimple, InsecureSkipVerify: true}}
 	r := newRegistry(t, shadowService(shadowName, 8000), seed.EPPService(), elsewhere, noService)
-	r.waitTLS(eppHost, &model.EPPTLS{Host: eppHost, SNI: "elsewhere.example.com"})
+	r.waitTLS(eppHost, &model.EPPTLS{Host: eppHost, SNI: "elsewhere.example.com", Source: DestinationRuleSource("istio-system", "epp")})
 
 	r.apply(seedRule())
-	r.waitTLS(eppHost, &model.EPPTLS{Host: eppHost, InsecureSkipVerify: true})
+	r.waitTLS(eppHost, &model.EPPTLS{Host: eppHost, InsecureSkipVerify: true, Source: seedRuleSource})
 
 	disabled := seedRule()
 	disabled.TLS = &kubelib.ClientTLS{Mode: kubelib.TLSModeDisable}

@@ -254,18 +254,34 @@ func EPPTLSBuilder(rules krt.Index[string, kubelib.DestinationRule], policies kr
 		}
 		host := ServiceHost(svc.Name, svc.Namespace, clusterDomain)
 		var t *model.EPPTLS
+		var source string
 		if ps := fetchIndex(ctx, policies, svc.Namespace+"/"+svc.Name); len(ps) > 0 {
-			t = winningPolicy(ps).TLS
+			p := winningPolicy(ps)
+			t, source = p.TLS, BackendTLSPolicySource(p.Namespace, p.Name)
 		} else if drs := fetchIndex(ctx, rules, host); len(drs) > 0 {
-			t = DestinationRuleTLS(winningRule(drs, svc.Namespace))
+			dr := winningRule(drs, svc.Namespace)
+			t, source = DestinationRuleTLS(dr), DestinationRuleSource(dr.Namespace, dr.Name)
 		}
 		if t == nil {
 			return nil
 		}
 		out := *t
-		out.Host = host
+		out.Host, out.Source = host, source
 		return &out
 	}
+}
+
+// DestinationRuleSource is a DestinationRule's model.EPPTLS.Source, the
+// config path Istio writes into a cluster's istio.config metadata
+// (pilot/pkg/networking/util's BuildConfigInfoMetadata in Istio).
+func DestinationRuleSource(namespace, name string) string {
+	return "/apis/networking.istio.io/v1/namespaces/" + namespace + "/destination-rule/" + name
+}
+
+// BackendTLSPolicySource is a BackendTLSPolicy's model.EPPTLS.Source, in
+// the same form.
+func BackendTLSPolicySource(namespace, name string) string {
+	return "/apis/gateway.networking.k8s.io/v1/namespaces/" + namespace + "/backend-tls-policy/" + name
 }
 
 func fetchIndex[O any](ctx krt.HandlerContext, idx krt.Index[string, O], k string) []O {
