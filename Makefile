@@ -13,7 +13,7 @@ BENCH ?= .
 COUNT ?= 1
 PKG ?= ./...
 
-.PHONY: all build demo test lint vet staticcheck unit integ conformance conformance-subset k8s-test-binaries helm manifests bench bench-compare fuzz fuzz-routes clean
+.PHONY: all build demo demo-traffic test lint vet staticcheck unit integ conformance conformance-subset k8s-test-binaries helm manifests bench bench-compare fuzz fuzz-routes clean
 
 all: build
 
@@ -24,6 +24,14 @@ build:
 # over ADS for what the seed Gateway's Envoy receives (hack/demo.sh).
 demo: build
 	hack/demo.sh $(BIN)/pilot-discovery examples/seed
+
+# The seed's request routed end to end: a real API server with the seed
+# applied, pilot-discovery, the simulated model-server pods and the full EPP
+# each in a network namespace, the Gateway's data plane
+# (hack/demo-traffic.sh, demo/traffic). Needs root for the namespaces;
+# without, it prints `make demo`'s part and exits 0.
+demo-traffic: build
+	GO=$(GO) hack/demo-traffic.sh $(BIN)/pilot-discovery
 
 # Everything CI checks: static checks, unit tests, integration tests, with
 # the integration suites' binaries built in the background meanwhile

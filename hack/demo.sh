@@ -61,3 +61,10 @@ section "proxy-config routes --gateway $gateway --name http.80 -o json (the ext_
 "$bin" proxy-config routes --gateway "$gateway" --xds-address "$ads" --plaintext --name http.80 -o json
 section "status -f $dir (what the controller would write; nothing is written)"
 "$bin" status -f "$dir"
+
+# Point to the demo that routes the request (hack/demo-traffic.sh runs this
+# script itself where it cannot, and sets DEMO_TRAFFIC_UNAVAILABLE).
+if [[ -z ${DEMO_TRAFFIC_UNAVAILABLE:-} ]]; then
+	printf '\n%s\n%s\n' "That is what the seed Gateway's Envoy would receive. To see the seed's request routed to the pod" \
+		"the endpoint picker chose (a real API server, the EPP, model-server pods): make demo-traffic (README.md)."
+fi

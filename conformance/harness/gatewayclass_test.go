@@ -11,6 +11,8 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/infermesh/infermesh/pkg/test/kubeapply"
 )
 
 const (
@@ -30,14 +32,15 @@ const (
 // With bodyMode "default" the class has no parametersRef, so every
 // Gateway gets FULL_DUPLEX_STREAMED, as an Istio install would.
 func (c *cluster) createGatewayClass(ctx context.Context, bodyMode string) error {
-	a, err := newApplier(c.config)
+	a, err := kubeapply.New(c.config, fieldManager)
 	if err != nil {
 		return err
 	}
 	if bodyMode == bodyModeDefault {
 		gc := fmt.Sprintf(`{"apiVersion":"gateway.networking.k8s.io/v1","kind":"GatewayClass","metadata":{"name":%q},`+
 			`"spec":{"controllerName":%q}}`, gatewayClass, controllerName)
-		return a.apply(ctx, []byte(gc))
+		_, err := a.Apply(ctx, []byte(gc))
+		return err
 	}
 	cm := &corev1.ConfigMap{
 		ObjectMeta: metav1.ObjectMeta{Namespace: installNamespace, Name: classParams},
@@ -49,5 +52,6 @@ func (c *cluster) createGatewayClass(ctx context.Context, bodyMode string) error
 	gc := fmt.Sprintf(`{"apiVersion":"gateway.networking.k8s.io/v1","kind":"GatewayClass","metadata":{"name":%q},`+
 		`"spec":{"controllerName":%q,"parametersRef":{"group":"","kind":"ConfigMap","name":%q,"namespace":%q}}}`,
 		gatewayClass, controllerName, classParams, installNamespace)
-	return a.apply(ctx, []byte(gc))
+	_, err = a.Apply(ctx, []byte(gc))
+	return err
 }

@@ -23,6 +23,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/infermesh/infermesh/pkg/test/kubeapply"
 )
 
 const (
@@ -38,11 +40,11 @@ const (
 // that CA (the README's step for a private CA, which `kubectl set env`
 // does; here a server-side apply of that one env var).
 func (c *cluster) installInfermesh(ctx context.Context, repo string) error {
-	a, err := newApplier(c.config)
+	a, err := kubeapply.New(c.config, fieldManager)
 	if err != nil {
 		return err
 	}
-	if err := a.applyDir(ctx, filepath.Join(repo, "manifests")); err != nil {
+	if _, err := a.ApplyDir(ctx, filepath.Join(repo, "manifests")); err != nil {
 		return err
 	}
 	certPEM, keyPEM, err := adsCertificate()
@@ -90,13 +92,13 @@ const eppNamespace = "inference-conformance-app-backend"
 // The rules live in the control plane's namespace (Istio's root-namespace
 // habit) and name each host by its FQDN, so they exist before the suite
 // creates its namespaces.
-func (c *cluster) eppTLSRules(ctx context.Context, a *applier) error {
+func (c *cluster) eppTLSRules(ctx context.Context, a *kubeapply.Applier) error {
 	for _, svc := range eppServices {
 		dr := fmt.Sprintf(`{"apiVersion":"networking.istio.io/v1","kind":"DestinationRule",`+
 			`"metadata":{"name":%q,"namespace":%q},`+
 			`"spec":{"host":"%s.%s.svc.cluster.local","trafficPolicy":{"tls":{"mode":"SIMPLE","insecureSkipVerify":true}}}}`,
 			svc+"-tls", installNamespace, svc, eppNamespace)
-		if err := a.apply(ctx, []byte(dr)); err != nil {
+		if _, err := a.Apply(ctx, []byte(dr)); err != nil {
 			return fmt.Errorf("DestinationRule for %s: %w", svc, err)
 		}
 	}

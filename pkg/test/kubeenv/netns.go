@@ -16,6 +16,7 @@ import (
 	"regexp"
 	"runtime"
 	"strings"
+	"syscall"
 	"testing"
 
 	"golang.org/x/sys/unix"
@@ -90,7 +91,7 @@ func NewNetNS(t testing.TB, name string, addrs ...string) *NetNS {
 	if uid := os.Geteuid(); uid != 0 {
 		t.Fatalf("kubeenv: NewNetNS needs root (CAP_SYS_ADMIN and CAP_NET_ADMIN for ip netns and veth links); running as uid %d", uid)
 	}
-	ip, err := findIP()
+	ip, err := FindIP()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -137,9 +138,9 @@ func NewNetNS(t testing.TB, name string, addrs ...string) *NetNS {
 	return n
 }
 
-// findIP returns the path of iproute2's ip command, looking in PATH and then
+// FindIP returns the path of iproute2's ip command, looking in PATH and then
 // in the sbin folders, which a non-login PATH may lack.
-func findIP() (string, error) {
+func FindIP() (string, error) {
 	if p, err := exec.LookPath("ip"); err == nil {
 		return p, nil
 	}
@@ -154,6 +155,10 @@ func findIP() (string, error) {
 // run runs the ip command with args and returns an error holding its output.
 func (n *NetNS) run(args ...string) error {
 	cmd := exec.Command(n.ip, args...)
+	// In a process group of its own, so a Ctrl-C at the terminal, which
+	// signals the terminal's foreground group, never kills an ip command
+	// half-way (a cleanup's `ip netns del` would leave the namespace).
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	var out bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &out
 	if err := cmd.Run(); err != nil {
@@ -163,7 +168,9 @@ func (n *NetNS) run(args ...string) error {
 }
 
 func (n *NetNS) linkExists() bool {
-	return exec.Command(n.ip, "link", "show", "dev", n.HostLink).Run() == nil
+	cmd := exec.Command(n.ip, "link", "show", "dev", n.HostLink)
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	return cmd.Run() == nil
 }
 
 // Run calls fn on an OS thread switched into the namespace, and switches the

@@ -15,6 +15,14 @@ import (
 	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
 )
 
+// The seed's request ([Shell 6]): POST /v1/completions with Host Hostname
+// and the body {"model": RequestModel, "prompt": Prompt, "max_tokens": 100,
+// "temperature": 0}.
+const (
+	RequestModel = "reviews-1" // the LoRA adapter of the model servers' --lora-modules
+	Prompt       = "What do reviewers think about The Comedy of Errors?"
+)
+
 // Names of the seed scenario.
 const (
 	Namespace = "llm-namespace"

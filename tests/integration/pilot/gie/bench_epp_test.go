@@ -25,9 +25,8 @@ import (
 	inferenceclient "sigs.k8s.io/gateway-api-inference-extension/client-go/clientset/versioned"
 	gatewayclient "sigs.k8s.io/gateway-api/pkg/client/clientset/versioned"
 
-	"github.com/infermesh/infermesh/pilot/pkg/bootstrap"
 	"github.com/infermesh/infermesh/pilot/pkg/config/kube/gateway"
-	"github.com/infermesh/infermesh/pkg/kube"
+	"github.com/infermesh/infermesh/pkg/test/controller"
 	"github.com/infermesh/infermesh/pkg/test/dataplane"
 	"github.com/infermesh/infermesh/pkg/test/epp"
 	"github.com/infermesh/infermesh/pkg/test/kubeenv"
@@ -191,6 +190,7 @@ func newBenchWorld(b *testing.B) *benchWorld {
 
 	// Simulators in a network namespace (the full EPP scrapes them there).
 	pods := []string{pod13, pod14, pod15}
+	kubeenv.LockAddresses(b, pods...) // see newHarness
 	ns := kubeenv.NewNetNS(b, netnsName(), pods...)
 	for _, ip := range pods {
 		sim := vllmsim.New(vllmsim.Config{PodName: podName(ip), Model: baseModel, LoRAs: []string{loraModel}, MaxLoRAs: 2})
@@ -243,27 +243,8 @@ func newBenchWorld(b *testing.B) *benchWorld {
 		b.Fatal(err)
 	}
 
-	// pilot-discovery, as startPilot runs it.
-	lis, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		b.Fatal(err)
-	}
-	p := &pilot{addr: lis.Addr().String()}
-	client, err := kube.NewFromRESTConfig(cfg)
-	if err != nil {
-		b.Fatal(err)
-	}
-	srv, err := bootstrap.NewServer(bootstrap.Args{
-		Client: client, Features: p.features(), IsLeader: func() bool { return true },
-		Debounce: 20 * time.Millisecond, MaxDelay: 200 * time.Millisecond,
-	})
-	if err != nil {
-		b.Fatal(err)
-	}
-	pctx, pcancel := context.WithCancel(context.Background())
-	pdone := make(chan error, 1)
-	go func() { pdone <- srv.Run(pctx, lis, nil, nil) }()
-	b.Cleanup(func() { pcancel(); <-pdone })
+	// pilot-discovery, as newHarness runs it.
+	controller.StartGatewayPilot(b, cfg, pilotUserAgent)
 
 	// The full EPP on loopback.
 	e := epp.Start(b, epp.Config{Kind: epp.FullEPP, Kubeconfig: env.Kubeconfig, PoolNamespace: seed.Namespace, PoolName: seed.PoolName})

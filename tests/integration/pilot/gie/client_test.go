@@ -23,7 +23,7 @@ import (
 )
 
 // seedPrompt is the prompt of the seed's request ([Shell 6]).
-const seedPrompt = "What do reviewers think about The Comedy of Errors?"
+const seedPrompt = seed.Prompt
 
 // request is one request to the Gateway.
 type request struct {

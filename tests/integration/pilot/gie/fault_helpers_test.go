@@ -27,6 +27,7 @@ import (
 
 	"github.com/infermesh/infermesh/pilot/pkg/config/kube/gateway"
 	"github.com/infermesh/infermesh/pkg/test/dataplane"
+	"github.com/infermesh/infermesh/pkg/test/gwproxy"
 	"github.com/infermesh/infermesh/pkg/test/seed"
 )
 
@@ -162,7 +163,7 @@ func (h *harness) waitRouteConfig(what string, cond func(js string) bool) {
 		}
 		return
 	}
-	admin := h.gw.(*envoyProxy).admin
+	admin := h.gw.(*gwproxy.Envoy).Admin()
 	for interval := 5 * time.Millisecond; ; interval = min(2*interval, 200*time.Millisecond) {
 		if resp, err := http.Get("http://" + admin + "/config_dump?resource=dynamic_route_configs"); err == nil {
 			b, _ := io.ReadAll(resp.Body)

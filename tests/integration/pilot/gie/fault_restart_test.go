@@ -85,12 +85,12 @@ func TestPilotRestartMidTraffic(t *testing.T) {
 	// synced, after kube-apiserver's return.
 	h.env.StopAPIServer()
 	h.pilot.Stop()
-	lis, err := net.Listen("tcp", h.pilot.addr)
+	lis, err := net.Listen("tcp", h.pilot.Addr())
 	if err != nil {
-		t.Fatalf("listen again on %s: %v", h.pilot.addr, err)
+		t.Fatalf("listen again on %s: %v", h.pilot.Addr(), err)
 	}
 	cl := &countingListener{Listener: lis}
-	h.pilot.run(cl)
+	h.pilot.RestartOn(cl)
 	poll.Until(t, waitConfig, "the data plane's connection to the unsynced pilot-discovery", func() bool { return cl.accepted.Load() > 0 })
 	tr.waitCount(t, tr.count(), 30, "with pilot-discovery connected but unsynced")
 	if dp != nil {

@@ -65,7 +65,7 @@ func TestWeightedPoolsOwnEPPs(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(proxyB.Close)
-	relay(t, h.netns, net.JoinHostPort(eppBIP, strconv.Itoa(seed.EPPPort)), proxyB.Addr())
+	h.netns.Relay(t, net.JoinHostPort(eppBIP, strconv.Itoa(seed.EPPPort)), proxyB.Addr())
 
 	// The seed's rule now splits 1:3 between the two pools.
 	routes := h.gateways.GatewayV1().HTTPRoutes(seed.Namespace)

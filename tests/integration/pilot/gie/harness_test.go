@@ -27,8 +27,10 @@ import (
 
 	"github.com/infermesh/infermesh/pilot/pkg/config/kube/gateway"
 	"github.com/infermesh/infermesh/pkg/kube"
+	"github.com/infermesh/infermesh/pkg/test/controller"
 	"github.com/infermesh/infermesh/pkg/test/epp"
 	"github.com/infermesh/infermesh/pkg/test/eppproxy"
+	"github.com/infermesh/infermesh/pkg/test/gwproxy"
 	"github.com/infermesh/infermesh/pkg/test/kubeenv"
 	"github.com/infermesh/infermesh/pkg/test/poll"
 	"github.com/infermesh/infermesh/pkg/test/seed"
@@ -45,6 +47,10 @@ const (
 	gwPort = 80            // the seed Gateway's listener port
 )
 
+// pilotUserAgent marks pilot-discovery's requests in the audit log
+// (controller.StartGatewayPilot runs it in process).
+const pilotUserAgent = "pilot-discovery-gie-integ"
+
 // Bounds of the waits on real asynchrony (informers, pushes, EPP watches).
 const (
 	waitConfig = 60 * time.Second // cluster -> pilot -> data plane
@@ -59,7 +65,7 @@ var (
 
 const (
 	baseModel = "meta-llama/Llama-3.1-8B-Instruct" // the seed's --model
-	loraModel = "reviews-1"                        // the seed's --lora-modules and request model
+	loraModel = seed.RequestModel                  // the seed's --lora-modules and request model
 )
 
 // options describe one scenario's world. The zero value is the seed with
@@ -109,10 +115,10 @@ type harness struct {
 
 	netns *kubeenv.NetNS
 	sims  map[string]*vllmsim.Server // by pod IP
-	pilot *pilot
+	pilot *controller.GatewayPilot
 	epp   *epp.Process
 	proxy *eppproxy.Proxy // the recording proxy: the oracle of every pick
-	gw    gatewayProxy
+	gw    gwproxy.Proxy
 }
 
 // newHarness builds the world of opts, in dependency order, and returns once
@@ -144,7 +150,10 @@ func newHarness(t *testing.T, opts options) *harness {
 
 	// (2) Pod addresses in a network namespace; a simulator per pod on every
 	// target port.
+	// The demo (tests/integration/demotraffic) routes the seed's addresses
+	// too; the address locks make the two take turns (architecture/ci.md).
 	ips := slices.Concat(opts.ReadyPods, opts.SpareIPs, []string{eppIP})
+	kubeenv.LockAddresses(t, ips...)
 	h.netns = kubeenv.NewNetNS(t, netnsName(), ips...)
 	for _, ip := range slices.Concat(opts.ReadyPods, opts.SpareIPs) {
 		h.startSim(ip)
@@ -177,7 +186,7 @@ func newHarness(t *testing.T, opts options) *harness {
 	}
 
 	// (4) pilot-discovery, which writes the Gateway's bootstrap ConfigMap.
-	h.pilot = startPilot(t, cfg)
+	h.pilot = controller.StartGatewayPilot(t, cfg, pilotUserAgent)
 
 	// (5) The EPP on loopback, the recording proxy in front of it, and the
 	// EPP pod's address relayed to the proxy.
@@ -192,14 +201,14 @@ func newHarness(t *testing.T, opts options) *harness {
 		t.Fatal(err)
 	}
 	t.Cleanup(h.proxy.Close)
-	relay(t, h.netns, net.JoinHostPort(eppIP, strconv.Itoa(seed.EPPPort)), h.proxy.Addr())
+	h.netns.Relay(t, net.JoinHostPort(eppIP, strconv.Itoa(seed.EPPPort)), h.proxy.Addr())
 
 	// (6) The Gateway proxy from the bootstrap ConfigMap, unmodified.
 	boot := h.bootstrapJSON()
 	if bin := os.Getenv("ENVOY_BINARY"); bin != "" {
-		h.gw = startEnvoy(t, bin, boot)
+		h.gw = gwproxy.StartEnvoy(t, bin, boot, gwPort, waitConfig)
 	} else {
-		h.gw = startDataPlane(t, boot)
+		h.gw = gwproxy.StartDataPlane(t, boot, gwPort, debugLogger(), waitConfig)
 	}
 	var want []string
 	for _, ip := range opts.ReadyPods {

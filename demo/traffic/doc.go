@@ -1,0 +1,53 @@
+// Copyright infermesh authors
+// SPDX-License-Identifier: Apache-2.0
+
+// Package traffic is `make demo-traffic`: the seed's inference request sent
+// through the seed Gateway's data plane and answered by the model-server
+// pod that the endpoint picker (EPP) chose, with every part real except
+// the kubelet and, unless ENVOY_BINARY names one, Envoy.
+//
+// What runs, on this machine only (Run):
+//
+//   - a real cluster (pkg/test/kubeenv: etcd, kube-apiserver and
+//     kube-controller-manager v1.37.2, with the Deployment and ReplicaSet
+//     controllers), the Gateway API, InferencePool, InferenceObjective and
+//     DestinationRule CRDs;
+//   - examples/seed applied unchanged (server-side apply, pkg/test/kubeapply);
+//   - the pods its Deployments create, played by this program as a kubelet
+//     would run them, each in a network namespace of its own
+//     (kubeenv.NewNetNS) at the seed's address: a vLLM simulator
+//     (pkg/test/vllmsim, configured from the pod's own arguments) per
+//     model-server pod at 10.244.0.13-15:8000, and the EPP pod at
+//     10.244.0.16:9002;
+//   - pilot-discovery in process (controller.StartGatewayPilot), which
+//     writes the Gateway's bootstrap ConfigMap and serves ADS on loopback;
+//   - the full EPP of GIE v1.0.0 (pkg/test/epp), serving TLS with its own
+//     certificate, as the seed's DestinationRule (SIMPLE, insecureSkipVerify)
+//     expects. Not lwepp, which the seed's manifest names: lwepp v1.6.0
+//     fails requests with bodies in the default FULL_DUPLEX_STREAMED mode
+//     and would need a GatewayClass whose parameters select Streamed, which
+//     would change the seed. The EPP listens on the host's loopback (the API
+//     server it watches listens there too); a relay in the EPP pod's
+//     namespace makes it reachable at 10.244.0.16:9002, through the
+//     recording proxy (pkg/test/eppproxy), which reads the pick in each of
+//     the EPP's answers;
+//   - the Gateway's data plane, booted from that ConfigMap's bootstrap
+//     unmodified: the project's Envoy stand-in (pkg/test/dataplane, in
+//     process), or real Envoy when ENVOY_BINARY is set (pkg/test/gwproxy),
+//     its listener on the host's loopback.
+//
+// What it prints: each step, then for each of the seed's requests the
+// status, the pod that answered and the pod the EPP picked (PickLine), then
+// one request with the EPP stopped, answered through the FailOpen fallback
+// (FallbackLine), and the closing line saying what was stopped.
+// CheckOutput checks that shape.
+//
+// Cleanup: everything is undone, last started first, whether the run
+// succeeds, fails or is interrupted (ctx ends: Ctrl-C). Child processes and
+// `ip` commands run in process groups of their own, so a Ctrl-C reaches
+// only this program, which then stops them in order; the closing line
+// lists any network namespace left.
+//
+// The seed's addresses are shared with tests/integration/pilot/gie: both
+// take kubeenv.LockAddresses before making their namespaces.
+package traffic
