@@ -3,20 +3,25 @@
 # SPDX-License-Identifier: Apache-2.0
 #
 # `make test`: every check CI runs (.ci/run calls `make test`): vet and
-# gofmt, the unit tests under the race detector, staticcheck, and the
-# integration suites.
+# gofmt, the unit tests under the race detector, staticcheck, the
+# integration suites, and the GIE conformance suite but one statistical test
+# (`make conformance-subset`, conformance/README.md).
 #
 # Scheduled for the 2-core CI budget (architecture/ci.md). On a fresh
 # machine almost all of the work is compiling, and the integration suites
 # mostly wait on the processes they start. So:
 #   - the binaries the suites need, built once per machine and cached
 #     (hack/k8s-test-binaries.sh: kube-apiserver, kube-controller-manager,
-#     kube-scheduler, etcd; hack/epp-binaries.sh: the endpoint pickers;
-#     hack/helm.sh: helm), start building in the background at once;
+#     kube-scheduler, etcd; hack/epp-binaries.sh: the endpoint pickers,
+#     then hack/images.sh: the binaries the conformance node runs as
+#     images, which reuses lwepp; hack/helm.sh: helm), start building in
+#     the background at once;
 #   - vet, gofmt and the unit tests run in the foreground meanwhile;
 #   - staticcheck runs beside the integration suites, filling the cores
 #     they leave idle;
-#   - the integration packages run two at a time.
+#   - the integration packages run two at a time;
+#   - the conformance subset runs last, alone: it starts a cluster, a node
+#     and every pod of the suite, and needs the cores to itself.
 # With the caches warm both build scripts return in a fraction of a second.
 #
 # Output: each step's output as make and go test print it; background logs
@@ -65,7 +70,9 @@ finish() {
 }
 
 background k8s hack/k8s-test-binaries.sh
-background epp hack/epp-binaries.sh
+# images.sh after epp-binaries.sh, never beside it: both would build lwepp
+# into the same cache folder.
+background epp bash -c 'hack/epp-binaries.sh && hack/images.sh'
 background helm hack/helm.sh
 
 make vet unit GO="$GO"
@@ -92,8 +99,12 @@ if [ -s "$logs/staticcheck.out" ]; then
 fi
 step "staticcheck done"
 
-if [ "$integ_rc" -ne 0 ] || [ "$sc_rc" -ne 0 ]; then
-	echo "hack/test.sh: FAILED (integration suites exit $integ_rc, staticcheck exit $sc_rc)" >&2
+conf_rc=0
+make conformance-subset GO="$GO" || conf_rc=$?
+step "conformance subset done"
+
+if [ "$integ_rc" -ne 0 ] || [ "$sc_rc" -ne 0 ] || [ "$conf_rc" -ne 0 ]; then
+	echo "hack/test.sh: FAILED (integration suites exit $integ_rc, staticcheck exit $sc_rc, conformance subset exit $conf_rc)" >&2
 	exit 1
 fi
 step "all passed"
