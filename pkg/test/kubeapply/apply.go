@@ -8,26 +8,22 @@
 package kubeapply
 
 import (
-	"bytes"
 	"context"
-	"errors"
 	"fmt"
-	"io"
 	"os"
-	"path/filepath"
-	"slices"
 
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
-	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/discovery/cached/memory"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/restmapper"
 	"k8s.io/utils/ptr"
+
+	"github.com/infermesh/infermesh/pkg/test/kubeobj"
 )
 
 // Applier server-side applies YAML documents under one field manager.
@@ -57,14 +53,10 @@ func New(cfg *rest.Config, fieldManager string) (*Applier, error) {
 // install order), and returns the objects applied, as "Kind ns/name" (or
 // "Kind name" for cluster-scoped ones). An error names the file and object.
 func (a *Applier) ApplyDir(ctx context.Context, dir string) ([]string, error) {
-	paths, err := filepath.Glob(filepath.Join(dir, "*.yaml"))
+	paths, err := kubeobj.Files(dir)
 	if err != nil {
 		return nil, err
 	}
-	if len(paths) == 0 {
-		return nil, fmt.Errorf("no *.yaml in %s", dir)
-	}
-	slices.Sort(paths)
 	var applied []string
 	for _, p := range paths {
 		data, err := os.ReadFile(p)
@@ -83,29 +75,22 @@ func (a *Applier) ApplyDir(ctx context.Context, dir string) ([]string, error) {
 // Apply applies each document of data in order and returns the objects
 // applied, as ApplyDir does.
 func (a *Applier) Apply(ctx context.Context, data []byte) ([]string, error) {
-	dec := utilyaml.NewYAMLOrJSONDecoder(bytes.NewReader(data), 4096)
+	objs, err := kubeobj.Parse(data)
+	if err != nil {
+		return nil, err
+	}
 	var applied []string
-	for {
-		var obj unstructured.Unstructured
-		err := dec.Decode(&obj.Object)
-		if errors.Is(err, io.EOF) {
-			return applied, nil
-		}
-		if err != nil {
-			return applied, err
-		}
-		if len(obj.Object) == 0 {
-			continue
-		}
+	for _, obj := range objs {
 		name := obj.GetKind() + " " + obj.GetName()
 		if obj.GetNamespace() != "" {
 			name = obj.GetKind() + " " + obj.GetNamespace() + "/" + obj.GetName()
 		}
-		if err := a.applyObject(ctx, &obj); err != nil {
+		if err := a.applyObject(ctx, obj); err != nil {
 			return applied, fmt.Errorf("%s: %w", name, err)
 		}
 		applied = append(applied, name)
 	}
+	return applied, nil
 }
 
 func (a *Applier) applyObject(ctx context.Context, obj *unstructured.Unstructured) error {
