@@ -80,10 +80,11 @@ func TestFetchLabelExaminesRarestPair(t *testing.T) {
 		t.Fatalf("unfiltered fetch: got %d objects, examined %d, want 115 and 115", len(got), examined)
 	}
 	stopIdx := make(chan struct{})
+	// Read the counter before the singleton exists: it may compute at once.
+	before := krt.Stats(pods).Examined
 	s := krt.NewSingleton(func(ctx krt.HandlerContext) *view {
 		return &view{Name: "q", Items: keysOf(byNS.Fetch(ctx, "a", krt.FilterLabel(webX)))}
 	}, krt.WithStop(stopIdx))
-	before := krt.Stats(pods).Examined
 	waitSynced(t, s.AsCollection())
 	if diff := cmp.Diff([]string{"a/p0", "a/p1", "a/p2"}, s.Get().Items); diff != "" {
 		t.Errorf("namespace index fetch (-want +got):\n%s", diff)
