@@ -18,7 +18,6 @@ import (
 	"github.com/infermesh/infermesh/pilot/pkg/bootstrap"
 	"github.com/infermesh/infermesh/pilot/pkg/config/file"
 	"github.com/infermesh/infermesh/pilot/pkg/features"
-	"github.com/infermesh/infermesh/pilot/pkg/networking/core"
 )
 
 // openFiles reads the manifests of dir for discovery's file mode; log
@@ -52,26 +51,26 @@ var _ configSource = (*fileSource)(nil)
 // Fetch implements configSource. Besides adsSource's errors: an unreadable
 // folder, invalid feature flags, or a Gateway that is not one of ours in
 // the folder (named at once, without waiting for the timeout).
-func (s *fileSource) Fetch(ctx context.Context, gw gatewayRef) (core.Resources, error) {
+func (s *fileSource) Fetch(ctx context.Context, gw gatewayRef) (proxyResources, error) {
 	feats, err := features.Load(s.lookupEnv)
 	if err != nil {
-		return core.Resources{}, fmt.Errorf("environment: %w", err)
+		return proxyResources{}, fmt.Errorf("environment: %w", err)
 	}
 	m, err := stageManifests(s.paths, s.stdin)
 	if err != nil {
-		return core.Resources{}, err
+		return proxyResources{}, err
 	}
 	defer m.cleanup()
 	// Problems are printed once by the command, not logged.
 	src, err := file.New(m.dir, file.Options{Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
-		return core.Resources{}, fmt.Errorf("-f: %w", err)
+		return proxyResources{}, fmt.Errorf("-f: %w", err)
 	}
 	s.problems = m.problems(src)
 	dir := strings.Join(s.paths, ", ")
 	srv, err := bootstrap.NewServer(bootstrap.Args{Files: src, Features: feats, Debounce: time.Millisecond, MaxDelay: 10 * time.Millisecond})
 	if err != nil {
-		return core.Resources{}, err
+		return proxyResources{}, err
 	}
 	lis := bufconn.Listen(1 << 20)
 	ctx, cancel := context.WithCancel(ctx)
@@ -85,14 +84,14 @@ func (s *fileSource) Fetch(ctx context.Context, gw gatewayRef) (core.Resources, 
 	for !srv.XDS().Ready() {
 		select {
 		case <-ctx.Done():
-			return core.Resources{}, fmt.Errorf("-f %s: configuration not computed: %w", dir, context.Cause(ctx))
+			return proxyResources{}, fmt.Errorf("-f %s: configuration not computed: %w", dir, context.Cause(ctx))
 		case err := <-done:
-			return core.Resources{}, fmt.Errorf("-f %s: %w", dir, err)
+			return proxyResources{}, fmt.Errorf("-f %s: %w", dir, err)
 		case <-tick.C:
 		}
 	}
 	if t := srv.Controller().Translator; t == nil || t.GetKey(gw.String()) == nil {
-		return core.Resources{}, fmt.Errorf("gateway %s: not a Gateway of ours in %s (check its gatewayClassName, and `pilot-discovery check -f %s`)",
+		return proxyResources{}, fmt.Errorf("gateway %s: not a Gateway of ours in %s (check its gatewayClassName, and `pilot-discovery check -f %s`)",
 			gw, dir, strings.Join(s.paths, " -f "))
 	}
 	ads := &adsSource{address: "passthrough:///file", creds: insecure.NewCredentials(),

@@ -6,10 +6,12 @@ package main
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"net"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -19,6 +21,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/infermesh/infermesh/pilot/pkg/config/kube/gateway"
+	"github.com/infermesh/infermesh/pkg/test/certs"
 )
 
 // seedDir is the seed's manifests as a user writes them, with the pods
@@ -268,5 +271,106 @@ func TestProxyConfigOfflineMatchesServer(t *testing.T) {
 				t.Errorf("%s -o %s printed almost nothing: %q", kind, o, offline)
 			}
 		}
+	}
+}
+
+// TestProxyConfigSecretOffline: proxy-config secret lists the SDS secrets
+// a Gateway's HTTPS listener names, with istioctl's columns, the private
+// key redacted in JSON; another Gateway's proxy lists none.
+func TestProxyConfigSecretOffline(t *testing.T) {
+	dir := t.TempDir()
+	seed, err := filepath.Glob(filepath.Join(seedDir, "*.yaml"))
+	if err != nil || len(seed) == 0 {
+		t.Fatalf("seed manifests: %v %v", seed, err)
+	}
+	for _, f := range seed {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(dir, filepath.Base(f)), b, 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	certPEM, keyPEM, err := certs.SelfSignedFor("llm.example.com", nil, []string{"llm.example.com"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cert := firstCertificate(certPEM)
+	secret, err := yaml.Marshal(&corev1.Secret{
+		TypeMeta:   metav1.TypeMeta{APIVersion: "v1", Kind: "Secret"},
+		ObjectMeta: metav1.ObjectMeta{Name: "llm-cert", Namespace: "gateway-namespace"},
+		Type:       corev1.SecretTypeTLS,
+		Data:       map[string][]byte{corev1.TLSCertKey: certPEM, corev1.TLSPrivateKeyKey: keyPEM},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	gw := `apiVersion: gateway.networking.k8s.io/v1
+kind: Gateway
+metadata:
+  name: https
+  namespace: gateway-namespace
+spec:
+  gatewayClassName: istio
+  listeners:
+  - name: https
+    port: 443
+    protocol: HTTPS
+    hostname: llm.example.com
+    tls:
+      mode: Terminate
+      certificateRefs:
+      - name: llm-cert
+`
+	if err := os.WriteFile(filepath.Join(dir, "50-https.yaml"), []byte(gw+"---\n"+string(secret)), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	d := fakeDeps(t, inference...)
+	out, err := run(t, d, "proxy-config", "secret", "--gateway", "gateway-namespace/https", "-f", dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Split(strings.TrimSpace(out), "\n")
+	if len(lines) != 2 {
+		t.Fatalf("want a header and one secret, got:\n%s", out)
+	}
+	wantRow := []string{"kubernetes-gateway://gateway-namespace/llm-cert", "Cert", "Chain", "ACTIVE", "true",
+		cert.SerialNumber.Text(16), cert.NotAfter.UTC().Format(time.RFC3339), cert.NotBefore.UTC().Format(time.RFC3339)}
+	if got := strings.Fields(lines[1]); !slices.Equal(got, wantRow) {
+		t.Errorf("secret row = %q, want %q", got, wantRow)
+	}
+	if h := strings.Fields(lines[0]); !slices.Equal(h, strings.Fields("RESOURCE NAME TYPE STATUS VALID CERT SERIAL NUMBER NOT AFTER NOT BEFORE")) {
+		t.Errorf("header = %q", h)
+	}
+	js, err := run(t, d, "proxy-config", "s", "--gateway", "gateway-namespace/https", "-f", dir, "-o", "json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	keyBody := strings.Split(string(keyPEM), "\n")[1]
+	if !strings.Contains(js, `"privateKey"`) || strings.Contains(js, keyBody) {
+		t.Errorf("JSON must show the private key field redacted, never its bytes:\n%s", js)
+	}
+	var secrets []struct {
+		Name           string `json:"name"`
+		TLSCertificate struct {
+			PrivateKey struct {
+				InlineBytes []byte `json:"inlineBytes"`
+			} `json:"privateKey"`
+		} `json:"tlsCertificate"`
+	}
+	if err := json.Unmarshal([]byte(js), &secrets); err != nil {
+		t.Fatalf("JSON: %v\n%s", err, js)
+	}
+	if len(secrets) != 1 || string(secrets[0].TLSCertificate.PrivateKey.InlineBytes) != "[redacted]" {
+		t.Errorf("secrets = %+v, want one with the private key [redacted]", secrets)
+	}
+	// The seed Gateway names no secret: its proxy gets none.
+	out, err = run(t, d, "proxy-config", "secrets", "--gateway", seedGateway, "-f", dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := len(strings.Split(strings.TrimSpace(out), "\n")); n != 1 || strings.Contains(out, "llm-cert") {
+		t.Errorf("the seed Gateway's proxy lists secrets:\n%s", out)
 	}
 }

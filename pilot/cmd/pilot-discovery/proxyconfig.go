@@ -7,7 +7,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"slices"
@@ -18,8 +17,6 @@ import (
 	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/proto"
 	"sigs.k8s.io/yaml"
-
-	"github.com/infermesh/infermesh/pilot/pkg/networking/core"
 )
 
 // Resource kinds proxy-config prints.
@@ -219,9 +216,6 @@ func runProxyConfig(ctx context.Context, w io.Writer, kind string, o *proxyConfi
 		return err
 	}
 	kind, _ = parseKind(kind)
-	if kind == kindSecrets {
-		return errors.New("secrets: pilot-discovery serves no SDS yet (HTTPS listeners are refused until it does), so a Gateway's proxies get no secrets")
-	}
 	gw, _ := parseGatewayRef(o.gateway)
 	src := o.source
 	if src == nil {
@@ -243,9 +237,9 @@ func runProxyConfig(ctx context.Context, w io.Writer, kind string, o *proxyConfi
 
 // filterResources keeps the resources named name (when set) and the
 // clusters and endpoints of service host fqdn (when set). fqdn applies to
-// clusters and endpoints only; listeners and routes are kept whole.
-func filterResources(res core.Resources, name, fqdn string) core.Resources {
-	var out core.Resources
+// clusters and endpoints only; listeners, routes and secrets are kept whole.
+func filterResources(res proxyResources, name, fqdn string) proxyResources {
+	var out proxyResources
 	for _, l := range res.Listeners {
 		if name == "" || l.GetName() == name {
 			out.Listeners = append(out.Listeners, l)
@@ -269,11 +263,16 @@ func filterResources(res core.Resources, name, fqdn string) core.Resources {
 			out.Endpoints = append(out.Endpoints, e)
 		}
 	}
+	for _, sec := range res.Secrets {
+		if name == "" || sec.GetName() == name {
+			out.Secrets = append(out.Secrets, sec)
+		}
+	}
 	return out
 }
 
 // printResources writes kind of res in format.
-func printResources(w io.Writer, kind, format string, res core.Resources) error {
+func printResources(w io.Writer, kind, format string, res proxyResources) error {
 	if format == outputShort {
 		return printShort(w, kind, res)
 	}
@@ -303,7 +302,7 @@ func printResources(w io.Writer, kind, format string, res core.Resources) error 
 	return err
 }
 
-func printShort(w io.Writer, kind string, res core.Resources) error {
+func printShort(w io.Writer, kind string, res proxyResources) error {
 	switch kind {
 	case kindListeners:
 		return writeListeners(w, res.Listeners)
@@ -313,12 +312,15 @@ func printShort(w io.Writer, kind string, res core.Resources) error {
 		return writeClusters(w, res.Clusters)
 	case kindEndpoints:
 		return writeEndpoints(w, res.Endpoints)
+	case kindSecrets:
+		return writeSecrets(w, res.Secrets, time.Now())
 	}
 	for i, write := range []func() error{
 		func() error { return writeListeners(w, res.Listeners) },
 		func() error { return writeRoutes(w, res.Routes) },
 		func() error { return writeClusters(w, res.Clusters) },
 		func() error { return writeEndpoints(w, res.Endpoints) },
+		func() error { return writeSecrets(w, res.Secrets, time.Now()) },
 	} {
 		if i > 0 {
 			if _, err := fmt.Fprintln(w); err != nil {
@@ -332,7 +334,7 @@ func printShort(w io.Writer, kind string, res core.Resources) error {
 	return nil
 }
 
-func messagesOf(kind string, res core.Resources) []proto.Message {
+func messagesOf(kind string, res proxyResources) []proto.Message {
 	var out []proto.Message
 	switch kind {
 	case kindListeners:
@@ -349,6 +351,10 @@ func messagesOf(kind string, res core.Resources) []proto.Message {
 		}
 	case kindEndpoints:
 		for _, m := range res.Endpoints {
+			out = append(out, m)
+		}
+	case kindSecrets:
+		for _, m := range res.Secrets {
 			out = append(out, m)
 		}
 	}
@@ -378,11 +384,11 @@ func listJSON(msgs []proto.Message) ([]byte, error) {
 }
 
 // allJSON is {"listeners": [...], "routes": [...], "clusters": [...],
-// "endpoints": [...]}.
-func allJSON(res core.Resources) ([]byte, error) {
+// "endpoints": [...], "secrets": [...]}.
+func allJSON(res proxyResources) ([]byte, error) {
 	var b bytes.Buffer
 	b.WriteByte('{')
-	for i, k := range []string{kindListeners, kindRoutes, kindClusters, kindEndpoints} {
+	for i, k := range []string{kindListeners, kindRoutes, kindClusters, kindEndpoints, kindSecrets} {
 		if i > 0 {
 			b.WriteByte(',')
 		}

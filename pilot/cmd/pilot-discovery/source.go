@@ -18,6 +18,7 @@ import (
 	listenerv3 "github.com/envoyproxy/go-control-plane/envoy/config/listener/v3"
 	routev3 "github.com/envoyproxy/go-control-plane/envoy/config/route/v3"
 	hcmv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/network/http_connection_manager/v3"
+	tlsv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/transport_sockets/tls/v3"
 	discoveryv3 "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
 	resourcev3 "github.com/envoyproxy/go-control-plane/pkg/resource/v3"
 	"google.golang.org/grpc"
@@ -46,23 +47,31 @@ func parseGatewayRef(s string) (gatewayRef, error) {
 	return gatewayRef{Namespace: ns, Name: name}, nil
 }
 
+// proxyResources is what a Gateway's proxy receives: the translation's
+// listeners, route configurations, clusters and endpoints, and the SDS
+// secrets its listeners name, with private keys redacted as Envoy's admin
+// redacts them (xds.Redact).
+type proxyResources struct {
+	core.Resources
+	Secrets []*tlsv3.Secret
+}
+
 // configSource yields the Envoy resources a Gateway's proxy receives. It is
 // the seam between proxy-config and where configuration comes from:
-// adsSource asks a running pilot-discovery over ADS; a file-backed source
-// (-f DIR) can translate manifests in process and return the same
-// core.Resources without any connection.
+// adsSource asks a running pilot-discovery over ADS; fileSource (-f)
+// starts one in process over the manifests and asks it the same way.
 type configSource interface {
-	// Fetch returns gw's listeners, route configurations, clusters and
-	// endpoints. It fails when the source has no configuration for gw
-	// within ctx's deadline, or cannot be reached.
-	Fetch(ctx context.Context, gw gatewayRef) (core.Resources, error)
+	// Fetch returns what gw's proxy receives. It fails when the source
+	// has no configuration for gw within ctx's deadline, or cannot be
+	// reached.
+	Fetch(ctx context.Context, gw gatewayRef) (proxyResources, error)
 }
 
 // adsSource fetches a Gateway's configuration from pilot-discovery's ADS
 // port as the Gateway's Envoy would: one DeltaAggregatedResources stream
 // whose node metadata names the Gateway, subscribing to CDS, then EDS for
 // the EDS clusters, then LDS, then RDS for the route configurations the
-// listeners name.
+// listeners name and SDS for the secrets their TLS contexts name.
 type adsSource struct {
 	address string
 	creds   credentials.TransportCredentials
@@ -84,7 +93,7 @@ var _ configSource = (*adsSource)(nil)
 var errNoConfig = errors.New("no configuration received")
 
 // Fetch implements configSource.
-func (s *adsSource) Fetch(ctx context.Context, gw gatewayRef) (core.Resources, error) {
+func (s *adsSource) Fetch(ctx context.Context, gw gatewayRef) (proxyResources, error) {
 	opts := []grpc.DialOption{grpc.WithTransportCredentials(s.creds)}
 	if s.dial != nil {
 		opts = append(opts, grpc.WithContextDialer(s.dial))
@@ -92,31 +101,31 @@ func (s *adsSource) Fetch(ctx context.Context, gw gatewayRef) (core.Resources, e
 	if s.tokenFile != "" {
 		tok, err := os.ReadFile(s.tokenFile)
 		if err != nil {
-			return core.Resources{}, fmt.Errorf("--token-file: %w", err)
+			return proxyResources{}, fmt.Errorf("--token-file: %w", err)
 		}
 		opts = append(opts, grpc.WithPerRPCCredentials(bearerToken(strings.TrimSpace(string(tok)))))
 	}
 	conn, err := grpc.NewClient(s.address, opts...)
 	if err != nil {
-		return core.Resources{}, fmt.Errorf("ADS client for %s: %w", s.address, err)
+		return proxyResources{}, fmt.Errorf("ADS client for %s: %w", s.address, err)
 	}
 	defer func() { _ = conn.Close() }()
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	stream, err := discoveryv3.NewAggregatedDiscoveryServiceClient(conn).DeltaAggregatedResources(ctx)
 	if err != nil {
-		return core.Resources{}, adsTransportHint(fmt.Errorf("ADS stream to %s: %w", s.address, err), s.address, s.plaintext)
+		return proxyResources{}, adsTransportHint(fmt.Errorf("ADS stream to %s: %w", s.address, err), s.address, s.plaintext)
 	}
 	c := &deltaFetch{stream: stream, node: proxyNode(gw), got: map[string]map[string]*anypb.Any{}, answered: map[string]bool{}}
 	if err := c.fetch(resourcev3.ClusterType, nil); err != nil {
-		return core.Resources{}, s.describe(gw, err)
+		return proxyResources{}, s.describe(gw, err)
 	}
-	var res core.Resources
+	var res proxyResources
 	var eds []string
 	for _, a := range c.sorted(resourcev3.ClusterType) {
 		cl := &clusterv3.Cluster{}
 		if err := a.UnmarshalTo(cl); err != nil {
-			return core.Resources{}, fmt.Errorf("cluster: %w", err)
+			return proxyResources{}, fmt.Errorf("cluster: %w", err)
 		}
 		res.Clusters = append(res.Clusters, cl)
 		if cl.GetType() == clusterv3.Cluster_EDS {
@@ -129,39 +138,58 @@ func (s *adsSource) Fetch(ctx context.Context, gw gatewayRef) (core.Resources, e
 	}
 	if len(eds) > 0 {
 		if err := c.fetch(resourcev3.EndpointType, eds); err != nil {
-			return core.Resources{}, s.describe(gw, err)
+			return proxyResources{}, s.describe(gw, err)
 		}
 	}
 	if err := c.fetch(resourcev3.ListenerType, nil); err != nil {
-		return core.Resources{}, s.describe(gw, err)
+		return proxyResources{}, s.describe(gw, err)
 	}
 	var rds []string
 	for _, a := range c.sorted(resourcev3.ListenerType) {
 		l := &listenerv3.Listener{}
 		if err := a.UnmarshalTo(l); err != nil {
-			return core.Resources{}, fmt.Errorf("listener: %w", err)
+			return proxyResources{}, fmt.Errorf("listener: %w", err)
 		}
 		res.Listeners = append(res.Listeners, l)
 		rds = append(rds, rdsNames(l)...)
 	}
 	if len(rds) > 0 {
 		if err := c.fetch(resourcev3.RouteType, rds); err != nil {
-			return core.Resources{}, s.describe(gw, err)
+			return proxyResources{}, s.describe(gw, err)
 		}
 	}
 	for _, a := range c.sorted(resourcev3.EndpointType) {
 		e := &endpointv3.ClusterLoadAssignment{}
 		if err := a.UnmarshalTo(e); err != nil {
-			return core.Resources{}, fmt.Errorf("endpoints: %w", err)
+			return proxyResources{}, fmt.Errorf("endpoints: %w", err)
 		}
 		res.Endpoints = append(res.Endpoints, e)
 	}
 	for _, a := range c.sorted(resourcev3.RouteType) {
 		r := &routev3.RouteConfiguration{}
 		if err := a.UnmarshalTo(r); err != nil {
-			return core.Resources{}, fmt.Errorf("route configuration: %w", err)
+			return proxyResources{}, fmt.Errorf("route configuration: %w", err)
 		}
 		res.Routes = append(res.Routes, r)
+	}
+	sds, err := core.SecretNames(res.Listeners)
+	if err != nil {
+		return proxyResources{}, err
+	}
+	if len(sds) > 0 {
+		// The first SDS request is answered even when none of the names
+		// is served (a missing or invalid Secret).
+		if err := c.fetch(resourcev3.SecretType, sds); err != nil {
+			return proxyResources{}, s.describe(gw, err)
+		}
+	}
+	for _, a := range c.sorted(resourcev3.SecretType) {
+		sec := &tlsv3.Secret{}
+		if err := a.UnmarshalTo(sec); err != nil {
+			return proxyResources{}, fmt.Errorf("secret: %w", err)
+		}
+		xds.Redact(sec)
+		res.Secrets = append(res.Secrets, sec)
 	}
 	return res, nil
 }
@@ -291,6 +319,8 @@ func shortType(typeURL string) string {
 		return "LDS"
 	case resourcev3.RouteType:
 		return "RDS"
+	case resourcev3.SecretType:
+		return "SDS"
 	}
 	return typeURL
 }

@@ -5,12 +5,15 @@ package main
 
 import (
 	"bytes"
+	"crypto/x509"
+	"encoding/pem"
 	"io"
 	"net"
 	"sort"
 	"strconv"
 	"strings"
 	"text/tabwriter"
+	"time"
 
 	clusterv3 "github.com/envoyproxy/go-control-plane/envoy/config/cluster/v3"
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
@@ -19,6 +22,7 @@ import (
 	routev3 "github.com/envoyproxy/go-control-plane/envoy/config/route/v3"
 	hcmv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/network/http_connection_manager/v3"
 	tcpv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/network/tcp_proxy/v3"
+	tlsv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/transport_sockets/tls/v3"
 )
 
 // The short tables follow `istioctl proxy-config`: the same columns where
@@ -339,4 +343,52 @@ func routeMatch(m *routev3.RouteMatch) string {
 		s += " (" + strings.Join(extra, ", ") + ")"
 	}
 	return s
+}
+
+// writeSecrets prints the SDS secrets with istioctl proxy-config secret's
+// columns. Every secret a proxy holds from SDS is active (Envoy's
+// dynamic_active_secrets). The certificate columns describe the first
+// certificate of the chain (the leaf); VALID CERT says whether it parses
+// and now is inside its validity period.
+func writeSecrets(w io.Writer, secrets []*tlsv3.Secret, now time.Time) error {
+	t := newTable(w)
+	t.row("RESOURCE NAME", "TYPE", "STATUS", "VALID CERT", "SERIAL NUMBER", "NOT AFTER", "NOT BEFORE")
+	for _, s := range secrets {
+		typ, pemBytes := "-", []byte(nil)
+		switch {
+		case s.GetTlsCertificate() != nil:
+			typ, pemBytes = "Cert Chain", s.GetTlsCertificate().GetCertificateChain().GetInlineBytes()
+		case s.GetValidationContext() != nil:
+			typ, pemBytes = "CA", s.GetValidationContext().GetTrustedCa().GetInlineBytes()
+		}
+		valid, serial, notAfter, notBefore := "false", "-", "-", "-"
+		if cert := firstCertificate(pemBytes); cert != nil {
+			serial = cert.SerialNumber.Text(16)
+			notAfter = cert.NotAfter.UTC().Format(time.RFC3339)
+			notBefore = cert.NotBefore.UTC().Format(time.RFC3339)
+			valid = strconv.FormatBool(!now.Before(cert.NotBefore) && !now.After(cert.NotAfter))
+		}
+		t.row(s.GetName(), typ, "ACTIVE", valid, serial, notAfter, notBefore)
+	}
+	return t.Flush()
+}
+
+// firstCertificate parses the first CERTIFICATE block of a PEM bundle; nil
+// when there is none or it does not parse.
+func firstCertificate(bundle []byte) *x509.Certificate {
+	for len(bundle) > 0 {
+		var b *pem.Block
+		b, bundle = pem.Decode(bundle)
+		if b == nil {
+			return nil
+		}
+		if b.Type == "CERTIFICATE" {
+			cert, err := x509.ParseCertificate(b.Bytes)
+			if err != nil {
+				return nil
+			}
+			return cert
+		}
+	}
+	return nil
 }

@@ -82,7 +82,7 @@ func seedResources(t *testing.T) core.Resources {
 // endpoints (filtered to the shadow cluster, as the seed's grep does),
 // listeners and routes.
 func TestTablesFromTranslator(t *testing.T) {
-	res := seedResources(t)
+	res := proxyResources{Resources: seedResources(t)}
 	cases := []struct {
 		name, kind, fqdn, want string
 	}{

@@ -29,7 +29,7 @@ import (
 //	    active_state), RoutesConfigDump (dynamic_route_configs) and
 //	    SecretsConfigDump (dynamic_active_secrets), each with the resource's
 //	    version_info. Secrets are redacted as Envoy's admin redacts them
-//	    (redact: the private key reads "[redacted]"). 400 without the
+//	    (Redact: the private key reads "[redacted]"). 400 without the
 //	    parameter, 404 for a Gateway without a published configuration.
 //	GET /debug/syncz   every open stream (JSON []ProxyStatus): node id,
 //	    Gateway, user agent and version (belowVersionFloor for an Envoy
@@ -125,7 +125,7 @@ func (s *Server) ConfigDump(gateway string) (*adminv3.ConfigDump, bool, error) {
 	for _, e := range sds {
 		// A copy: the entry is shared with the streams and must keep its key.
 		a := proto.Clone(e.any).(*anypb.Any)
-		redact(a)
+		Redact(a)
 		secrets.DynamicActiveSecrets = append(secrets.DynamicActiveSecrets,
 			&adminv3.SecretsConfigDump_DynamicSecret{Name: e.name, VersionInfo: e.version, Secret: a})
 	}

@@ -14,7 +14,7 @@ import (
 // writes it.
 const redactedText = "[redacted]"
 
-// redact removes secret material from m in place, as Envoy's admin does
+// Redact removes secret material from m in place, as Envoy's admin does
 // before it prints /config_dump (MessageUtil::redact,
 // source/common/protobuf/utility.cc): a field annotated
 // (udpa.annotations.sensitive), such as TlsCertificate.private_key, and
@@ -23,7 +23,7 @@ const redactedText = "[redacted]"
 // only its values are redacted; an Any is unpacked by its type URL,
 // redacted and packed again (one whose type is unknown is left as it is,
 // as Envoy leaves it). m must be a message this process may modify.
-func redact(m proto.Message) {
+func Redact(m proto.Message) {
 	redactMessage(m.ProtoReflect(), false)
 }
 

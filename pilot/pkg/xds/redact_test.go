@@ -25,7 +25,7 @@ func TestRedact(t *testing.T) {
 		PrivateKey:       inline("KEY"),
 		Password:         &corev3.DataSource{Specifier: &corev3.DataSource_Filename{Filename: "/etc/password"}},
 	}}}
-	redact(sec)
+	Redact(sec)
 	tc := sec.GetTlsCertificate()
 	if got := string(tc.GetPrivateKey().GetInlineBytes()); got != "[redacted]" {
 		t.Errorf("private_key = %q", got)
@@ -46,7 +46,7 @@ func TestRedact(t *testing.T) {
 		t.Fatal(err)
 	}
 	ts := &corev3.TransportSocket{Name: "envoy.transport_sockets.tls", ConfigType: &corev3.TransportSocket_TypedConfig{TypedConfig: a}}
-	redact(ts)
+	Redact(ts)
 	var got tlsv3.DownstreamTlsContext
 	if err := ts.GetTypedConfig().UnmarshalTo(&got); err != nil {
 		t.Fatal(err)
