@@ -14,8 +14,8 @@
 #     (hack/k8s-test-binaries.sh: kube-apiserver, kube-controller-manager,
 #     kube-scheduler, etcd; hack/epp-binaries.sh: the endpoint pickers,
 #     then hack/images.sh: the binaries the conformance node runs as
-#     images, which reuses lwepp; hack/helm.sh: helm), start building in
-#     the background at once;
+#     images, which reuses lwepp), start building in the background at
+#     once; hack/helm.sh (helm, built inside this module) after vet;
 #   - vet, gofmt and the unit tests run in the foreground meanwhile;
 #   - staticcheck runs beside the integration suites, filling the cores
 #     they leave idle;
@@ -73,10 +73,16 @@ background k8s hack/k8s-test-binaries.sh
 # images.sh after epp-binaries.sh, never beside it: both would build lwepp
 # into the same cache folder.
 background epp bash -c 'hack/epp-binaries.sh && hack/images.sh'
+
+make vet GO="$GO"
+step "vet and gofmt done"
+# helm is built inside this module (hack/helm.sh): after vet, it finds the
+# packages it shares with this module (client-go, apimachinery, ...)
+# compiled, where beside vet both would compile them at once.
 background helm hack/helm.sh
 
-make vet unit GO="$GO"
-step "vet, gofmt and unit tests done"
+make unit GO="$GO"
+step "unit tests done"
 
 finish k8s
 finish epp
