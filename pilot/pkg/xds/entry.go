@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync/atomic"
 
 	"github.com/cespare/xxhash/v2"
 	discoveryv3 "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
@@ -67,8 +68,14 @@ type entry struct {
 
 var marshalOpts = proto.MarshalOptions{Deterministic: true}
 
+// entriesBuilt counts newEntry calls: resources serialized for proxies.
+// Tests and benchmarks read it to check that a resource is serialized once
+// per version, whatever number of streams receive it.
+var entriesBuilt atomic.Uint64
+
 // newEntry serializes m (of kind k) under name.
 func newEntry(k kind, name string, m proto.Message) (*entry, error) {
+	entriesBuilt.Add(1)
 	b, err := marshalOpts.Marshal(m)
 	if err != nil {
 		return nil, fmt.Errorf("%s %q: marshal: %w", k, name, err)
