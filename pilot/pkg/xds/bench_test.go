@@ -169,24 +169,32 @@ type benchServer struct {
 
 func startBenchServer(b *testing.B) *benchServer {
 	gw, eps := benchGateway()
+	s := &benchServer{b: b, gw: gw, reg: prometheus.NewRegistry(), debug: krt.NewDebugHandler(), node: node("bench", gw.Namespace, gw.Name)}
+	s.srv, s.gateways, s.endpoints, _ = runBenchServer(b, []model.Gateway{gw}, eps, s.reg, s.debug)
+	return s
+}
+
+// runBenchServer runs a Server over static collections of gws and eps on a
+// loopback listener, with Debounce 1ns (a change on an idle server is
+// pushed at once), until the benchmark's cleanup. It returns the server,
+// the collections and the listener's address.
+func runBenchServer(b *testing.B, gws []model.Gateway, eps []model.ClusterEndpoints, reg *prometheus.Registry, debug *krt.DebugHandler) (
+	*Server, krt.StaticCollection[model.Gateway], krt.StaticCollection[model.ClusterEndpoints], string,
+) {
 	stop := make(chan struct{})
-	s := &benchServer{
-		b: b, gw: gw, reg: prometheus.NewRegistry(), debug: krt.NewDebugHandler(), node: node("bench", gw.Namespace, gw.Name),
-		gateways:  krt.NewStaticCollection(nil, []model.Gateway{gw}, krt.WithStop(stop)),
-		endpoints: krt.NewStaticCollection(nil, eps, krt.WithStop(stop)),
-	}
+	gateways := krt.NewStaticCollection(nil, gws, krt.WithStop(stop))
+	endpoints := krt.NewStaticCollection(nil, eps, krt.WithStop(stop))
 	epptls := krt.NewStaticCollection[model.EPPTLS](nil, nil, krt.WithStop(stop))
 	srv, err := NewServer(Config{
-		Gateways: s.gateways, Endpoints: s.endpoints, EPPTLS: epptls,
+		Gateways: gateways, Endpoints: endpoints, EPPTLS: epptls,
 		Translate: core.Options{InferenceEnabled: true},
 		Debounce:  time.Nanosecond, MaxDelay: time.Nanosecond,
-		Registry: s.reg, KrtDebug: s.debug,
+		Registry: reg, KrtDebug: debug,
 		Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
 	})
 	if err != nil {
 		b.Fatal(err)
 	}
-	s.srv = srv
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		b.Fatal(err)
@@ -201,7 +209,7 @@ func startBenchServer(b *testing.B) *benchServer {
 		}
 		close(stop)
 	})
-	return s
+	return srv, gateways, endpoints, lis.Addr().String()
 }
 
 // watch opens a delta watch of typeURL for a wildcard stream holding

@@ -6,9 +6,6 @@ package xds
 import (
 	"context"
 	"fmt"
-	"io"
-	"log/slog"
-	"net"
 	"runtime"
 	"slices"
 	"sort"
@@ -231,7 +228,6 @@ func ctxErr(ctx context.Context, err error) error {
 // synced stream (both ends of the stream are in this process, so it is an
 // upper bound for the server's share).
 func BenchmarkManyProxies(b *testing.B) {
-	stop := make(chan struct{})
 	var gws []model.Gateway
 	var eps []model.ClusterEndpoints
 	for i := range manyGateways {
@@ -239,34 +235,19 @@ func BenchmarkManyProxies(b *testing.B) {
 		gws = append(gws, gw)
 		eps = append(eps, e...)
 	}
-	gateways := krt.NewStaticCollection(nil, gws, krt.WithStop(stop))
-	srv, err := NewServer(Config{
-		Gateways: gateways, Endpoints: krt.NewStaticCollection(nil, eps, krt.WithStop(stop)),
-		EPPTLS:    krt.NewStaticCollection[model.EPPTLS](nil, nil, krt.WithStop(stop)),
-		Translate: core.Options{InferenceEnabled: true},
-		Debounce:  time.Nanosecond, MaxDelay: time.Nanosecond,
-		Registry: prometheus.NewRegistry(), KrtDebug: krt.NewDebugHandler(),
-		Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
-	})
-	if err != nil {
-		b.Fatal(err)
-	}
-	lis, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		b.Fatal(err)
-	}
+	srv, gateways, _, addr := runBenchServer(b, gws, eps, prometheus.NewRegistry(), krt.NewDebugHandler())
+	// The proxies stop with ctx, before the server does (cleanups run in
+	// reverse order).
 	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- srv.Run(ctx, lis) }()
 	var wg sync.WaitGroup
+	var conns []*grpc.ClientConn
 	errs := make(chan error, manyGateways*manyReplicas)
 	b.Cleanup(func() {
 		cancel()
 		wg.Wait()
-		if err := <-done; err != nil {
-			b.Errorf("Run: %v", err)
+		for _, c := range conns {
+			_ = c.Close()
 		}
-		close(stop)
 	})
 
 	seen := make(chan proxyRoutes, 4*manyGateways*manyReplicas)
@@ -278,10 +259,9 @@ func BenchmarkManyProxies(b *testing.B) {
 	runtime.GC()
 	var before runtime.MemStats
 	runtime.ReadMemStats(&before)
-	var conns []*grpc.ClientConn
 	for i := range manyGateways * manyReplicas {
 		g := i / manyReplicas
-		conn, err := grpc.NewClient(lis.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
+		conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -296,11 +276,6 @@ func BenchmarkManyProxies(b *testing.B) {
 			}
 		}()
 	}
-	b.Cleanup(func() {
-		for _, c := range conns {
-			_ = c.Close()
-		}
-	})
 	// wait returns when n distinct proxies have received a route
 	// configuration that want accepts: when the first and the last did.
 	wait := func(want func(proxyRoutes) bool, n int) (first, last time.Time) {
