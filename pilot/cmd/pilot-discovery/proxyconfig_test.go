@@ -193,6 +193,8 @@ func TestProxyConfigFlagErrors(t *testing.T) {
 		{[]string{"proxy-config", "--gateway", "a/b", "--xds-address", "x:1", "--plaintext"}, `missing resource kind: want one of listeners (listener, l), routes`},
 		{[]string{"proxy-config", "clusters", "--gateway", "ab", "--xds-address", "x:1", "--plaintext"}, `--gateway "ab": want NAMESPACE/NAME`},
 		{[]string{"proxy-config", "clusters", "--gateway", "a/b", "--plaintext"}, "--xds-address or -f is required"},
+		{[]string{"proxy-config", "clusters", "--xds-address", "x:1", "--plaintext"}, "--gateway is required: the Gateway as NAMESPACE/NAME"},
+		{[]string{"proxy-config", "clusters", "--gateway", "a/b", "--xds-address", "127.0.0.1", "--plaintext"}, `--xds-address "127.0.0.1": want [HOST]:PORT`},
 		{[]string{"proxy-config", "clusters", "--gateway", "a/b", "--xds-address", "x:1", "-o", "xml"}, `-o "xml": want short, json or yaml`},
 		{[]string{"proxy-config", "clusters", "--gateway", "a/b", "--xds-address", "x:1", "--plaintext", "--ca-file", "ca.pem"}, "--plaintext conflicts with --ca-file"},
 		{[]string{"proxy-config", "clusters", "--gateway", "a/b", "--xds-address", "x:1", "--plaintext", "--token-file", "tok"}, "--token-file needs TLS"},
