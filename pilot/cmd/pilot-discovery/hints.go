@@ -76,7 +76,10 @@ func adsTransportHint(err error, address string, plaintext bool) error {
 func httpTransportHint(err error, address string) error {
 	msg := err.Error()
 	switch {
-	case strings.Contains(msg, "malformed HTTP response"):
+	// A gRPC server sends its SETTINGS frame first: net/http reads it as a
+	// malformed response, or, when it arrives before the request is
+	// written, as an unsolicited one and fails with readLoopPeekFailLocked.
+	case strings.Contains(msg, "malformed HTTP response") || strings.Contains(msg, "readLoopPeekFailLocked"):
 		return withHint(err, address+" answers in HTTP/2 frames: it looks like the ADS (gRPC) port; proxy-status reads the debug port "+
 			"(--debug-address, default localhost:"+defaultDebugPort+")")
 	case strings.Contains(msg, "server gave HTTP response to HTTPS client"):
