@@ -106,6 +106,29 @@ func TestCheck(t *testing.T) {
 	}
 }
 
+// TestCheckDuplicateNamesBothFiles: an object declared in two -f paths is
+// refused in the second, and the message names the first as the user gave
+// it, not by the folder the paths are copied into.
+func TestCheckDuplicateNamesBothFiles(t *testing.T) {
+	other := t.TempDir()
+	ns, err := os.ReadFile(filepath.Join(seedDir, "00-namespaces.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(other, "ns.yaml"), ns, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out, err := runCheck(t, "-f", seedDir, "-f", other)
+	if !errors.Is(err, errCheckFailed) {
+		t.Fatalf("err = %v, want errCheckFailed; output:\n%s", err, out)
+	}
+	want := "rejected   " + filepath.ToSlash(filepath.Join(other, "ns.yaml")) + ":1: document 0 (Namespace llm-namespace): already defined in " +
+		seedDir + "/00-namespaces.yaml document 0, which is first by path"
+	if !strings.Contains(out, want) {
+		t.Errorf("output lacks %q:\n%s", want, out)
+	}
+}
+
 func TestCheckReadsStdin(t *testing.T) {
 	pool, err := os.ReadFile("testdata/check/missing-pool/30-inferencepool.yaml")
 	if err != nil {

@@ -166,7 +166,9 @@ func (o *discoveryOptions) validate() error {
 	if len(o.files) > 1 {
 		errs = append(errs, fmt.Errorf("--file given %d times: discovery watches one folder (status, check and proxy-config take several paths)", len(o.files)))
 	} else if len(o.files) == 1 {
-		if st, err := os.Stat(o.files[0]); err != nil || !st.IsDir() {
+		if st, err := os.Stat(o.files[0]); err != nil {
+			errs = append(errs, fmt.Errorf("--file: %w", err))
+		} else if !st.IsDir() {
 			errs = append(errs, fmt.Errorf("--file %q: discovery watches a folder of manifests; put the files in one", o.files[0]))
 		}
 	}

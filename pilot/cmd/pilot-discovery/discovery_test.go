@@ -64,6 +64,8 @@ func TestDiscoveryFlagErrors(t *testing.T) {
 			[]string{"--file given 2 times: discovery watches one folder"}},
 		{"a file", []string{"--plaintext", "-f", seedDir + "/30-inferencepool.yaml"},
 			[]string{"discovery watches a folder of manifests"}},
+		{"a missing folder", []string{"--plaintext", "-f", seedDir + "/nonexistent"},
+			[]string{"--file: stat " + seedDir + "/nonexistent: no such file or directory"}},
 		{"log format", []string{"--plaintext", "--log-format", "yaml"},
 			[]string{`--log-format "yaml": want json or text`}},
 		{"ads address", []string{"--plaintext", "--ads-address", "localhost"},

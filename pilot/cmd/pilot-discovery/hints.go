@@ -9,6 +9,9 @@ import (
 	"fmt"
 	"strings"
 	"time"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 )
 
 // The CLI's errors name the likely fix when the cause is a common mistake:
@@ -29,9 +32,12 @@ func withHint(err error, hint string) error {
 	return fmt.Errorf("%w\nhint: %s", err, hint)
 }
 
-// withTimeoutHint suggests a larger --timeout when err is a deadline.
+// withTimeoutHint suggests a larger --timeout when err is a deadline: the
+// context's, or gRPC's DeadlineExceeded status, which does not wrap it (a
+// server that accepts the connection and never answers).
 func withTimeoutHint(err error, timeout time.Duration) error {
-	if err == nil || !(errors.Is(err, context.DeadlineExceeded) || errors.Is(err, errNoConfig)) {
+	if err == nil || !(errors.Is(err, context.DeadlineExceeded) || errors.Is(err, errNoConfig) ||
+		status.Code(err) == codes.DeadlineExceeded) {
 		return err
 	}
 	return withHint(err, fmt.Sprintf("gave up after --timeout %s; a large configuration (thousands of routes) takes longer "+
@@ -70,7 +76,10 @@ func adsTransportHint(err error, address string, plaintext bool) error {
 func httpTransportHint(err error, address string) error {
 	msg := err.Error()
 	switch {
-	case strings.Contains(msg, "malformed HTTP response"):
+	// A gRPC server sends its SETTINGS frame first: net/http reads it as a
+	// malformed response, or, when it arrives before the request is
+	// written, as an unsolicited one and fails with readLoopPeekFailLocked.
+	case strings.Contains(msg, "malformed HTTP response") || strings.Contains(msg, "readLoopPeekFailLocked"):
 		return withHint(err, address+" answers in HTTP/2 frames: it looks like the ADS (gRPC) port; proxy-status reads the debug port "+
 			"(--debug-address, default localhost:"+defaultDebugPort+")")
 	case strings.Contains(msg, "server gave HTTP response to HTTPS client"):

@@ -124,11 +124,16 @@ func (m *manifestSet) display(rel string) string {
 }
 
 // problems are the source's problems with each file named as the user
-// gave it.
+// gave it, also the file a duplicate's message says holds the served
+// declaration.
 func (m *manifestSet) problems(src *file.Source) []file.Problem {
 	ps := src.Problems()
 	for i := range ps {
 		ps[i].File = m.display(ps[i].File)
+		if in := ps[i].DefinedIn; in != "" {
+			ps[i].DefinedIn = m.display(in)
+			ps[i].Message = strings.Replace(ps[i].Message, "defined in "+in+" ", "defined in "+ps[i].DefinedIn+" ", 1)
+		}
 	}
 	return ps
 }

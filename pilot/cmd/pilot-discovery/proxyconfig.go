@@ -184,6 +184,9 @@ func (o *proxyConfigOptions) validate(kind string) error {
 	default:
 		return fmt.Errorf("-o %q: want short, json or yaml", o.output)
 	}
+	if o.gateway == "" {
+		return fmt.Errorf("--gateway is required: the Gateway as NAMESPACE/NAME")
+	}
 	if _, err := parseGatewayRef(o.gateway); err != nil {
 		return err
 	}
@@ -193,6 +196,11 @@ func (o *proxyConfigOptions) validate(kind string) error {
 	if o.source == nil {
 		if o.xdsAddress == "" {
 			return fmt.Errorf("--xds-address or -f is required")
+		}
+		// Without a port, gRPC would dial 443 and the error would say
+		// nothing listens there.
+		if err := checkListenAddress("--xds-address", o.xdsAddress); err != nil {
+			return err
 		}
 		if o.plaintext && (o.caFile != "" || o.serverName != "") {
 			return fmt.Errorf("--plaintext conflicts with --ca-file and --tls-server-name")

@@ -146,9 +146,41 @@ func TestProxyConfigUnknownGateway(t *testing.T) {
 	if !errors.Is(err, errNoConfig) {
 		t.Fatalf("err = %v, want errNoConfig", err)
 	}
-	wantErr(t, err, "gateway nope/nope", "/debug/config_dump?gateway=nope/nope")
+	// The monitoring port answers 404 under /debug/: the error names the debug port.
+	wantErr(t, err, "gateway nope/nope", "/debug/config_dump?gateway=nope/nope on the debug port", "127.0.0.1:15015")
 	if d := time.Since(start); d > 5*time.Second {
 		t.Errorf("took %s", d)
+	}
+}
+
+// TestProxyConfigSilentServerSuggestsTimeout: a server that accepts the
+// connection and never answers ends the call with gRPC's DeadlineExceeded
+// status, which does not wrap context.DeadlineExceeded; the error still
+// suggests a larger --timeout.
+func TestProxyConfigSilentServerSuggestsTimeout(t *testing.T) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		var conns []net.Conn
+		for {
+			c, err := l.Accept()
+			if err != nil {
+				for _, c := range conns {
+					_ = c.Close()
+				}
+				return
+			}
+			conns = append(conns, c) // held open, never answered
+		}
+	}()
+	t.Cleanup(func() { _ = l.Close(); <-done })
+	for _, transport := range [][]string{{"--plaintext"}, nil} {
+		_, err := pc(t, l.Addr().String(), append([]string{"clusters", "--timeout", "300ms"}, transport...)...)
+		wantErr(t, err, "DeadlineExceeded", "hint: gave up after --timeout 300ms", "try --timeout 1.2s")
 	}
 }
 
@@ -161,6 +193,8 @@ func TestProxyConfigFlagErrors(t *testing.T) {
 		{[]string{"proxy-config", "--gateway", "a/b", "--xds-address", "x:1", "--plaintext"}, `missing resource kind: want one of listeners (listener, l), routes`},
 		{[]string{"proxy-config", "clusters", "--gateway", "ab", "--xds-address", "x:1", "--plaintext"}, `--gateway "ab": want NAMESPACE/NAME`},
 		{[]string{"proxy-config", "clusters", "--gateway", "a/b", "--plaintext"}, "--xds-address or -f is required"},
+		{[]string{"proxy-config", "clusters", "--xds-address", "x:1", "--plaintext"}, "--gateway is required: the Gateway as NAMESPACE/NAME"},
+		{[]string{"proxy-config", "clusters", "--gateway", "a/b", "--xds-address", "127.0.0.1", "--plaintext"}, `--xds-address "127.0.0.1": want [HOST]:PORT`},
 		{[]string{"proxy-config", "clusters", "--gateway", "a/b", "--xds-address", "x:1", "-o", "xml"}, `-o "xml": want short, json or yaml`},
 		{[]string{"proxy-config", "clusters", "--gateway", "a/b", "--xds-address", "x:1", "--plaintext", "--ca-file", "ca.pem"}, "--plaintext conflicts with --ca-file"},
 		{[]string{"proxy-config", "clusters", "--gateway", "a/b", "--xds-address", "x:1", "--plaintext", "--token-file", "tok"}, "--token-file needs TLS"},

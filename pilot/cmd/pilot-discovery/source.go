@@ -197,7 +197,7 @@ func (s *adsSource) Fetch(ctx context.Context, gw gatewayRef) (proxyResources, e
 func (s *adsSource) describe(gw gatewayRef, err error) error {
 	if errors.Is(err, errNoConfig) {
 		return fmt.Errorf("gateway %s at %s: %w (is the Gateway programmed? its configuration is at "+
-			"/debug/config_dump?gateway=%s on the HTTP port)", gw, s.address, err, gw)
+			"/debug/config_dump?gateway=%s on the debug port, --debug-address, default 127.0.0.1:%s)", gw, s.address, err, gw, defaultDebugPort)
 	}
 	return adsTransportHint(fmt.Errorf("gateway %s at %s: %w", gw, s.address, err), s.address, s.plaintext)
 }

@@ -72,6 +72,8 @@ func TestWhyDiscoveryLogsReloadsAndPushes(t *testing.T) {
 			t.Errorf("discovery: %v", err)
 		}
 	}()
+	// The first read has the keys of a reload (README.md, "Logs").
+	waitLog(t, logs, "the first read", `"msg":"file: loaded"`, `"changes":"DestinationRules: 1 added; Gateways: 1 added;`, `"objects":11,`, `"problems":0`)
 	waitLog(t, logs, "the first push", `"msg":"xds: pushed"`, `"gateways":1`, `"gatewayNames":["gateway-namespace/gateway"]`, `"resourcesChanged"`)
 	route := filepath.Join(dir, "30-inferencepool.yaml")
 	b, err := os.ReadFile(route)

@@ -57,9 +57,11 @@ func pickDeclarations(candidates []object, prev map[objectID]object, held func(f
 				winner, why = i, "which was loaded first: that one stays served"
 			} else if held(fileObject{file: p.ref.file, id: id}) {
 				for _, d := range decls {
-					problems = append(problems, d.ref.problem("", fmt.Sprintf(
+					pr := d.ref.problem("", fmt.Sprintf(
 						"already defined in %s document %d, whose last accepted version stays served: this one is refused",
-						p.ref.file, p.ref.doc)))
+						p.ref.file, p.ref.doc))
+					pr.DefinedIn = p.ref.file
+					problems = append(problems, pr)
 				}
 				continue
 			}
@@ -70,8 +72,10 @@ func pickDeclarations(candidates []object, prev map[objectID]object, held func(f
 			if i == winner {
 				continue
 			}
-			problems = append(problems, d.ref.problem("", fmt.Sprintf(
-				"already defined in %s document %d, %s and this one is refused", w.ref.file, w.ref.doc, why)))
+			pr := d.ref.problem("", fmt.Sprintf(
+				"already defined in %s document %d, %s and this one is refused", w.ref.file, w.ref.doc, why))
+			pr.DefinedIn = w.ref.file
+			problems = append(problems, pr)
 		}
 	}
 	return accepted, problems

@@ -34,6 +34,10 @@ type Problem struct {
 	// Message says what is wrong, in the words of the API server where it
 	// has an equivalent (field.Error's body: "Too many: 9: must have at most 8 items").
 	Message string
+	// DefinedIn is set on a refused duplicate declaration: the file (a path
+	// like File) that holds the declaration served instead, which Message
+	// names as "already defined in DefinedIn document N".
+	DefinedIn string
 }
 
 // Error renders the problem on one line:
