@@ -68,7 +68,8 @@ func (s *fileSource) Fetch(ctx context.Context, gw gatewayRef) (proxyResources, 
 	}
 	s.problems = m.problems(src)
 	dir := strings.Join(s.paths, ", ")
-	srv, err := bootstrap.NewServer(bootstrap.Args{Files: src, Features: feats, Debounce: time.Millisecond, MaxDelay: 10 * time.Millisecond})
+	srv, err := bootstrap.NewServer(bootstrap.Args{Files: src, Features: feats, Debounce: time.Millisecond, MaxDelay: 10 * time.Millisecond,
+		XDSLogger: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		return proxyResources{}, err
 	}

@@ -22,6 +22,7 @@ import (
 
 	"github.com/infermesh/infermesh/pilot/pkg/config/kube/gateway"
 	"github.com/infermesh/infermesh/pkg/test/certs"
+	"github.com/infermesh/infermesh/pkg/test/logbuf"
 )
 
 // seedDir is the seed's manifests as a user writes them, with the pods
@@ -372,5 +373,23 @@ spec:
 	}
 	if n := len(strings.Split(strings.TrimSpace(out), "\n")); n != 1 || strings.Contains(out, "llm-cert") {
 		t.Errorf("the seed Gateway's proxy lists secrets:\n%s", out)
+	}
+}
+
+// TestProxyConfigOfflineQuiet: proxy-config -f prints its table and logs
+// nothing about its in-process server's pushes (README walk, defect 11).
+func TestProxyConfigOfflineQuiet(t *testing.T) {
+	logs := &logbuf.Buffer{}
+	d := fakeDeps(t, inference...)
+	d.stderr = logs
+	out, err := run(t, d, "proxy-config", "clusters", "--gateway", seedGateway, "-f", seedDir, "--log-level", "debug")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(out, seedShadowCluster[strings.LastIndex(seedShadowCluster, "|")+1:]) {
+		t.Fatalf("no clusters table:\n%s", out)
+	}
+	if l := logs.Lines("xds: "); len(l) > 0 {
+		t.Errorf("proxy-config -f logged its server's pushes:\n%s", strings.Join(l, "\n"))
 	}
 }

@@ -69,6 +69,10 @@ type Args struct {
 	// credentials (ADS over TLS) and stream interceptors (proxy
 	// authentication). Nil serves plaintext with no authentication.
 	GRPCOptions []grpc.ServerOption
+	// XDSLogger is the ADS server's logger (push, NACK and stream lines);
+	// nil is slog.Default(). proxy-config -f discards it: its in-process
+	// server's pushes are no news to the user.
+	XDSLogger *slog.Logger
 }
 
 // Server is a running pilot-discovery over a cluster.
@@ -126,7 +130,7 @@ func NewServer(args Args) (*Server, error) {
 	s.xds, err = xds.NewServer(xds.Config{
 		Gateways: gateways, Endpoints: reg.Endpoints, EPPTLS: reg.EPPTLS, Translate: translate, Secrets: secrets,
 		Debounce: args.Debounce, MaxDelay: args.MaxDelay, Registry: s.registry, KrtDebug: s.krtDebug,
-		GRPCOptions: args.GRPCOptions, Serving: s.serving,
+		GRPCOptions: args.GRPCOptions, Serving: s.serving, Logger: args.XDSLogger,
 	})
 	if err != nil {
 		if s.events != nil {
