@@ -12,6 +12,7 @@ import (
 	"fmt"
 	"net/url"
 	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -24,7 +25,10 @@ import (
 // testVolumes: ConfigMap, Secret, projected (token with audience,
 // downward API) and emptyDir volumes appear at their mount paths for the
 // container alone (not on the host, not in the other container), read-only
-// when asked; resourceFieldRef reads the container's limit.
+// when asked; resourceFieldRef reads the container's limit. A volume
+// mounted over the folder that holds the image's binary does not stop the
+// container from starting (the Gateway API suite's coredns pod mounts its
+// Corefile at /root, which can hold the binaries' cache).
 func (c *cluster) testVolumes(t *testing.T) {
 	ctx := context.Background()
 	ns := c.namespace(t, "volumes")
@@ -52,7 +56,13 @@ func (c *cluster) testVolumes(t *testing.T) {
 	a.Env = append(a.Env, corev1.EnvVar{Name: "MEM", ValueFrom: &corev1.EnvVarSource{ResourceFieldRef: &corev1.ResourceFieldSelector{Resource: "limits.memory"}}})
 	a.Resources.Limits = corev1.ResourceList{corev1.ResourceMemory: resource.MustParse("1Gi")}
 	b := appContainer("b", 8081)
-	pod := appPod(ns, "vols", a, b)
+	self, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	over := appContainer("over", 8082)
+	over.VolumeMounts = []corev1.VolumeMount{{Name: "boot", MountPath: filepath.Dir(self), ReadOnly: true}}
+	pod := appPod(ns, "vols", a, b, over)
 	pod.Spec.ServiceAccountName = "default"
 	pod.Spec.Volumes = []corev1.Volume{
 		{Name: "boot", VolumeSource: corev1.VolumeSource{ConfigMap: &corev1.ConfigMapVolumeSource{
@@ -74,6 +84,9 @@ func (c *cluster) testVolumes(t *testing.T) {
 	}
 	if _, err := tryGet(fmt.Sprintf("http://%s:8080/file?path=%s", p.Status.PodIP, url.QueryEscape(base+"/envoy/other"))); err == nil {
 		t.Error("ConfigMap key not among the items is there")
+	}
+	if got := file(8082, filepath.Join(filepath.Dir(self), "bootstrap.json")); got != `{"a":1}` {
+		t.Errorf("ConfigMap mounted over the binary's folder: %q", got)
 	}
 	if got := file(8080, base+"/tls/tls.crt"); got != "CERT" {
 		t.Errorf("Secret key: %q", got)
