@@ -15,6 +15,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
@@ -136,4 +137,35 @@ func jwtClaims(t *testing.T, token string) map[string]any {
 		t.Fatal(err)
 	}
 	return claims
+}
+
+// testLateSecret: a pod whose Secret volume names a Secret that does not
+// exist yet waits, not running, and starts once the Secret is created, as
+// the kubelet keeps retrying a mount (the Gateway API suite creates its
+// base pods' Secrets after the pods).
+func (c *cluster) testLateSecret(t *testing.T) {
+	ctx := context.Background()
+	ns := c.namespace(t, "late-secret")
+	a := appContainer("a", 8080)
+	a.VolumeMounts = []corev1.VolumeMount{{Name: "tls", MountPath: fmt.Sprintf("/tmp/nodetest-late-%d", os.Getpid()), ReadOnly: true}}
+	pod := appPod(ns, "late", a)
+	pod.Spec.Volumes = []corev1.Volume{{Name: "tls", VolumeSource: corev1.VolumeSource{Secret: &corev1.SecretVolumeSource{SecretName: "later"}}}}
+	c.create(t, pod)
+	c.waitPod(t, ns, "late", "a FailedMount wait", waitBound, func(p *corev1.Pod) bool {
+		return len(p.Status.ContainerStatuses) == 1 && p.Status.ContainerStatuses[0].State.Running == nil && p.Status.ContainerStatuses[0].RestartCount == 0 &&
+			p.Status.Phase == corev1.PodPending
+	})
+	time.Sleep(2 * time.Second) // past the first retries
+	if p, err := c.client.CoreV1().Pods(ns).Get(ctx, "late", metav1.GetOptions{}); err != nil || isReady(p) {
+		t.Fatalf("pod Ready before its Secret exists (err %v)", err)
+	}
+	if _, err := c.client.CoreV1().Secrets(ns).Create(ctx, &corev1.Secret{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "later"}, Data: map[string][]byte{"tls.crt": []byte("LATE")},
+	}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	p := c.waitPod(t, ns, "late", "Running and Ready after the Secret appeared", waitBound, isReady)
+	if got := httpGet(t, fmt.Sprintf("http://%s:8080/file?path=%s", p.Status.PodIP, url.QueryEscape(fmt.Sprintf("/tmp/nodetest-late-%d/tls.crt", os.Getpid())))); got != "LATE" {
+		t.Errorf("late Secret's key: %q", got)
+	}
 }
