@@ -13,7 +13,7 @@ BENCH ?= .
 COUNT ?= 1
 PKG ?= ./...
 
-.PHONY: all build demo demo-traffic test lint vet staticcheck unit integ conformance conformance-subset k8s-test-binaries helm manifests bench bench-compare fuzz fuzz-routes clean
+.PHONY: all build demo demo-traffic test lint vet staticcheck unit integ conformance conformance-gateway-api conformance-subset k8s-test-binaries helm manifests bench bench-compare fuzz fuzz-routes clean
 
 all: build
 
@@ -89,11 +89,20 @@ integ:
 # The GIE v1.6.0 conformance suite on this machine (conformance/README.md).
 # One test: `make conformance RUN_TEST=InferencePoolAccepted`; the class
 # without body-mode parameters: `make conformance EPP_BODY_MODE=default`.
+# `make conformance SUITE=gateway-api` is `make conformance-gateway-api`.
+SUITE ?= gie
 RUN_TEST ?=
 SKIP_TESTS ?=
 EPP_BODY_MODE ?= Streamed
 conformance:
-	GO=$(GO) RUN_TEST=$(RUN_TEST) SKIP_TESTS=$(SKIP_TESTS) EPP_BODY_MODE=$(EPP_BODY_MODE) hack/conformance.sh
+	GO=$(GO) SUITE=$(SUITE) RUN_TEST=$(RUN_TEST) SKIP_TESTS=$(SKIP_TESTS) EPP_BODY_MODE=$(EPP_BODY_MODE) hack/conformance.sh
+
+# The Gateway API v1.6.1 conformance suite, profiles GATEWAY-HTTP and
+# GATEWAY-GRPC, core and extended (conformance/README.md, "Gateway API
+# suite"); one test: `make conformance-gateway-api RUN_TEST=HTTPRouteSimpleSameNamespace`.
+# Never part of `make test`.
+conformance-gateway-api:
+	GO=$(GO) SUITE=gateway-api RUN_TEST=$(RUN_TEST) SKIP_TESTS=$(SKIP_TESTS) hack/conformance.sh
 
 # What `make test` runs of the suite: every test but the statistical
 # GatewayWeightedAcrossTwoInferencePools (conformance/README.md, "In make
@@ -101,7 +110,7 @@ conformance:
 CONFORMANCE_SUBSET_SKIP := GatewayWeightedAcrossTwoInferencePools
 conformance-subset:
 	report=$$(mktemp -d)/infermesh-subset.yaml && \
-	GO=$(GO) SKIP_TESTS=$(CONFORMANCE_SUBSET_SKIP) REPORT=$$report hack/conformance.sh
+	GO=$(GO) SUITE=gie SKIP_TESTS=$(CONFORMANCE_SUBSET_SKIP) REPORT=$$report hack/conformance.sh
 
 # Benchmarks are never part of `make test`.
 bench:

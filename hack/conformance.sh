@@ -3,22 +3,29 @@
 # SPDX-License-Identifier: Apache-2.0
 #
 # `make conformance`: the GIE v1.6.0 conformance suite against infermesh on
-# this machine (conformance/README.md). Builds what it needs, then runs
-# conformance/harness's TestGIEConformance (build tag "conformance"), which
-# starts the cluster, the node, the load-balancer stand-in and infermesh,
-# runs the suite's own test binary and tears everything down. The last line
-# printed is "N passed, M failed, K skipped" (from the suite's report).
+# this machine (conformance/README.md); with SUITE=gateway-api (`make
+# conformance-gateway-api`) the Gateway API v1.6.1 suite, profiles
+# GATEWAY-HTTP and GATEWAY-GRPC. Builds what it needs, then runs
+# conformance/harness's TestGIEConformance or TestGatewayAPIConformance
+# (build tag "conformance"), which starts the cluster, the node, the
+# load-balancer stand-in and infermesh, runs the suite's own test binary
+# and tears everything down. The last lines printed are "N passed, M
+# failed, K skipped" (GIE: one line, from Go's verdicts checked against the
+# report; Gateway API: one line per profile's core and extended tests,
+# from Go's verdicts, the report cross-checked).
 #
 # Environment:
+#   SUITE            gie (default) or gateway-api
 #   RUN_TEST         one test's short name, passed to the suite's -run-test
-#                    (for example InferencePoolAccepted); empty runs all 14
+#                    (for example InferencePoolAccepted); empty runs all
 #   SKIP_TESTS       short names, comma-separated, passed to the suite's
 #                    -skip-tests (`make conformance-subset` sets it)
 #   EPP_BODY_MODE    the GatewayClass's eppRequestBodyMode: Streamed (default),
 #                    FullDuplexStreamed, or "default" (a class without
-#                    parametersRef: FULL_DUPLEX_STREAMED, as on Istio)
-#   REPORT           the report YAML (default conformance/reports/v1.6.0/infermesh-<RUN_TEST or all>.yaml)
-#   CONFORMANCE_TEST the harness test to run (default TestGIEConformance;
+#                    parametersRef: FULL_DUPLEX_STREAMED, as on Istio); GIE only
+#   REPORT           the report YAML (default conformance/reports/<suite version>/infermesh-<RUN_TEST or all>.yaml)
+#   CONFORMANCE_TEST the harness test to run (default TestGIEConformance, or
+#                    TestGatewayAPIConformance with SUITE=gateway-api;
 #                    TestClusterSmoke checks the cluster and node alone)
 #   GO               go command (default go)
 # Needs root (network namespaces, a bridge). Logs stay in the state folder
@@ -26,22 +33,39 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 GO=${GO:-go}
+SUITE=${SUITE:-gie}
 RUN_TEST=${RUN_TEST:-}
 SKIP_TESTS=${SKIP_TESTS:-}
 EPP_BODY_MODE=${EPP_BODY_MODE:-Streamed}
-CONFORMANCE_TEST=${CONFORMANCE_TEST:-TestGIEConformance}
 GIE_CONFORMANCE_VERSION=${GIE_CONFORMANCE_VERSION:-v1.6.0}
-REPORT=${REPORT:-conformance/reports/$GIE_CONFORMANCE_VERSION/infermesh-${RUN_TEST:-all}.yaml}
-[[ $REPORT == /* ]] || REPORT=$PWD/$REPORT
+GWAPI_CONFORMANCE_VERSION=${GWAPI_CONFORMANCE_VERSION:-v1.6.1}
 CACHE_ROOT=${INFERMESH_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/infermesh}
+case $SUITE in
+gie)
+	HARNESS_TEST=TestGIEConformance version=$GIE_CONFORMANCE_VERSION
+	suite=$CACHE_ROOT/images/gie-conformance.test-$version/bin/gie-conformance.test
+	test_list=
+	;;
+gateway-api)
+	HARNESS_TEST=TestGatewayAPIConformance version=$GWAPI_CONFORMANCE_VERSION
+	suite=$CACHE_ROOT/images/gwapi-conformance.test-$version/bin/gwapi-conformance.test
+	test_list=$(dirname "$(dirname "$suite")")/tests.tsv
+	;;
+*)
+	echo "conformance: SUITE must be gie or gateway-api, got '$SUITE'" >&2
+	exit 1
+	;;
+esac
+CONFORMANCE_TEST=${CONFORMANCE_TEST:-$HARNESS_TEST}
+REPORT=${REPORT:-conformance/reports/$version/infermesh-${RUN_TEST:-all}.yaml}
+[[ $REPORT == /* ]] || REPORT=$PWD/$REPORT
 
 log() { printf '==> conformance: %s\n' "$*" >&2; }
 [[ $(id -u) == 0 ]] || { echo "conformance: needs root (network namespaces)" >&2; exit 1; }
 
 start=$SECONDS
 k8s=$(hack/k8s-test-binaries.sh)
-images=$(GIE_CONFORMANCE_VERSION=$GIE_CONFORMANCE_VERSION hack/images.sh)
-suite=$CACHE_ROOT/images/gie-conformance.test-$GIE_CONFORMANCE_VERSION/bin/gie-conformance.test
+images=$(SUITE=$SUITE GIE_CONFORMANCE_VERSION=$GIE_CONFORMANCE_VERSION GWAPI_CONFORMANCE_VERSION=$GWAPI_CONFORMANCE_VERSION hack/images.sh)
 [[ -x $suite ]] || { echo "conformance: hack/images.sh left no $suite" >&2; exit 1; }
 log "binaries ready in $((SECONDS - start)) s"
 
@@ -53,12 +77,12 @@ log "state and logs in $state"
 
 rc=0
 KUBE_TEST_BINARIES=$k8s/bin \
-	CONFORMANCE_IMAGES=$images CONFORMANCE_SUITE=$suite CONFORMANCE_RUN_TEST=$RUN_TEST \
+	CONFORMANCE_IMAGES=$images CONFORMANCE_SUITE=$suite CONFORMANCE_TEST_LIST=$test_list CONFORMANCE_RUN_TEST=$RUN_TEST \
 	CONFORMANCE_SKIP_TESTS=$SKIP_TESTS CONFORMANCE_EPP_BODY_MODE=$EPP_BODY_MODE \
 	CONFORMANCE_REPORT=$REPORT CONFORMANCE_SUMMARY=$summary CONFORMANCE_STATE=$state \
 	"$GO" test -tags=conformance -count=1 -timeout 0 -v -run "^${CONFORMANCE_TEST}\$" ./conformance/harness/ || rc=$?
 log "logs in $state; report ${REPORT}; took $((SECONDS - start)) s"
-if [[ $CONFORMANCE_TEST != TestGIEConformance ]]; then
+if [[ $CONFORMANCE_TEST != "$HARNESS_TEST" ]]; then
 	exit "$rc"
 elif [[ -s $summary ]]; then
 	cat "$summary"

@@ -9,6 +9,17 @@
 #                        the backend of the Gateway API and GIE conformance suites
 #   gie-conformance.test `go test -c` of sigs.k8s.io/gateway-api-inference-extension/conformance
 #                        @$GIE_CONFORMANCE_VERSION: the GIE suite's own test binary
+#                        (SUITE=gie, the default)
+#   gwapi-conformance.test
+#                        `go test -c` of sigs.k8s.io/gateway-api/conformance
+#                        @$GWAPI_CONFORMANCE_VERSION: the Gateway API suite's own
+#                        test binary (SUITE=gateway-api), with tests.tsv beside
+#                        bin/: the suite's tests and profiles as
+#                        conformance/harness/testlist prints them, built in the
+#                        same throwaway module
+#   coredns              github.com/coredns/coredns at the version of the
+#                        coredns image the Gateway API suite's base manifest
+#                        names (v1.12.2 for v1.6.1; SUITE=gateway-api)
 #
 #   ${INFERMESH_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/infermesh}/images/<name>-<version>/bin/<name>
 #
@@ -31,11 +42,16 @@
 # entrypoint; no header, no comments:
 #
 #   gcr.io/k8s-staging-gateway-api/echo-basic:v20251106-v1.3.0-263-g47c3435c  .../echo-basic
-#   registry.k8s.io/gateway-api-inference-extension/lwepp:v1.6.0               .../lwepp
+#   registry.k8s.io/gateway-api-inference-extension/lwepp:v1.6.0               .../lwepp      (SUITE=gie)
+#   registry.k8s.io/gateway-api/echo-basic:v1.5.1                              .../echo-basic (SUITE=gateway-api; one line
+#                                                                                  per echo-basic reference in the suite's manifests)
+#   registry.k8s.io/coredns/coredns:v1.12.2                                    .../coredns    (SUITE=gateway-api)
 #   ghcr.io/infermesh/pilot-discovery:latest                                    .../pilot-discovery
 #   docker.io/envoyproxy/envoy:distroless-v1.40.0                               .../dataplane
 #
-# The first two are the references the suites' manifests name. Ours are the
+# The echo-basic, lwepp and coredns references are the ones the suites'
+# manifests name; every echo-basic tag runs the one echo-basic build (the
+# v1.6.1 source serves every mode the tagged images do). Ours are the
 # references an unmodified install uses: pilot-discovery's is the image in
 # manifests/20-deployment.yaml, and the Gateway data plane's is the default of
 # PILOT_GATEWAY_PROXY_IMAGE (pilot/pkg/features/features.go), the image our
@@ -57,13 +73,17 @@
 # Environment:
 #   INFERMESH_CACHE            cache root (default ${XDG_CACHE_HOME:-$HOME/.cache}/infermesh)
 #   ECHO_VERSION               sigs.k8s.io/gateway-api release for echo-basic (default v1.6.1)
+#   SUITE                      gie (default) or gateway-api: which suite's binaries to build
 #   GIE_CONFORMANCE_VERSION    GIE release of the conformance suite (default v1.6.0)
+#   GWAPI_CONFORMANCE_VERSION  Gateway API release of its conformance suite (default v1.6.1)
 #   LWEPP_VERSION              GIE release of lwepp (default v1.6.0)
 #   ENVOY_BINARY               an Envoy binary to run for the Gateway data-plane image
 #   GO                         go command (default go)
 set -euo pipefail
 
 ECHO_VERSION=${ECHO_VERSION:-v1.6.1}
+SUITE=${SUITE:-gie}
+GWAPI_CONFORMANCE_VERSION=${GWAPI_CONFORMANCE_VERSION:-v1.6.1}
 GIE_CONFORMANCE_VERSION=${GIE_CONFORMANCE_VERSION:-v1.6.0}
 LWEPP_VERSION=${LWEPP_VERSION:-v1.6.0}
 GO=${GO:-go}
@@ -81,7 +101,8 @@ GIE=sigs.k8s.io/gateway-api-inference-extension
 log() { printf '==> %s\n' "$*" >&2; }
 die() { printf 'images: %s\n' "$*" >&2; exit 1; }
 
-for v in "$ECHO_VERSION" "$GIE_CONFORMANCE_VERSION" "$LWEPP_VERSION"; do
+[[ $SUITE == gie || $SUITE == gateway-api ]] || die "SUITE must be gie or gateway-api, got $SUITE"
+for v in "$ECHO_VERSION" "$GIE_CONFORMANCE_VERSION" "$LWEPP_VERSION" "$GWAPI_CONFORMANCE_VERSION"; do
 	[[ $v =~ ^v[0-9]+\.[0-9]+\.[0-9]+$ ]] || die "versions must look like v1.6.0, got $v"
 done
 
@@ -137,13 +158,17 @@ throwaway_module() {
 
 # build NAME VERSION PKG MODULE KIND REQUIRE...: make sure
 # ROOT/NAME-VERSION/bin/NAME exists and is PKG from MODULE at VERSION; KIND is
-# "build" for a command, "test" for `go test -c` of the package.
+# "build" for a command, "test" for `go test -c` of the package. With
+# POST_BUILD set to "FUNCTION FILE", FUNCTION MODDIR OUTDIR runs after the
+# build in its throwaway module and must leave OUTDIR/FILE, which a reuse
+# then requires too.
 build() {
 	local name=$1 version=$2 pkg=$3 module=$4 kind=$5
 	shift 5
-	local dest=$ROOT/$name-$version
+	local dest=$ROOT/$name-$version post=()
+	read -r -a post <<<"${POST_BUILD:-}"
 	lock "$name-$version"
-	if built "$dest/bin/$name" "$pkg" "$module" "$version"; then
+	if built "$dest/bin/$name" "$pkg" "$module" "$version" && [[ ${#post[@]} == 0 || -s $dest/${post[1]} ]]; then
 		log "reusing $dest"
 		unlock
 		return
@@ -167,6 +192,10 @@ build() {
 	log "$name: built in $((SECONDS - start)) s"
 	built "$work/out/bin/$name" "$pkg" "$module" "$version" ||
 		die "the fresh $work/out/bin/$name is not $pkg from $module $version"
+	if [[ ${#post[@]} != 0 ]]; then
+		"${post[0]}" "$work/mod" "$work/out"
+		[[ -s $work/out/${post[1]} ]] || die "$name: ${post[0]} left no ${post[1]}"
+	fi
 	{
 		echo "$module $version"
 		echo "package $pkg ($kind)"
@@ -190,19 +219,54 @@ read_image() {
 	printf '%s\n' "$ref"
 }
 
+# test_list MODDIR OUTDIR: OUTDIR/tests.tsv, the Gateway API suite's tests
+# and profiles, printed by conformance/harness/testlist run in the suite's
+# throwaway module (the same module versions as the suite binary).
+test_list() {
+	cp "$REPO/conformance/harness/testlist/main.go" "$1/testlist.go"
+	(cd "$1" && CGO_ENABLED=0 GOFLAGS=-mod=mod "$GO" run -trimpath testlist.go) >"$2/tests.tsv"
+	grep -q '^profile	GATEWAY-HTTP	core	' "$2/tests.tsv" && grep -q '^test	' "$2/tests.tsv" ||
+		die "testlist printed no GATEWAY-HTTP profile or no test"
+}
+
+# module_dir MODULE VERSION: the module's folder in the module cache
+# (downloaded if missing).
+module_dir() {
+	local dir
+	dir=$(cd "$ROOT" && GOFLAGS=-mod=mod "$GO" mod download -json "$1@$2" | awk -F'"' '$2 == "Dir" { print $4; exit }')
+	[[ -d $dir ]] || die "could not download $1@$2"
+	printf '%s\n' "$dir"
+}
+
 mkdir -p "$ROOT"
 
 build echo-basic "$ECHO_VERSION" "$GWAPI/conformance/echo-basic" "$GWAPI/conformance" build \
 	"$GWAPI/conformance $ECHO_VERSION" "$GWAPI $ECHO_VERSION"
-build gie-conformance.test "$GIE_CONFORMANCE_VERSION" "$GIE/conformance" "$GIE/conformance" test \
-	"$GIE/conformance $GIE_CONFORMANCE_VERSION" "$GIE $GIE_CONFORMANCE_VERSION"
-
-LWEPP=$CACHE_ROOT/epp/lwepp-$LWEPP_VERSION/bin/lwepp
-if [[ ! -x $LWEPP ]]; then
-	log "lwepp $LWEPP_VERSION is not cached yet: hack/epp-binaries.sh builds it"
-	LWEPP_VERSION=$LWEPP_VERSION "$REPO/hack/epp-binaries.sh" >/dev/null
+ECHO=$ROOT/echo-basic-$ECHO_VERSION/bin/echo-basic
+if [[ $SUITE == gie ]]; then
+	build gie-conformance.test "$GIE_CONFORMANCE_VERSION" "$GIE/conformance" "$GIE/conformance" test \
+		"$GIE/conformance $GIE_CONFORMANCE_VERSION" "$GIE $GIE_CONFORMANCE_VERSION"
+	LWEPP=$CACHE_ROOT/epp/lwepp-$LWEPP_VERSION/bin/lwepp
+	if [[ ! -x $LWEPP ]]; then
+		log "lwepp $LWEPP_VERSION is not cached yet: hack/epp-binaries.sh builds it"
+		LWEPP_VERSION=$LWEPP_VERSION "$REPO/hack/epp-binaries.sh" >/dev/null
+	fi
+	[[ -x $LWEPP ]] || die "hack/epp-binaries.sh left no $LWEPP"
+else
+	POST_BUILD="test_list tests.tsv" build gwapi-conformance.test "$GWAPI_CONFORMANCE_VERSION" "$GWAPI/conformance" \
+		"$GWAPI/conformance" test "$GWAPI/conformance $GWAPI_CONFORMANCE_VERSION" "$GWAPI $GWAPI_CONFORMANCE_VERSION"
+	# The images the suite's manifests name: every echo-basic tag, and coredns
+	# (base/manifests.yaml), built at that tag from its module.
+	GWAPI_DIR=$(module_dir "$GWAPI/conformance" "$GWAPI_CONFORMANCE_VERSION")
+	mapfile -t GWAPI_ECHO_IMAGES < <(grep -rhoE 'image: *"?[a-z0-9.-]+/[a-z0-9./_-]*/echo-basic:[A-Za-z0-9._-]+' \
+		"$GWAPI_DIR/base" "$GWAPI_DIR/tests" | sed -E 's/^image: *"?//' | sort -u)
+	[[ ${#GWAPI_ECHO_IMAGES[@]} -gt 0 ]] || die "no echo-basic image in $GWAPI_DIR's manifests"
+	COREDNS_IMAGE=$(awk '$1 == "image:" && $2 ~ /\/coredns\/coredns:v[0-9]/ { print $2; exit }' "$GWAPI_DIR/base/manifests.yaml")
+	COREDNS_VERSION=${COREDNS_IMAGE##*:}
+	[[ $COREDNS_VERSION =~ ^v[0-9]+\.[0-9]+\.[0-9]+$ ]] || die "no coredns image in $GWAPI_DIR/base/manifests.yaml"
+	build coredns "$COREDNS_VERSION" github.com/coredns/coredns github.com/coredns/coredns build \
+		"github.com/coredns/coredns $COREDNS_VERSION"
 fi
-[[ -x $LWEPP ]] || die "hack/epp-binaries.sh left no $LWEPP"
 
 PILOT_IMAGE=$(read_image "pilot-discovery's image" manifests/20-deployment.yaml ' ' \
 	'$1 == "image:" && $2 ~ /\/pilot-discovery:/ { print $2; exit }')
@@ -245,8 +309,15 @@ else
 	mv -f "$WORK/STAMP" "$LOCAL/STAMP"
 fi
 {
-	printf '%s\t%s\n' "$ECHO_IMAGE" "$ROOT/echo-basic-$ECHO_VERSION/bin/echo-basic"
-	printf '%s\t%s\n' "$LWEPP_IMAGE" "$LWEPP"
+	printf '%s\t%s\n' "$ECHO_IMAGE" "$ECHO"
+	if [[ $SUITE == gie ]]; then
+		printf '%s\t%s\n' "$LWEPP_IMAGE" "$LWEPP"
+	else
+		for ref in "${GWAPI_ECHO_IMAGES[@]}"; do
+			[[ $ref == "$ECHO_IMAGE" ]] || printf '%s\t%s\n' "$ref" "$ECHO"
+		done
+		printf '%s\t%s\n' "$COREDNS_IMAGE" "$ROOT/coredns-$COREDNS_VERSION/bin/coredns"
+	fi
 	printf '%s\t%s\n' "$PILOT_IMAGE" "$LOCAL/bin/pilot-discovery"
 	printf '%s\t%s\n' "$PROXY_IMAGE" "${ENVOY_BINARY:-$LOCAL/bin/dataplane}"
 } >"$WORK/images.tsv"

@@ -27,15 +27,56 @@ import (
 	"github.com/infermesh/infermesh/pkg/test/node"
 )
 
-const (
-	// nodeName is the one Node that runs pods.
-	nodeName = "conformance-node"
-	// podCIDR is the pod network; no integration package uses it
-	// (they use 10.244.0.x, .30.x, .31.x and .64.x).
-	podCIDR = "10.244.96.0/24"
+// nodeName is the one Node that runs pods.
+const nodeName = "conformance-node"
+
+// clusterSpec is what differs between the suites' clusters: their address
+// ranges and link names, so that neither collides with the integration
+// packages (10.244.0.x, .30.x, .31.x, .60.x, .64.x) nor with the other
+// suite's, and the CRDs each suite checks.
+type clusterSpec struct {
+	// podCIDR is the pod network; the node's bridge holds its first address.
+	podCIDR netip.Prefix
 	// lbCIDR is where the load-balancer stand-in takes Service addresses.
-	lbCIDR = "10.244.97.0/24"
+	lbCIDR netip.Prefix
+	// bridgePrefix starts the node's bridge name, then "-" and our PID in
+	// hex. (Pod network namespaces are named by pkg/test/node from each
+	// pod's UID and our PID, so they cannot collide either.)
+	bridgePrefix string
+	// crds are the CRD manifests installed before kube-controller-manager
+	// starts: the Gateway API channel the suite checks, and the
+	// InferencePool CRD, which pilot-discovery watches.
+	crds func() ([]string, error)
+}
+
+var (
+	// gieCluster is the GIE suite's: the Gateway API standard channel,
+	// which the GIE suite v1.6.0 is written against.
+	gieCluster = clusterSpec{
+		podCIDR: netip.MustParsePrefix("10.244.96.0/24"), lbCIDR: netip.MustParsePrefix("10.244.97.0/24"),
+		bridgePrefix: "imcf", crds: kubeenv.StandardCRDs,
+	}
+	// gatewayAPICluster is the Gateway API suite's: the experimental
+	// channel, for HTTPRoute's retry (gateway-api-conformance.md, Setup).
+	gatewayAPICluster = clusterSpec{
+		podCIDR: netip.MustParsePrefix("10.244.98.0/24"), lbCIDR: netip.MustParsePrefix("10.244.99.0/24"),
+		bridgePrefix: "imga", crds: experimentalCRDs,
+	}
 )
+
+// experimentalCRDs are the Gateway API experimental channel and the
+// InferencePool CRD.
+func experimentalCRDs() ([]string, error) {
+	paths, err := kubeenv.GatewayAPIExperimentalCRDs()
+	if err != nil {
+		return nil, err
+	}
+	pool, err := kubeenv.InferencePoolCRD()
+	if err != nil {
+		return nil, err
+	}
+	return append(paths, pool), nil
+}
 
 // controllers are kube-controller-manager's controllers beyond kubeenv's
 // defaults (endpointslice, endpointslice-mirroring, garbage-collector,
@@ -62,15 +103,21 @@ type cluster struct {
 	bridge string
 	// stateDir holds the node's pod folders and container logs.
 	stateDir string
+	spec     clusterSpec
 }
 
-// startCluster starts the control plane with the scheduler and the
-// CRDs, then the node agent with images; all stop at the test's end.
-func startCluster(t *testing.T, images map[string]node.Image, stateDir string) *cluster {
+// startCluster starts the control plane with the scheduler and spec's
+// CRDs, then the node agent with images on spec's pod network; all stop
+// at the test's end.
+func startCluster(t *testing.T, spec clusterSpec, images map[string]node.Image, stateDir string) *cluster {
 	t.Helper()
+	crds, err := spec.crds()
+	if err != nil {
+		t.Fatal(err)
+	}
 	// The ServiceAccount admission plugin on (kubeenv turns it off by
 	// default): every pod gets its kube-api-access volume, for in-cluster config.
-	env := kubeenv.Start(t, kubeenv.WithScheduler(), kubeenv.WithControllers(controllers...), kubeenv.WithStandardCRDs(),
+	env := kubeenv.Start(t, kubeenv.WithScheduler(), kubeenv.WithControllers(controllers...), kubeenv.WithCRDs(crds...),
 		kubeenv.WithServiceAccountAdmission())
 	// Istio's DestinationRule CRD: the install gives the endpoint pickers'
 	// Services client TLS through DestinationRules (install.go, eppTLSRules).
@@ -79,17 +126,18 @@ func startCluster(t *testing.T, images map[string]node.Image, stateDir string) *
 		t.Fatal(err)
 	}
 	env.ApplyCRDs(dr)
-	c := &cluster{env: env, config: env.RESTConfig(), stateDir: stateDir, bridge: fmt.Sprintf("imcf-%x", os.Getpid())}
+	c := &cluster{env: env, config: env.RESTConfig(), stateDir: stateDir, spec: spec,
+		bridge: fmt.Sprintf("%s-%x", spec.bridgePrefix, os.Getpid())}
 	c.client = kubernetes.NewForConfigOrDie(c.config)
 	if err := os.MkdirAll(stateDir, 0o755); err != nil {
 		t.Fatal(err)
 	}
 	// The cluster DNS serves on the bridge address, which every pod
 	// reaches through its default route (architecture/node.md, "Cluster DNS").
-	dnsAddr := netip.MustParsePrefix(podCIDR).Addr().Next()
+	dnsAddr := spec.podCIDR.Masked().Addr().Next()
 	n, err := node.Start(context.Background(), node.Config{
 		Client: c.client, RESTConfig: c.config, NodeName: nodeName,
-		PodCIDR: netip.MustParsePrefix(podCIDR), BridgeName: c.bridge, Images: images,
+		PodCIDR: spec.podCIDR, BridgeName: c.bridge, Images: images,
 		StateDir: filepath.Join(stateDir, "node"), ClusterDNS: []netip.Addr{dnsAddr},
 	})
 	if err != nil {

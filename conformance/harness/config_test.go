@@ -16,8 +16,12 @@ import (
 type config struct {
 	// images is hack/images.sh's folder (images.tsv).
 	images string
-	// suite is the GIE conformance test binary (gie-conformance.test).
+	// suite is the suite's test binary (gie-conformance.test or
+	// gwapi-conformance.test).
 	suite string
+	// testList is the Gateway API suite's tests.tsv (hack/images.sh):
+	// its tests and profiles, to count verdicts by profile.
+	testList string
 	// report is where the suite writes its report YAML.
 	report string
 	// summary receives the line "N passed, M failed, K skipped".
@@ -41,12 +45,13 @@ const bodyModeDefault = "default"
 
 func configFromEnv() (config, error) {
 	c := config{
-		images:  os.Getenv("CONFORMANCE_IMAGES"),
-		suite:   os.Getenv("CONFORMANCE_SUITE"),
-		report:  os.Getenv("CONFORMANCE_REPORT"),
-		summary: os.Getenv("CONFORMANCE_SUMMARY"),
-		runTest: os.Getenv("CONFORMANCE_RUN_TEST"),
-		state:   os.Getenv("CONFORMANCE_STATE"),
+		images:   os.Getenv("CONFORMANCE_IMAGES"),
+		suite:    os.Getenv("CONFORMANCE_SUITE"),
+		testList: os.Getenv("CONFORMANCE_TEST_LIST"),
+		report:   os.Getenv("CONFORMANCE_REPORT"),
+		summary:  os.Getenv("CONFORMANCE_SUMMARY"),
+		runTest:  os.Getenv("CONFORMANCE_RUN_TEST"),
+		state:    os.Getenv("CONFORMANCE_STATE"),
 
 		skipTests: os.Getenv("CONFORMANCE_SKIP_TESTS"),
 		bodyMode:  os.Getenv("CONFORMANCE_EPP_BODY_MODE"),

@@ -7,7 +7,6 @@ package harness
 
 import (
 	"context"
-	"net/netip"
 	"os"
 	"path/filepath"
 	"testing"
@@ -21,25 +20,24 @@ import (
 // installTimeout bounds the wait for pilot-discovery's pods to be Ready.
 const installTimeout = 180 * time.Second
 
-// TestGIEConformance is `make conformance`: the cluster, infermesh from
-// manifests/, the GatewayClass, then the suite's own binary; the summary
-// line goes to CONFORMANCE_SUMMARY. Its steps log as they finish, so a
-// failure shows how far it got.
-func TestGIEConformance(t *testing.T) {
-	cfg, err := configFromEnv()
-	if err != nil {
-		t.Fatal(err)
-	}
+// setUp is what both suites' runs share, in order: the cluster of spec
+// with the node running images, the service proxy and load-balancer
+// stand-in, infermesh from manifests/ rolled out, and the GatewayClass
+// the suite is told to use (with bodyMode's parameters). Each step logs
+// as it finishes, so a failure shows how far it got; everything stops at
+// the test's end.
+func setUp(t *testing.T, cfg config, spec clusterSpec, bodyMode string) *cluster {
+	t.Helper()
 	images, err := readImages(filepath.Join(cfg.images, "images.tsv"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	c := startCluster(t, images, cfg.state)
+	t.Cleanup(cancel)
+	c := startCluster(t, spec, images, cfg.state)
 	t.Log("step: cluster, scheduler and node up")
 
-	lb, err := startLoadBalancer(ctx, c.client, c.bridge, netip.MustParsePrefix(lbCIDR), t.Logf)
+	lb, err := startLoadBalancer(ctx, c.client, c.bridge, spec.lbCIDR, t.Logf)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -54,22 +52,33 @@ func TestGIEConformance(t *testing.T) {
 	}, func() string { return c.podsReport(ctx, installNamespace) })
 	t.Log("step: infermesh installed from manifests/, pilot-discovery rolled out")
 
-	if err := c.createGatewayClass(ctx, cfg.bodyMode); err != nil {
+	if err := c.createGatewayClass(ctx, bodyMode); err != nil {
 		t.Fatalf("GatewayClass: %v", err)
 	}
-	t.Logf("step: GatewayClass %s created, EPP request body mode %s (the suite waits for Accepted)", gatewayClass, cfg.bodyMode)
+	t.Logf("step: GatewayClass %s created, EPP request body mode %s (the suite waits for Accepted)", gatewayClass, bodyMode)
+	return c
+}
 
-	runErr := runSuite(cfg, c.env.Kubeconfig)
+// TestGIEConformance is `make conformance`: the cluster, infermesh from
+// manifests/, the GatewayClass, the endpoint pickers' DestinationRules,
+// then the suite's own binary; the summary line goes to
+// CONFORMANCE_SUMMARY.
+func TestGIEConformance(t *testing.T) {
+	cfg, err := configFromEnv()
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := setUp(t, cfg, gieCluster, cfg.bodyMode)
+	if err := c.eppTLSRules(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+
+	runErr := runSuite(cfg, c.env.Kubeconfig, suiteArgs(cfg))
 	st, err := readReport(cfg.report)
 	if err != nil {
 		t.Fatalf("%v (suite exit: %v)", err, runErr)
 	}
-	out, err := os.Open(filepath.Join(cfg.state, "suite.log"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	verdicts, err := ParseVerdicts(out)
-	out.Close()
+	verdicts, err := suiteVerdicts(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -86,4 +95,14 @@ func TestGIEConformance(t *testing.T) {
 	if runErr != nil {
 		t.Errorf("the suite failed: %v", runErr)
 	}
+}
+
+// suiteVerdicts reads Go's verdicts from the suite's output (suite.log).
+func suiteVerdicts(cfg config) (Verdicts, error) {
+	out, err := os.Open(filepath.Join(cfg.state, "suite.log"))
+	if err != nil {
+		return nil, err
+	}
+	defer out.Close()
+	return ParseVerdicts(out)
 }

@@ -6,7 +6,11 @@
 // test binary, unmodified) against infermesh on one machine: `make
 // conformance` (hack/conformance.sh) runs TestGIEConformance, which is
 // behind the build tag "conformance" so that neither `make test` nor `make
-// integ` runs it.
+// integ` runs it. `make conformance-gateway-api` runs the Gateway API suite
+// (sigs.k8s.io/gateway-api/conformance v1.6.1, profiles GATEWAY-HTTP and
+// GATEWAY-GRPC) the same way: TestGatewayAPIConformance, on a cluster of
+// its own ranges with the experimental-channel CRDs (clusterSpec), its
+// verdicts counted by profile (profiles.go).
 //
 // What the test sets up, in order (conformance/README.md has the why):
 //
@@ -24,7 +28,9 @@
 //   - infermesh installed from manifests/ (install.go) and the GatewayClass
 //     the suite names, with its parameters ConfigMap (gatewayclass.go);
 //   - the suite binary (suite.go), whose report YAML and summary line it
-//     writes where hack/conformance.sh asks.
+//     writes where hack/conformance.sh asks; each test is judged by Go's
+//     verdict line in the suite's output (verdicts.go, profiles.go), the
+//     report only cross-checked.
 //
 // It needs root (network namespaces, a bridge), like tests/integration/node.
 package harness

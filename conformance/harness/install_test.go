@@ -61,11 +61,9 @@ func (c *cluster) installInfermesh(ctx context.Context, repo string) error {
 	}
 	patch := `{"apiVersion":"apps/v1","kind":"Deployment","metadata":{"name":"pilot-discovery","namespace":"infermesh-system"},` +
 		`"spec":{"template":{"spec":{"containers":[{"name":"discovery","env":[{"name":"PILOT_GATEWAY_XDS_CA_FILE","value":"/etc/infermesh/ads-tls/ca.crt"}]}]}}}}`
-	if _, err = c.client.AppsV1().Deployments(installNamespace).Patch(ctx, "pilot-discovery", types.ApplyPatchType, []byte(patch),
-		metav1.PatchOptions{FieldManager: "kubectl-set-env"}); err != nil {
-		return err
-	}
-	return c.eppTLSRules(ctx, a)
+	_, err = c.client.AppsV1().Deployments(installNamespace).Patch(ctx, "pilot-discovery", types.ApplyPatchType, []byte(patch),
+		metav1.PatchOptions{FieldManager: "kubectl-set-env"})
+	return err
 }
 
 // eppServices are the endpoint pickers' Services of the suite's base.yaml
@@ -92,7 +90,11 @@ const eppNamespace = "inference-conformance-app-backend"
 // The rules live in the control plane's namespace (Istio's root-namespace
 // habit) and name each host by its FQDN, so they exist before the suite
 // creates its namespaces.
-func (c *cluster) eppTLSRules(ctx context.Context, a *kubeapply.Applier) error {
+func (c *cluster) eppTLSRules(ctx context.Context) error {
+	a, err := kubeapply.New(c.config, fieldManager)
+	if err != nil {
+		return err
+	}
 	for _, svc := range eppServices {
 		dr := fmt.Sprintf(`{"apiVersion":"networking.istio.io/v1","kind":"DestinationRule",`+
 			`"metadata":{"name":%q,"namespace":%q},`+

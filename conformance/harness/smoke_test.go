@@ -40,7 +40,7 @@ func TestClusterSmoke(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	c := startCluster(t, images, filepath.Join(cfg.state, "smoke"))
+	c := startCluster(t, gieCluster, images, filepath.Join(cfg.state, "smoke"))
 	ctx := context.Background()
 	labels := map[string]string{"app": "echo"}
 	d := &appsv1.Deployment{
@@ -92,7 +92,7 @@ func TestClusterSmoke(t *testing.T) {
 // in front of the echo pod, waits for the stand-in to give it an address,
 // and reaches the pod through that address.
 func (c *cluster) checkLoadBalancer(t *testing.T, ctx context.Context, podName string) {
-	lb, err := startLoadBalancer(ctx, c.client, c.bridge, netip.MustParsePrefix(lbCIDR), t.Logf)
+	lb, err := startLoadBalancer(ctx, c.client, c.bridge, gieCluster.lbCIDR, t.Logf)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -114,8 +114,8 @@ func (c *cluster) checkLoadBalancer(t *testing.T, ctx context.Context, podName s
 			return false
 		}
 		addr := s.Status.LoadBalancer.Ingress[0].IP
-		if !netip.MustParsePrefix(lbCIDR).Contains(netip.MustParseAddr(addr)) {
-			t.Fatalf("LoadBalancer address %s is not in %s", addr, lbCIDR)
+		if !gieCluster.lbCIDR.Contains(netip.MustParseAddr(addr)) {
+			t.Fatalf("LoadBalancer address %s is not in %s", addr, gieCluster.lbCIDR)
 		}
 		resp, err := http.Get("http://" + addr + "/through-lb")
 		if err != nil {

@@ -11,13 +11,13 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-
-	"sigs.k8s.io/yaml"
 )
 
-// suiteArgs are the suite binary's flags (conformance.md §1): our class,
-// the report, no Go test timeout (every wait of the suite is bounded, the
-// longest 300 s per step), and -run-test for one test.
+// suiteArgs are the flags both suites' binaries take (conformance.md §1,
+// gateway-api-conformance.md, Setup): our class, the report with the
+// implementation fields it requires, no Go test timeout (every wait of the
+// suites is bounded, the longest 300 s per step), -run-test for one test
+// and -skip-tests.
 func suiteArgs(cfg config) []string {
 	args := []string{
 		"-test.v", "-test.timeout=0", "-test.run=^TestConformance$",
@@ -35,16 +35,16 @@ func suiteArgs(cfg config) []string {
 	return args
 }
 
-// runSuite runs the suite's own test binary against kubeconfig, its
-// output to ours and to state/suite.log; a failing test is no error here
-// (the report says which).
-func runSuite(cfg config, kubeconfig string) error {
+// runSuite runs the suite's own test binary with args against
+// kubeconfig, its output to ours and to state/suite.log; a failing test
+// is no error here (the verdicts say which).
+func runSuite(cfg config, kubeconfig string, args []string) error {
 	logf, err := os.Create(filepath.Join(cfg.state, "suite.log"))
 	if err != nil {
 		return err
 	}
 	defer logf.Close()
-	cmd := exec.Command(cfg.suite, suiteArgs(cfg)...)
+	cmd := exec.Command(cfg.suite, args...)
 	cmd.Env = append(os.Environ(), "KUBECONFIG="+kubeconfig)
 	cmd.Stdout = io.MultiWriter(os.Stdout, logf)
 	cmd.Stderr = cmd.Stdout
@@ -52,26 +52,6 @@ func runSuite(cfg config, kubeconfig string) error {
 	// the state folder so nothing lands in the repository.
 	cmd.Dir = cfg.state
 	return cmd.Run()
-}
-
-// report is the part of the suite's report YAML (a gateway-api
-// ConformanceReport) the summary reads.
-type report struct {
-	Profiles []struct {
-		Name string `json:"name"`
-		Core struct {
-			Statistics  statistics `json:"statistics"`
-			FailedTests []string   `json:"failedTests"`
-		} `json:"core"`
-		Extended *struct {
-			Statistics  statistics `json:"statistics"`
-			FailedTests []string   `json:"failedTests"`
-		} `json:"extended"`
-	} `json:"profiles"`
-}
-
-type statistics struct {
-	Passed, Failed, Skipped int
 }
 
 // readReport reads the suite's report: totals over every profile's core
@@ -82,21 +62,15 @@ func readReport(path string) (ReportStats, error) {
 	if err != nil {
 		return st, fmt.Errorf("the suite wrote no report (it writes one only when its setup completed): %w", err)
 	}
-	var r report
-	if err := yaml.Unmarshal(data, &r); err != nil {
+	parts, err := ParseReportParts(data)
+	if err != nil {
 		return st, fmt.Errorf("report %s: %w", path, err)
 	}
-	for _, p := range r.Profiles {
-		st.Passed += p.Core.Statistics.Passed
-		st.Failed += p.Core.Statistics.Failed
-		st.Skipped += p.Core.Statistics.Skipped
-		st.FailedTests = append(st.FailedTests, p.Core.FailedTests...)
-		if p.Extended != nil {
-			st.Passed += p.Extended.Statistics.Passed
-			st.Failed += p.Extended.Statistics.Failed
-			st.Skipped += p.Extended.Statistics.Skipped
-			st.FailedTests = append(st.FailedTests, p.Extended.FailedTests...)
-		}
+	for _, p := range parts {
+		st.Passed += p.Passed
+		st.Failed += p.Failed
+		st.Skipped += p.Skipped
+		st.FailedTests = append(st.FailedTests, p.FailedTests...)
 	}
 	return st, nil
 }

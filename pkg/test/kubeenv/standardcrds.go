@@ -26,17 +26,28 @@ const (
 // manifests (config/crd/standard/*.yaml) of the sigs.k8s.io/gateway-api version
 // in go.mod, sorted. One of them holds a ValidatingAdmissionPolicy, which
 // ApplyCRDs skips.
-func GatewayAPICRDs() ([]string, error) {
+func GatewayAPICRDs() ([]string, error) { return gatewayAPIChannelCRDs("standard") }
+
+// GatewayAPIExperimentalCRDs returns the paths of the Gateway API
+// experimental-channel CRD manifests (config/crd/experimental/*.yaml, the
+// gateway.networking.k8s.io and gateway.networking.x-k8s.io kinds, without
+// kustomization.yaml) of the sigs.k8s.io/gateway-api version in go.mod,
+// sorted. Only one channel can be installed: the experimental CRDs replace
+// the standard ones of the same kinds, and each carries the
+// gateway.networking.k8s.io/channel annotation "experimental".
+func GatewayAPIExperimentalCRDs() ([]string, error) { return gatewayAPIChannelCRDs("experimental") }
+
+func gatewayAPIChannelCRDs(channel string) ([]string, error) {
 	dir, err := moduleDir(gatewayAPIModule)
 	if err != nil {
 		return nil, err
 	}
-	paths, err := filepath.Glob(filepath.Join(dir, "config", "crd", "standard", "*.yaml"))
+	paths, err := filepath.Glob(filepath.Join(dir, "config", "crd", channel, "gateway.networking.*.yaml"))
 	if err != nil {
 		return nil, fmt.Errorf("kubeenv: %w", err)
 	}
 	if len(paths) == 0 {
-		return nil, fmt.Errorf("kubeenv: no CRD manifests in %s/config/crd/standard", dir)
+		return nil, fmt.Errorf("kubeenv: no CRD manifests in %s/config/crd/%s", dir, channel)
 	}
 	slices.Sort(paths)
 	return paths, nil

@@ -4,7 +4,9 @@
 package kubeenv
 
 import (
+	"fmt"
 	"slices"
+	"strings"
 	"testing"
 )
 
@@ -43,4 +45,37 @@ func TestStandardCRDsAreTheModulesManifests(t *testing.T) {
 		}
 	}
 	t.Logf("%d CRDs in %d files; skipped %v", len(names), len(paths), skipped)
+}
+
+// TestGatewayAPIExperimentalCRDs: the experimental channel's manifests, every
+// one annotated with that channel (the Gateway API suite refuses a cluster
+// whose CRDs mix channels), and HTTPRoute's retry field, which only the
+// experimental channel has.
+func TestGatewayAPIExperimentalCRDs(t *testing.T) {
+	paths, err := GatewayAPIExperimentalCRDs()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, p := range paths {
+		crds, _, err := readCRDs(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, c := range crds {
+			names = append(names, c.GetName())
+			if ch := c.GetAnnotations()["gateway.networking.k8s.io/channel"]; ch != "experimental" {
+				t.Errorf("%s in %s: channel annotation %q, want experimental", c.GetName(), p, ch)
+			}
+			if c.GetName() == "httproutes.gateway.networking.k8s.io" && !strings.Contains(fmt.Sprint(c.Object), "retry:") {
+				t.Errorf("%s in %s has no retry field", c.GetName(), p)
+			}
+		}
+	}
+	for _, want := range []string{"gateways.gateway.networking.k8s.io", "httproutes.gateway.networking.k8s.io",
+		"grpcroutes.gateway.networking.k8s.io", "listenersets.gateway.networking.k8s.io"} {
+		if !slices.Contains(names, want) {
+			t.Errorf("GatewayAPIExperimentalCRDs lacks %s; has %v", want, names)
+		}
+	}
 }

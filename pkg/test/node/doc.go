@@ -82,7 +82,9 @@
 //   - Volumes (volumes.go, mounts.go): configMap, secret, projected
 //     (serviceAccountToken with its audience, configMap, secret,
 //     downwardAPI) and emptyDir volumes are written once into the pod's
-//     folder when the pod starts; each container with volumeMounts runs in
+//     folder when the pod starts (retried with a back-off while a ConfigMap
+//     or Secret they name is missing, as the kubelet retries a mount; the
+//     containers wait meanwhile); each container with volumeMounts runs in
 //     a mount namespace of its own where they are bind-mounted at their
 //     mount paths (read-only when asked), as a runtime does.
 //

@@ -75,6 +75,17 @@ func runMountExec(spec string) error {
 	if err := json.Unmarshal([]byte(spec), &me); err != nil || len(me.Argv) == 0 {
 		return fmt.Errorf("bad %s: %v", mountExecEnv, err)
 	}
+	// The program is opened before the mounts and executed through that
+	// descriptor: a volume may be mounted over the folder that holds its
+	// binary (the Gateway API suite's coredns pod mounts its Corefile at
+	// /root, where the cache of image binaries lives), and a runtime's image
+	// is never hidden by a volume. Close-on-exec: the kernel resolves the
+	// path before it closes the descriptor (a script could not run so; no
+	// image here is one).
+	prog, err := unix.Open(me.Argv[0], unix.O_PATH|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return fmt.Errorf("open %s: %w", me.Argv[0], err)
+	}
 	if err := unix.Mount("", "/", "", unix.MS_REC|unix.MS_PRIVATE, ""); err != nil {
 		return fmt.Errorf("make mounts private: %w", err)
 	}
@@ -89,7 +100,7 @@ func runMountExec(spec string) error {
 			env = append(env, e)
 		}
 	}
-	return syscall.Exec(me.Argv[0], me.Argv, env)
+	return syscall.Exec(fmt.Sprintf("/proc/self/fd/%d", prog), me.Argv, env)
 }
 
 // bind creates m's mount path if missing (on the host's filesystem, which

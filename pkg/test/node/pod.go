@@ -64,9 +64,7 @@ func (p *podRuntime) start() {
 		}
 		var volumes map[string]string
 		if err == nil {
-			if volumes, err = p.node.writeVolumes(p.ctx, p.pod, p.dir); err != nil {
-				p.event(corev1.EventTypeWarning, "FailedMount", "%v", err)
-			}
+			volumes, err = p.writeVolumesRetrying()
 		}
 		var resolvConf string
 		if err == nil {
@@ -88,6 +86,33 @@ func (p *podRuntime) start() {
 			}()
 		}
 	}()
+}
+
+// writeVolumesRetrying writes the pod's volumes, and while that fails
+// (a ConfigMap or Secret they name does not exist yet, or lacks a key)
+// retries with a back-off from 0.5 s doubling to 8 s, as the kubelet's
+// volume manager keeps retrying a mount: the pod's containers wait
+// meanwhile, with a FailedMount event for each new error. The Gateway
+// API suite creates the Secrets its base pods mount only after those
+// pods. It fails only when the pod is stopped.
+func (p *podRuntime) writeVolumesRetrying() (map[string]string, error) {
+	delay, last := 500*time.Millisecond, ""
+	for {
+		volumes, err := p.node.writeVolumes(p.ctx, p.pod, p.dir)
+		if err == nil {
+			return volumes, nil
+		}
+		if err.Error() != last {
+			last = err.Error()
+			p.event(corev1.EventTypeWarning, "FailedMount", "%v", err)
+		}
+		select {
+		case <-p.ctx.Done():
+			return nil, err
+		case <-time.After(delay):
+		}
+		delay = min(2*delay, 8*time.Second)
+	}
 }
 
 // terminate stops every container (SIGTERM, then SIGKILL after grace),

@@ -31,6 +31,7 @@ func TestNode(t *testing.T) {
 	t.Run("TwoContainersShareAnAddress", c.testSharedAddress)
 	t.Run("Environment", c.testEnvironment)
 	t.Run("Volumes", c.testVolumes)
+	t.Run("SecretCreatedAfterPod", c.testLateSecret)
 	t.Run("ClusterDNS", c.testClusterDNS)
 	t.Run("Probes", c.testProbes)
 	t.Run("CrashAndRestartPolicy", c.testRestarts)

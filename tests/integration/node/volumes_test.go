@@ -12,8 +12,10 @@ import (
 	"fmt"
 	"net/url"
 	"os"
+	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
@@ -24,7 +26,10 @@ import (
 // testVolumes: ConfigMap, Secret, projected (token with audience,
 // downward API) and emptyDir volumes appear at their mount paths for the
 // container alone (not on the host, not in the other container), read-only
-// when asked; resourceFieldRef reads the container's limit.
+// when asked; resourceFieldRef reads the container's limit. A volume
+// mounted over the folder that holds the image's binary does not stop the
+// container from starting (the Gateway API suite's coredns pod mounts its
+// Corefile at /root, which can hold the binaries' cache).
 func (c *cluster) testVolumes(t *testing.T) {
 	ctx := context.Background()
 	ns := c.namespace(t, "volumes")
@@ -52,7 +57,13 @@ func (c *cluster) testVolumes(t *testing.T) {
 	a.Env = append(a.Env, corev1.EnvVar{Name: "MEM", ValueFrom: &corev1.EnvVarSource{ResourceFieldRef: &corev1.ResourceFieldSelector{Resource: "limits.memory"}}})
 	a.Resources.Limits = corev1.ResourceList{corev1.ResourceMemory: resource.MustParse("1Gi")}
 	b := appContainer("b", 8081)
-	pod := appPod(ns, "vols", a, b)
+	self, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	over := appContainer("over", 8082)
+	over.VolumeMounts = []corev1.VolumeMount{{Name: "boot", MountPath: filepath.Dir(self), ReadOnly: true}}
+	pod := appPod(ns, "vols", a, b, over)
 	pod.Spec.ServiceAccountName = "default"
 	pod.Spec.Volumes = []corev1.Volume{
 		{Name: "boot", VolumeSource: corev1.VolumeSource{ConfigMap: &corev1.ConfigMapVolumeSource{
@@ -74,6 +85,9 @@ func (c *cluster) testVolumes(t *testing.T) {
 	}
 	if _, err := tryGet(fmt.Sprintf("http://%s:8080/file?path=%s", p.Status.PodIP, url.QueryEscape(base+"/envoy/other"))); err == nil {
 		t.Error("ConfigMap key not among the items is there")
+	}
+	if got := file(8082, filepath.Join(filepath.Dir(self), "bootstrap.json")); got != `{"a":1}` {
+		t.Errorf("ConfigMap mounted over the binary's folder: %q", got)
 	}
 	if got := file(8080, base+"/tls/tls.crt"); got != "CERT" {
 		t.Errorf("Secret key: %q", got)
@@ -123,4 +137,35 @@ func jwtClaims(t *testing.T, token string) map[string]any {
 		t.Fatal(err)
 	}
 	return claims
+}
+
+// testLateSecret: a pod whose Secret volume names a Secret that does not
+// exist yet waits, not running, and starts once the Secret is created, as
+// the kubelet keeps retrying a mount (the Gateway API suite creates its
+// base pods' Secrets after the pods).
+func (c *cluster) testLateSecret(t *testing.T) {
+	ctx := context.Background()
+	ns := c.namespace(t, "late-secret")
+	a := appContainer("a", 8080)
+	a.VolumeMounts = []corev1.VolumeMount{{Name: "tls", MountPath: fmt.Sprintf("/tmp/nodetest-late-%d", os.Getpid()), ReadOnly: true}}
+	pod := appPod(ns, "late", a)
+	pod.Spec.Volumes = []corev1.Volume{{Name: "tls", VolumeSource: corev1.VolumeSource{Secret: &corev1.SecretVolumeSource{SecretName: "later"}}}}
+	c.create(t, pod)
+	c.waitPod(t, ns, "late", "a FailedMount wait", waitBound, func(p *corev1.Pod) bool {
+		return len(p.Status.ContainerStatuses) == 1 && p.Status.ContainerStatuses[0].State.Running == nil && p.Status.ContainerStatuses[0].RestartCount == 0 &&
+			p.Status.Phase == corev1.PodPending
+	})
+	time.Sleep(2 * time.Second) // past the first retries
+	if p, err := c.client.CoreV1().Pods(ns).Get(ctx, "late", metav1.GetOptions{}); err != nil || isReady(p) {
+		t.Fatalf("pod Ready before its Secret exists (err %v)", err)
+	}
+	if _, err := c.client.CoreV1().Secrets(ns).Create(ctx, &corev1.Secret{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "later"}, Data: map[string][]byte{"tls.crt": []byte("LATE")},
+	}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	p := c.waitPod(t, ns, "late", "Running and Ready after the Secret appeared", waitBound, isReady)
+	if got := httpGet(t, fmt.Sprintf("http://%s:8080/file?path=%s", p.Status.PodIP, url.QueryEscape(fmt.Sprintf("/tmp/nodetest-late-%d/tls.crt", os.Getpid())))); got != "LATE" {
+		t.Errorf("late Secret's key: %q", got)
+	}
 }
