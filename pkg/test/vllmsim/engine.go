@@ -169,8 +169,13 @@ func (e *engine) fitsLocked(j *job) bool {
 	return j.lora == "" || e.runningLoRA[j.lora] > 0 || len(e.runningLoRA) < e.maxLoRAs
 }
 
-// scheduleLocked admits, in arrival order, every waiting job that fits.
+// scheduleLocked admits, in arrival order, every waiting job that fits. A
+// closed engine admits nothing: a held request that Close ends leaves the
+// running set, and the job behind it must fail with errClosed, not start.
 func (e *engine) scheduleLocked() {
+	if e.closed {
+		return
+	}
 	kept := e.waiting[:0]
 	for _, j := range e.waiting {
 		if !e.fitsLocked(j) {
