@@ -76,7 +76,12 @@ func (c *filterChain) run(ctx context.Context, req *extproc.Request) (*extproc.R
 // can wrap the rest of the chain.
 func (c *filterChain) decode(ctx context.Context, i int, req *extproc.Request, md map[string]*structpb.Struct) (*extproc.Response, map[string]*structpb.Struct, error) {
 	if i == len(c.filters) {
-		return c.dp.router(ctx, c.ac, c.sel, req, md)
+		resp, served, err := c.dp.router(ctx, c.ac, c.sel, req, md)
+		if resp != nil && resp.Local {
+			// The router's sendLocalReply, in gRPC form for a gRPC request.
+			extproc.GRPCLocalReply(req, resp, -1)
+		}
+		return resp, served, err
 	}
 	switch c.filters[i].name {
 	case filterCORS:
@@ -112,7 +117,7 @@ func (c *filterChain) decodeExtProc(ctx context.Context, i int, req *extproc.Req
 	switch {
 	case err != nil:
 		c.dp.log.Error("dataplane: ext_proc config", "route", c.sel.r.name, "error", err)
-		return localReply(http.StatusInternalServerError, ""), nil, nil
+		return extproc.GRPCLocalReply(req, localReply(http.StatusInternalServerError, ""), -1), nil, nil
 	case !run:
 		return c.decode(ctx, i+1, req, md)
 	}
@@ -123,7 +128,7 @@ func (c *filterChain) decodeExtProc(ctx context.Context, i int, req *extproc.Req
 			// request (the weighted pick stays if the route does).
 			s2, ok := c.dp.selectRoute(c.table, c.l, req2)
 			if !ok {
-				return localReply(http.StatusNotFound, ""), nil, nil
+				return extproc.GRPCLocalReply(req2, localReply(http.StatusNotFound, ""), -1), nil, nil
 			}
 			if s2.r != c.sel.r {
 				c.sel = s2

@@ -46,7 +46,7 @@ func (h *listenerHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		l, scheme = connectionChain(r), "https"
 	}
 	if l == nil {
-		writeResponse(w, localReply(http.StatusServiceUnavailable, ""))
+		writeResponse(w, extproc.GRPCLocalReply(&extproc.Request{Headers: r.Header}, localReply(http.StatusServiceUnavailable, ""), -1))
 		return
 	}
 	body := &downstreamBody{ReadCloser: r.Body}
@@ -59,15 +59,20 @@ func (h *listenerHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		body.complete.Store(true)
 		req.Body = http.NoBody
 	}
+	// The connection manager's own local replies, in gRPC form for a gRPC
+	// request as sendLocalReply makes them.
+	hcmReply := func(status int, body string) *extproc.Response {
+		return extproc.GRPCLocalReply(req, localReply(status, body), -1)
+	}
 	if r.Method == http.MethodConnect || !strings.HasPrefix(req.Path, "/") {
-		writeResponse(w, localReply(http.StatusNotFound, ""))
+		writeResponse(w, hcmReply(http.StatusNotFound, ""))
 		return
 	}
 	if l.normalizePath {
 		norm, err := normalizePath(req.Path)
 		if err != nil {
 			dp.log.Warn("dataplane: path normalization", "path", req.Path, "error", err)
-			writeResponse(w, localReply(http.StatusBadRequest, ""))
+			writeResponse(w, hcmReply(http.StatusBadRequest, ""))
 			return
 		}
 		req.Path = norm
@@ -79,7 +84,7 @@ func (h *listenerHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	sel, ok := dp.selectRoute(table, l, req)
 	if !ok {
-		writeResponse(w, localReply(http.StatusNotFound, ""))
+		writeResponse(w, hcmReply(http.StatusNotFound, ""))
 		return
 	}
 	if isUpgrade(r) {
@@ -123,7 +128,7 @@ func (h *listenerHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		if body.complete.Load() {
 			status = http.StatusGatewayTimeout
 		}
-		resp, err = localReply(status, bodyDurationTimeout), nil
+		resp, err = hcmReply(status, bodyDurationTimeout), nil
 		fc.hcmReply(resp)
 	}
 	if err != nil {

@@ -23,8 +23,10 @@ import (
 // the GRPCRoute, the HTTPRoute's requests must reach the model servers in
 // HTTP/1.1: Envoy speaks h2c with prior knowledge to every host of a
 // cluster whose HttpProtocolOptions say http2_protocol_options, and an
-// HTTP/1.1-only server cannot answer that. The GRPCRoute's requests get 500
-// (its backend is not served: gRPC cannot travel over HTTP/1.1).
+// HTTP/1.1-only server cannot answer that. The GRPCRoute's requests get the
+// router's 500 (its backend is not served: gRPC cannot travel over
+// HTTP/1.1) as a gRPC local reply: 200 with grpc-status 2 (UNKNOWN, Envoy's
+// httpToGrpcStatus of 500) in a headers-only response.
 func TestPoolSharedByHTTPRouteAndGRPCRouteKeepsHTTP1(t *testing.T) {
 	server := backend(t, "model-server") // HTTP/1.1 only
 	host, portStr, err := net.SplitHostPort(server.Listener.Addr().String())
@@ -80,8 +82,8 @@ func TestPoolSharedByHTTPRouteAndGRPCRouteKeepsHTTP1(t *testing.T) {
 	}
 	resp = get(t, dp, 80, "POST", "grpc.ssup2.com", "/inference.v1.Generator/Generate",
 		http.Header{"Content-Type": {"application/grpc"}})
-	if resp.StatusCode != 500 || resp.Header.Get("x-backend") != "" {
-		t.Fatalf("GRPCRoute to the HTTP/1.1 pool: %d %q from %q; want 500 from the proxy",
-			resp.StatusCode, bodyOf(resp), resp.Header.Get("x-backend"))
+	if resp.StatusCode != 200 || resp.Header.Get("grpc-status") != "2" || resp.Header.Get("x-backend") != "" {
+		t.Fatalf("GRPCRoute to the HTTP/1.1 pool: %d grpc-status %q %q from %q; want 200 grpc-status 2 from the proxy",
+			resp.StatusCode, resp.Header.Get("grpc-status"), bodyOf(resp), resp.Header.Get("x-backend"))
 	}
 }

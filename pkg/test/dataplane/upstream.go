@@ -279,7 +279,13 @@ func (dp *DataPlane) router(ctx context.Context, ac *activeConfig, sel routeSel,
 			_ = up.Body.Close()
 			continue
 		}
-		var body io.ReadCloser = &releaseBody{ReadCloser: up.Body, release: release}
+		// The response's trailers are known only once its body has ended:
+		// Go's HTTP/2 transport sets a new up.Trailer map then, so the map
+		// handed on is filled from it at io.EOF (Envoy's router forwards
+		// the upstream's trailers downstream, Router::Filter::
+		// onUpstreamTrailers; gRPC's status travels in them).
+		trailers := http.Header{}
+		var body io.ReadCloser = &releaseBody{ReadCloser: up.Body, release: release, up: up, trailers: trailers}
 		// A response without a body ends at its headers (end_of_stream on
 		// the headers, no body message to the processor), as in Envoy.
 		if up.Body == http.NoBody {
@@ -287,7 +293,7 @@ func (dp *DataPlane) router(ctx context.Context, ac *activeConfig, sel routeSel,
 			release()
 			body = http.NoBody
 		}
-		resp = &extproc.Response{Status: up.StatusCode, Headers: up.Header, Body: body, Trailers: up.Trailer}
+		resp = &extproc.Response{Status: up.StatusCode, Headers: up.Header, Body: body, Trailers: trailers}
 		break
 	}
 	if resp == nil {
@@ -382,11 +388,27 @@ func servedMetadata(oh *overrideHostPolicy, host string) map[string]*structpb.St
 }
 
 // releaseBody frees the circuit breaker slot and the route timeout when
-// the response body is closed.
+// the response body is closed, and copies the upstream's trailers into
+// trailers when the body ends.
 type releaseBody struct {
 	io.ReadCloser
-	release func()
-	once    atomic.Bool
+	release  func()
+	once     atomic.Bool
+	up       *http.Response
+	trailers http.Header
+}
+
+func (b *releaseBody) Read(p []byte) (int, error) {
+	n, err := b.ReadCloser.Read(p)
+	if err == io.EOF && b.up != nil {
+		for k, vs := range b.up.Trailer {
+			if len(vs) > 0 { // a declared trailer that never came has no value
+				b.trailers[k] = vs
+			}
+		}
+		b.up = nil
+	}
+	return n, err
 }
 
 func (b *releaseBody) Close() error {
@@ -483,14 +505,18 @@ func redirectReply(r *route, req *extproc.Request) *extproc.Response {
 }
 
 // localReply is a response Envoy generates itself: text/plain body (if
-// any) and its content-length.
+// any) and its content-length. The site that knows the request turns it
+// into gRPC form for a gRPC request (extproc.GRPCLocalReply): the router
+// branch of filterChain.decode for the router's replies (direct
+// responses, redirects, no cluster, no healthy upstream, timeouts,
+// resets), the connection manager in handler.go for its own.
 func localReply(status int, body string) *extproc.Response {
 	h := http.Header{}
 	if body != "" {
 		h.Set("content-type", "text/plain")
 	}
 	h.Set("content-length", fmt.Sprint(len(body)))
-	return &extproc.Response{Status: status, Headers: h, Body: io.NopCloser(strings.NewReader(body))}
+	return &extproc.Response{Status: status, Headers: h, Body: io.NopCloser(strings.NewReader(body)), Local: true}
 }
 
 // mirror sends a copy of the request to each mirror cluster (sampled by

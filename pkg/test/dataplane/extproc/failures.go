@@ -82,11 +82,15 @@ func (r *run) continueAll() {
 func (r *run) failClosed(code int, details string) {
 	r.c.LocalReplies.Add(1)
 	r.stopTimers()
-	r.localReply(&Response{Status: code, Headers: http.Header{}, Body: http.NoBody, Trailers: http.Header{}, Details: details})
+	r.localReply(&Response{Status: code, Headers: http.Header{}, Body: http.NoBody, Trailers: http.Header{}, Details: details}, -1)
 }
 
-func (r *run) localReply(resp *Response) {
+// localReply sends resp as Envoy's sendLocalReply does, in gRPC form for a
+// gRPC request (grpcStatus < 0: derived from the HTTP status).
+func (r *run) localReply(resp *Response, grpcStatus int) {
 	resp.Details = strings.Join(strings.Fields(resp.Details), "_") // Envoy replaces white space in details
+	resp.Local = true
+	GRPCLocalReply(r.req, resp, grpcStatus)
 	// Response headers have reached the filter: Envoy sends the reply
 	// directly to the codec (sendDirectLocalReply).
 	resp.Direct = r.upResp != nil

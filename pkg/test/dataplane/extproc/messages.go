@@ -176,5 +176,9 @@ func (r *run) immediate(ir *extprocsvc.ImmediateResponse) {
 	if len(ir.GetBody()) > 0 {
 		resp.Body = newStaticBody(ir.GetBody())
 	}
-	r.localReply(resp)
+	grpcStatus := -1 // ImmediateResponse.grpc_status, else from the HTTP status
+	if gs := ir.GetGrpcStatus(); gs != nil {
+		grpcStatus = int(gs.GetStatus())
+	}
+	r.localReply(resp, grpcStatus)
 }

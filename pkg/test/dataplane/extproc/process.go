@@ -45,6 +45,12 @@ type Response struct {
 	// every encoder filter (source/common/http/filter_manager.cc), so no
 	// other filter may change it.
 	Direct bool
+	// Local marks a reply the data plane made itself (Envoy's
+	// sendLocalReply) rather than one from an upstream: a gRPC request
+	// gets it in gRPC form (GRPCLocalReply).
+	Local bool
+	// grpcForm is set once GRPCLocalReply has rewritten the reply.
+	grpcForm bool
 }
 
 // Upstream forwards the (possibly mutated) request and returns the upstream

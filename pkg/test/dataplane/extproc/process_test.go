@@ -216,6 +216,46 @@ func TestProcessImmediateResponse(t *testing.T) {
 	}
 }
 
+// An immediate response to a gRPC request is sent in gRPC form, as
+// Envoy's prepareLocalReply makes it: 200, the processor's grpc_status
+// when it gives one (else httpToGrpcStatus of the HTTP code), the body as
+// a percent-encoded grpc-message, and no body.
+func TestProcessImmediateResponseToGRPCRequest(t *testing.T) {
+	for _, tc := range []struct {
+		name       string
+		grpcStatus *extprocsvc.GrpcStatus
+		want       string
+	}{
+		{"processor's grpc_status", &extprocsvc.GrpcStatus{Status: 8}, "8"},
+		{"from the HTTP status", nil, "14"}, // 429 -> UNAVAILABLE
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, dial := startProcessor(t, func(s extprocsvc.ExternalProcessor_ProcessServer, f *fakeProcessor) error {
+				if _, err := f.recv(s); err != nil {
+					return err
+				}
+				return s.Send(&extprocsvc.ProcessingResponse{Response: &extprocsvc.ProcessingResponse_ImmediateResponse{
+					ImmediateResponse: &extprocsvc.ImmediateResponse{
+						Status: &typeStatus{Code: 429}, GrpcStatus: tc.grpcStatus,
+						Body: []byte("shed 100%\n"),
+					}}})
+			})
+			req := postRequest("abc")
+			req.Headers.Set("Content-Type", "application/grpc+proto")
+			up := &fakeUpstream{}
+			resp, err := Process(context.Background(), testConfig(false), dial, req, up.call)
+			if err != nil {
+				t.Fatal(err)
+			}
+			got := []string{resp.Headers.Get("grpc-status"), resp.Headers.Get("grpc-message"), resp.Headers.Get("content-type")}
+			want := []string{tc.want, "shed 100%25%0A", "application/grpc"}
+			if resp.Status != 200 || !cmp.Equal(got, want) || readAll(t, resp) != "" || resp.Headers.Get("content-length") != "" {
+				t.Fatalf("response %d %v %v; want 200 %v, no body, no content-length", resp.Status, got, resp.Headers, want)
+			}
+		})
+	}
+}
+
 // failing answers the first message with a gRPC error.
 func failing(s extprocsvc.ExternalProcessor_ProcessServer, f *fakeProcessor) error {
 	if _, err := f.recv(s); err != nil {
