@@ -453,33 +453,30 @@ func rewritePath(r *route, req *extproc.Request) {
 	req.Path = np
 }
 
-// redirectReply is Route.redirect as a local reply with Location.
+// redirectReply is Route.redirect as a local reply with Location, built
+// as Envoy's Http::Utility::newUri (source/common/http/utility.cc): the
+// scheme is scheme_redirect, else the request's (https_redirect is refused
+// as not implemented, allowed.go); the port is port_redirect alone (":N", never dropped, even
+// when N is the scheme's well-known port); the host is host_redirect as
+// written when set (the request's port goes with the request's host),
+// else the request's Host with its port removed when a port_redirect is
+// given, or when the scheme changes and the port is the default one of
+// x-forwarded-proto's scheme (processRequestHost).
 func redirectReply(r *route, req *extproc.Request) *extproc.Response {
 	ra := r.redirect
 	scheme := req.Scheme
 	if s := ra.GetSchemeRedirect(); s != "" {
 		scheme = s
 	}
-	host, port, err := net.SplitHostPort(req.Authority)
-	if err != nil {
-		host, port = req.Authority, ""
-	}
-	if h := ra.GetHostRedirect(); h != "" {
-		host = h
-	}
-	if ra.GetSchemeRedirect() != "" {
-		port = "" // a scheme change drops the original port
-	}
+	port := ""
 	if p := ra.GetPortRedirect(); p != 0 {
-		port = fmt.Sprint(p)
+		port = fmt.Sprintf(":%d", p)
 	}
-	if (scheme == "http" && port == "80") || (scheme == "https" && port == "443") {
-		port = ""
+	authority := ra.GetHostRedirect()
+	if authority == "" {
+		authority = redirectRequestHost(req, scheme, port)
 	}
-	authority := host
-	if port != "" {
-		authority = net.JoinHostPort(host, port)
-	}
+	authority += port
 	pathQ := req.Path
 	switch {
 	case ra.GetPathRedirect() != "":
@@ -502,6 +499,39 @@ func redirectReply(r *route, req *extproc.Request) *extproc.Response {
 	resp.Headers.Set("location", scheme+"://"+authority+pathQ)
 	r.respHeaders.apply(resp.Headers)
 	return resp
+}
+
+// redirectRequestHost is Envoy's processRequestHost
+// (source/common/http/utility.cc): the request's Host, without its port
+// when the redirect gives a port, or when the scheme changes and the
+// port is the default one of the request's x-forwarded-proto.
+func redirectRequestHost(req *extproc.Request, newScheme, newPort string) string {
+	host := req.Authority
+	if host == "" {
+		return host
+	}
+	var end int
+	if host[0] == '[' {
+		end = strings.LastIndex(host, "]:")
+		if end >= 0 {
+			end++
+		}
+	} else {
+		end = strings.LastIndexByte(host, ':')
+	}
+	if end < 0 {
+		return host
+	}
+	reqPort := host[end:]
+	proto := req.Headers.Get("x-forwarded-proto")
+	remove := newPort != ""
+	if newScheme != proto {
+		remove = remove || (proto == "https" && reqPort == ":443") || (proto == "http" && reqPort == ":80")
+	}
+	if remove {
+		return host[:end]
+	}
+	return host
 }
 
 // localReply is a response Envoy generates itself: text/plain body (if
