@@ -274,7 +274,19 @@ func forwardAction(rt *routev3.Route, perFilter map[string]*anypb.Any, r *model.
 	if err != nil {
 		return err
 	}
+	backendTimeout, err := ruleBackendTimeout(rule)
+	if err != nil {
+		return err
+	}
+	// The router's timeout bounds one request to the backend, from the end
+	// of the downstream request to the end of the upstream response:
+	// timeouts.backendRequest when set (0s: none), else timeouts.request.
+	// The whole stream, ext_proc included, is bounded by
+	// max_stream_duration (timeouts.request).
 	ra.Timeout = durationpb.New(timeout)
+	if backendTimeout >= 0 {
+		ra.Timeout = durationpb.New(backendTimeout)
+	}
 	if timeout > 0 {
 		ra.MaxStreamDuration = &routev3.RouteAction_MaxStreamDuration{MaxStreamDuration: durationpb.New(timeout)}
 	}
@@ -298,6 +310,23 @@ func ruleTimeout(rule *model.Rule) (time.Duration, error) {
 	}
 	if d < 0 {
 		return 0, fmt.Errorf("timeouts.request %s is negative", d)
+	}
+	return d, nil
+}
+
+// ruleBackendTimeout is HTTPRoute timeouts.backendRequest, -1 when unset
+// or for GRPCRoute; 0 disables the timeout. The CRD's validation keeps it
+// at most timeouts.request.
+func ruleBackendTimeout(rule *model.Rule) (time.Duration, error) {
+	if rule.HTTP == nil || rule.HTTP.Timeouts == nil || rule.HTTP.Timeouts.BackendRequest == nil {
+		return -1, nil
+	}
+	d, err := time.ParseDuration(string(*rule.HTTP.Timeouts.BackendRequest))
+	if err != nil {
+		return 0, fmt.Errorf("timeouts.backendRequest: %w", err)
+	}
+	if d < 0 {
+		return 0, fmt.Errorf("timeouts.backendRequest %s is negative", d)
 	}
 	return d, nil
 }

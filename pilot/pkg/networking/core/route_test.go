@@ -192,6 +192,8 @@ func TestRouteTimeout(t *testing.T) {
 	gw := gateway(
 		httpRoute("ns", "slow", []string{"slow.example.com"}, model.Rule{HTTP: &gwv1.HTTPRouteRule{Timeouts: &gwv1.HTTPRouteTimeouts{Request: &d}}, Backends: backendTo("a")}),
 		httpRoute("ns", "stream", []string{"stream.example.com"}, model.Rule{Backends: backendTo("a")}),
+		httpRoute("ns", "backend", []string{"backend.example.com"}, model.Rule{HTTP: &gwv1.HTTPRouteRule{Timeouts: &gwv1.HTTPRouteTimeouts{Request: &d, BackendRequest: ptr.To(gwv1.Duration("500ms"))}}, Backends: backendTo("a")}),
+		httpRoute("ns", "nobackend", []string{"nobackend.example.com"}, model.Rule{HTTP: &gwv1.HTTPRouteRule{Timeouts: &gwv1.HTTPRouteTimeouts{BackendRequest: ptr.To(gwv1.Duration("0s"))}}, Backends: backendTo("a")}),
 	)
 	res := build(t, gw, Inputs{}, Options{})
 	slow := routesOf(t, res, "http.80", "slow.example.com:80")[0].GetRoute()
@@ -211,6 +213,19 @@ func TestRouteTimeout(t *testing.T) {
 	}
 	if stream.GetMaxStreamDuration() != nil {
 		t.Errorf("no timeout → max_stream_duration %v, want none", stream.GetMaxStreamDuration())
+	}
+	// timeouts.backendRequest is the router's timeout (one upstream
+	// request); timeouts.request still bounds the whole stream.
+	backend := routesOf(t, res, "http.80", "backend.example.com:80")[0].GetRoute()
+	if got := backend.GetTimeout(); got == nil || got.AsDuration() != 500*time.Millisecond {
+		t.Errorf("timeouts.backendRequest 500ms → timeout %v, want 500ms", got)
+	}
+	if got := backend.GetMaxStreamDuration().GetMaxStreamDuration(); got.AsDuration() != 90*time.Second {
+		t.Errorf("timeouts.request 90s with backendRequest → max_stream_duration %v, want 90s", got)
+	}
+	nb := routesOf(t, res, "http.80", "nobackend.example.com:80")[0].GetRoute()
+	if got := nb.GetTimeout(); got == nil || got.AsDuration() != 0 || nb.GetMaxStreamDuration() != nil {
+		t.Errorf("timeouts.backendRequest 0s → timeout %v, max_stream_duration %v; want an explicit 0s and none", got, nb.GetMaxStreamDuration())
 	}
 }
 
