@@ -114,8 +114,9 @@
 //   - The connection manager adds x-forwarded-for (use_remote_address),
 //     x-forwarded-proto and x-request-id; not x-envoy-expected-rq-timeout-ms,
 //     x-envoy-attempt-count or via. The path is matched as received (no
-//     normalization, as Envoy's default); the Host port is stripped when
-//     strip_any_host_port is set.
+//     normalization, as Envoy's default); with strip_any_host_port the
+//     Host header itself loses its port before routing, as Envoy's
+//     HeaderUtility::stripPortFromHost does, so upstreams see it without.
 //   - Upstream: Go's HTTP client (HTTP/1.1, HTTP/2 over TLS, h2c with prior
 //     knowledge); hop-by-hop headers dropped; no connection draining on
 //     cluster change beyond closing idle connections.

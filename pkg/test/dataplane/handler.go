@@ -11,6 +11,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -76,6 +77,9 @@ func (h *listenerHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		req.Path = norm
+	}
+	if l.stripPort {
+		req.Authority = stripHostPort(req.Authority)
 	}
 	h.connectionManagerHeaders(req, r)
 	table := l.routes
@@ -178,10 +182,12 @@ func (dp *DataPlane) selectRoute(t *routeTable, l *listenerConfig, req *extproc.
 	if t == nil {
 		return routeSel{}, false
 	}
+	// The Host as it is now, port included: the connection manager already
+	// stripped it when strip_any_host_port is set (stripHostPort), and a
+	// filter's new Host is matched as it wrote it (Envoy matches domains
+	// against the whole Host unless the route configuration sets
+	// ignore_port_in_host_matching, which ours does not).
 	host := strings.ToLower(req.Authority)
-	if l.stripPort {
-		host = stripPort(host)
-	}
 	vh := t.selectVirtualHost(host)
 	if vh == nil {
 		return routeSel{}, false
@@ -197,18 +203,25 @@ func (dp *DataPlane) selectRoute(t *routeTable, l *listenerConfig, req *extproc.
 	return sel, true
 }
 
-// stripPort removes ":port" from a host, IPv6 brackets aware.
-func stripPort(host string) string {
-	if strings.HasPrefix(host, "[") {
-		if i := strings.LastIndex(host, "]"); i >= 0 {
-			return host[:i+1]
-		}
+// stripHostPort is Envoy's HeaderUtility::stripPortFromHost with no
+// listener port (strip_any_host_port; source/common/http/header_utility.cc),
+// which the connection manager applies to the request's Host before
+// routing (ConnectionManagerUtility::maybeNormalizeHost): a numeric port
+// after the last ':' that is not inside an IPv6 literal's brackets is
+// removed from the header itself, so the upstream, the filters and a
+// redirect's Location see the Host without it.
+func stripHostPort(host string) string {
+	i := strings.LastIndexByte(host, ':')
+	if i < 0 {
 		return host
 	}
-	if i := strings.LastIndexByte(host, ':'); i >= 0 {
-		return host[:i]
+	if j := strings.LastIndexByte(host, ']'); j >= 0 && j > i {
+		return host // the colon is inside an IPv6 literal
 	}
-	return host
+	if _, err := strconv.ParseUint(host[i+1:], 10, 32); err != nil {
+		return host
+	}
+	return host[:i]
 }
 
 // writeResponse sends resp downstream, flushing as the body arrives

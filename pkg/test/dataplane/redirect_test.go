@@ -7,7 +7,10 @@ import (
 	"net/http"
 	"testing"
 
+	listenerv3 "github.com/envoyproxy/go-control-plane/envoy/config/listener/v3"
 	routev3 "github.com/envoyproxy/go-control-plane/envoy/config/route/v3"
+	hcmv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/network/http_connection_manager/v3"
+	"google.golang.org/protobuf/types/known/anypb"
 )
 
 // Location of a route redirect, as Envoy's Http::Utility::newUri builds it
@@ -31,8 +34,12 @@ func TestRedirectLocationAsEnvoy(t *testing.T) {
 		redirect("/host-scheme", &routev3.RedirectAction{HostRedirect: "example.org", SchemeRewriteSpecifier: https}),
 		redirect("/host", &routev3.RedirectAction{HostRedirect: "example.org"}), // after the longer prefixes
 	}}
+	// The seed's listener sets strip_any_host_port, which removes every
+	// Host port before routing; the cases need it off to see the ports.
+	l := seedListener(t)
+	l.FilterChains[0].Filters[0] = setHCM(t, l.FilterChains[0].Filters[0], func(h *hcmv3.HttpConnectionManager) { h.StripPortMode = nil })
 	dp := newTestDP(t, Options{})
-	load(t, dp, rc(vh), seedListener(t))
+	load(t, dp, rc(vh), l)
 
 	for _, tc := range []struct {
 		path, host, want string
@@ -51,5 +58,57 @@ func TestRedirectLocationAsEnvoy(t *testing.T) {
 		if resp.StatusCode != http.StatusMovedPermanently || resp.Header.Get("Location") != tc.want {
 			t.Errorf("%s with Host %s: %d Location %q; want 301 %q", tc.path, tc.host, resp.StatusCode, resp.Header.Get("Location"), tc.want)
 		}
+	}
+
+	// With strip_any_host_port (the seed's listener) the connection manager
+	// removes the port from Host itself (HeaderUtility::stripPortFromHost),
+	// so a scheme change no longer has a port to keep.
+	dp = newTestDP(t, Options{})
+	load(t, dp, rc(vh), seedListener(t))
+	resp := get(t, dp, 80, "GET", "gw.example.com:8080", "/scheme", nil)
+	if got, want := resp.Header.Get("Location"), "https://gw.example.com/scheme"; got != want {
+		t.Errorf("strip_any_host_port, /scheme with Host gw.example.com:8080: Location %q, want %q", got, want)
+	}
+}
+
+// setHCM returns f with its HttpConnectionManager changed by edit.
+func setHCM(t *testing.T, f *listenerv3.Filter, edit func(*hcmv3.HttpConnectionManager)) *listenerv3.Filter {
+	t.Helper()
+	var hcm hcmv3.HttpConnectionManager
+	if err := f.GetTypedConfig().UnmarshalTo(&hcm); err != nil {
+		t.Fatal(err)
+	}
+	edit(&hcm)
+	a, err := anypb.New(&hcm)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &listenerv3.Filter{Name: f.GetName(), ConfigType: &listenerv3.Filter_TypedConfig{TypedConfig: a}}
+}
+
+// strip_any_host_port rewrites the request's Host itself before routing
+// (ConnectionManagerUtility::maybeNormalizeHost, then
+// HeaderUtility::stripPortFromHost, source/common/http/header_utility.cc):
+// the upstream sees Host without the port; a port that is not a number, or
+// a colon inside an IPv6 literal, is left as it is.
+func TestStripAnyHostPortRewritesHost(t *testing.T) {
+	for host, want := range map[string]string{
+		"x.example.com:8080": "x.example.com",
+		"x.example.com":      "x.example.com",
+		"[2001:db8::1]:443":  "[2001:db8::1]",
+		"[2001:db8::1]":      "[2001:db8::1]",
+		"x.example.com:http": "x.example.com:http",
+	} {
+		if got := stripHostPort(host); got != want {
+			t.Errorf("stripHostPort(%q) = %q, want %q", host, got, want)
+		}
+	}
+	dp := newTestDP(t, Options{})
+	a := backend(t, "a")
+	load(t, dp, edsCluster(t, "ca", false), cla("ca", a.Listener.Addr().String()),
+		rc(&routev3.VirtualHost{Name: "v", Domains: []string{"*"}, Routes: []*routev3.Route{{Match: prefix("/"), Action: toCluster("ca")}}}),
+		seedListener(t))
+	if got := get(t, dp, 80, "GET", "x.example.com:8080", "/", nil).Header.Get("x-seen-host"); got != "x.example.com" {
+		t.Errorf("upstream Host %q, want x.example.com (port stripped by the connection manager)", got)
 	}
 }
