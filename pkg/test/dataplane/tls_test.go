@@ -8,12 +8,13 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"encoding/pem"
+	"net"
 	"net/http"
+	"strconv"
 	"strings"
 	"testing"
 
 	listenerv3 "github.com/envoyproxy/go-control-plane/envoy/config/listener/v3"
-	routev3 "github.com/envoyproxy/go-control-plane/envoy/config/route/v3"
 	tlsv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/transport_sockets/tls/v3"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/anypb"
@@ -41,10 +42,10 @@ func tlsGateway(hosts ...string) *model.Gateway {
 	return gw
 }
 
-// tlsResources are the translator's listener and route configuration for
-// gw, and an SDS secret per listener whose certificate's common name is
-// the listener's name.
-func tlsResources(t *testing.T, gw *model.Gateway) (*listenerv3.Listener, *routev3.RouteConfiguration, []*tlsv3.Secret) {
+// tlsResources are the translator's listener and route configurations for
+// gw (one per HTTPS filter chain), and an SDS secret per listener whose
+// certificate's common name is the listener's name.
+func tlsResources(t *testing.T, gw *model.Gateway) (*listenerv3.Listener, []proto.Message, []*tlsv3.Secret) {
 	t.Helper()
 	ls, err := core.BuildListeners(gw, core.Options{})
 	if err != nil {
@@ -58,7 +59,11 @@ func tlsResources(t *testing.T, gw *model.Gateway) (*listenerv3.Listener, *route
 	for _, l := range gw.Listeners {
 		secrets = append(secrets, sdsSecret(t, l.Name))
 	}
-	return ls[0], rcs[0], secrets
+	var routes []proto.Message
+	for _, rc := range rcs {
+		routes = append(routes, rc)
+	}
+	return ls[0], routes, secrets
 }
 
 // sdsSecret is the SDS secret ns/<name> with a new certificate for
@@ -103,7 +108,7 @@ func servedCN(c *tls.Conn) string { return c.ConnectionState().PeerCertificates[
 func TestFilterChainMatchBySNI(t *testing.T) {
 	dp := newTestDP(t, Options{})
 	l, rc, secrets := tlsResources(t, tlsGateway("a.example.com", "*.example.com", "*.b.example.com", ""))
-	load(t, dp, rc, l)
+	load(t, dp, append(rc, l)...)
 	for _, s := range secrets {
 		load(t, dp, s)
 	}
@@ -129,7 +134,7 @@ func TestFilterChainMatchBySNI(t *testing.T) {
 	// Without a chain lacking server_names, an unmatched name is refused.
 	dp2 := newTestDP(t, Options{})
 	l2, rc2, secrets2 := tlsResources(t, tlsGateway("a.example.com"))
-	load(t, dp2, rc2, l2, secrets2[0])
+	load(t, dp2, append(rc2, l2, secrets2[0])...)
 	if _, err := handshake(t, dp2, "a.example.com"); err != nil {
 		t.Fatalf("matching SNI refused: %v", err)
 	}
@@ -151,7 +156,7 @@ func TestFilterChainMatchBySNI(t *testing.T) {
 func TestSDSWarmsTheListener(t *testing.T) {
 	dp := newTestDP(t, Options{})
 	l, rc, secrets := tlsResources(t, tlsGateway("a.example.com"))
-	load(t, dp, rc, l)
+	load(t, dp, append(rc, l)...)
 	if a := dp.Addr(443); a != nil {
 		t.Fatalf("listener served at %s without its certificate", a)
 	}
@@ -174,7 +179,7 @@ func TestSDSWarmsTheListener(t *testing.T) {
 func TestSDSRotationAppliesToNewHandshakes(t *testing.T) {
 	dp := newTestDP(t, Options{})
 	l, rc, secrets := tlsResources(t, tlsGateway("a.example.com"))
-	load(t, dp, rc, l, secrets[0])
+	load(t, dp, append(rc, l, secrets[0])...)
 	addr := dp.Addr(443).String()
 	old, err := handshake(t, dp, "a.example.com", "http/1.1")
 	if err != nil {
@@ -220,7 +225,7 @@ func TestSDSRotationAppliesToNewHandshakes(t *testing.T) {
 func TestALPN(t *testing.T) {
 	dp := newTestDP(t, Options{})
 	l, rc, secrets := tlsResources(t, tlsGateway("a.example.com"))
-	load(t, dp, rc, l, secrets[0])
+	load(t, dp, append(rc, l, secrets[0])...)
 	for _, tc := range []struct {
 		offer     []string
 		negotiate string
@@ -241,7 +246,12 @@ func TestALPN(t *testing.T) {
 		if tc.negotiate == "h2" {
 			tr.ForceAttemptHTTP2 = true
 		}
-		resp, err := (&http.Client{Transport: tr}).Get("https://" + dp.Addr(443).String() + "/")
+		req, err := http.NewRequest("GET", "https://"+dp.Addr(443).String()+"/", nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		req.Host = "a.example.com" // the chain's own hostname: no route, 404 (another Host is 421)
+		resp, err := (&http.Client{Transport: tr}).Do(req)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -304,4 +314,93 @@ func mustPEMBlock(t *testing.T, b []byte) []byte {
 		t.Fatal("no PEM block")
 	}
 	return blk.Bytes
+}
+
+// TestMisdirectedRequestIs421 runs the Gateway API suite's
+// HTTPRouteHTTPSListenerDetectMisdirectedRequests cases through what the
+// translator builds: each HTTPS filter chain (chosen by SNI, Envoy's
+// findFilterChainForServerName) has its own route configuration, so a Host
+// that another listener of the port owns is answered 421 by the chain's
+// direct_response, a Host the chain's listener owns but no route serves
+// 404, and a matching Host reaches its listener's route only.
+func TestMisdirectedRequestIs421(t *testing.T) {
+	gw := tlsGateway("", "second-example.org", "*.wildcard.org", "fourth-example.wildcard.org")
+	backends := map[string]string{}
+	inputs := core.Inputs{Endpoints: map[string][]core.Endpoint{}}
+	route := func(listener int, name, be string, hosts ...string) {
+		svc := &model.ServiceBackend{Host: be + ".ns.svc.cluster.local", Port: 8080}
+		if _, ok := backends[be]; !ok {
+			s := backend(t, be)
+			host, portStr, _ := net.SplitHostPort(s.Listener.Addr().String())
+			port, _ := strconv.Atoi(portStr)
+			inputs.Endpoints[core.ClusterName(8080, svc.Host)] = []core.Endpoint{{Address: host, Port: uint32(port)}}
+			backends[be] = host
+		}
+		gw.Listeners[listener].Routes = append(gw.Listeners[listener].Routes, &model.Route{
+			Kind: "HTTPRoute", Namespace: "ns", Name: name, Hostnames: hosts,
+			Rules: []model.Rule{{HTTP: &gwv1.HTTPRouteRule{}, Backends: []model.Backend{{Weight: 1, Service: svc}}}},
+		})
+	}
+	route(0, "test-1", "v1", "example.org")
+	route(1, "test-2", "v2")
+	route(2, "test-3", "v3")
+	route(3, "test-4", "v1")
+	res, err := core.BuildGateway(gw, inputs, core.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	dp := newTestDP(t, Options{})
+	var all []proto.Message
+	for _, c := range res.Clusters {
+		all = append(all, c)
+	}
+	for _, e := range res.Endpoints {
+		all = append(all, e)
+	}
+	for _, r := range res.Routes {
+		all = append(all, r)
+	}
+	for _, l := range gw.Listeners {
+		all = append(all, sdsSecret(t, l.Name))
+	}
+	all = append(all, res.Listeners[0])
+	load(t, dp, all...)
+
+	for _, tc := range []struct {
+		sni, host string
+		status    int
+		backend   string
+	}{
+		{"example.org", "example.org", 200, "v1"},
+		{"example.org", "second-example.org", 421, ""},
+		{"example.org", "unknown-example.org", 404, ""},
+		{"second-example.org", "second-example.org", 200, "v2"},
+		{"second-example.org", "example.org", 421, ""},
+		{"second-example.org", "unknown-example.org", 421, ""},
+		{"third-example.wildcard.org", "third-example.wildcard.org", 200, "v3"},
+		{"third-example.wildcard.org", "fith-example.wildcard.org", 200, "v3"},
+		{"third-example.wildcard.org", "fourth-example.wildcard.org", 421, ""},
+		{"third-example.wildcard.org", "second-example.org", 421, ""},
+		{"third-example.wildcard.org", "unknown-example.org", 421, ""},
+		{"fourth-example.wildcard.org", "fourth-example.wildcard.org", 200, "v1"},
+		{"fourth-example.wildcard.org", "fith-example.wildcard.org", 421, ""},
+		{"unknown-example.org", "example.org", 200, "v1"},
+		{"unknown-example.org", "unknown-example.org", 404, ""},
+	} {
+		tr := &http.Transport{TLSClientConfig: &tls.Config{ServerName: tc.sni, InsecureSkipVerify: true, NextProtos: []string{"h2"}}, ForceAttemptHTTP2: true} //nolint:gosec // test
+		req, err := http.NewRequest("GET", "https://"+dp.Addr(443).String()+"/detect-misdirected-requests", nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		req.Host = tc.host
+		resp, err := (&http.Client{Transport: tr}).Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		tr.CloseIdleConnections()
+		if resp.StatusCode != tc.status || resp.Header.Get("x-backend") != tc.backend {
+			t.Errorf("SNI %s, Host %s: %d from %q; want %d from %q", tc.sni, tc.host, resp.StatusCode, resp.Header.Get("x-backend"), tc.status, tc.backend)
+		}
+	}
 }

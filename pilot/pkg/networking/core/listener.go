@@ -58,8 +58,9 @@ func groupByPort(gw *model.Gateway) ([]portGroup, error) {
 //
 // Each has an HTTP connection manager (network filter
 // envoy.filters.network.http_connection_manager) that:
-//   - fetches routes over RDS (rds.route_config_name RouteConfigName, config
-//     source ADS);
+//   - fetches routes over RDS (rds.route_config_name RouteConfigName, or
+//     ChainRouteConfigName for each chain of an HTTPS port; config source
+//     ADS);
 //   - strips any port from the Host header before virtual host matching
 //     (strip_any_host_port), so domains need no ":port" variants;
 //   - normalizes the path (normalize_path: RFC 3986 dot segments resolved)
@@ -80,6 +81,9 @@ func groupByPort(gw *model.Gateway) ([]portGroup, error) {
 // matches), and a DownstreamTlsContext fetches the listener's Secret over
 // SDS on the ADS stream (SecretName, kubernetes-gateway://<ns>/<name>, as
 // Istio names Gateway API certificates) and offers ALPN h2 and http/1.1.
+// Each chain's connection manager has its own route configuration
+// (ChainRouteConfigName), holding only the hostnames its listener owns and
+// a 421 for those of the port's other listeners (buildRouteConfiguration).
 // A certificate's rotation changes only the SDS resource, never the
 // listener, so Envoy does not drain it.
 func BuildListeners(gw *model.Gateway, opts Options) ([]*listenerv3.Listener, error) {
@@ -103,15 +107,17 @@ func BuildListeners(gw *model.Gateway, opts Options) ([]*listenerv3.Listener, er
 }
 
 func buildListener(g portGroup, opts Options) (*listenerv3.Listener, error) {
-	hcm, err := buildHCM(g, opts)
-	if err != nil {
-		return nil, err
+	hcmFilters := func(rc string) ([]*listenerv3.Filter, error) {
+		hcm, err := buildHCM(rc, opts)
+		if err != nil {
+			return nil, err
+		}
+		hcmAny, err := toAny(hcm)
+		if err != nil {
+			return nil, err
+		}
+		return []*listenerv3.Filter{{Name: NetworkFilterHCM, ConfigType: &listenerv3.Filter_TypedConfig{TypedConfig: hcmAny}}}, nil
 	}
-	hcmAny, err := toAny(hcm)
-	if err != nil {
-		return nil, err
-	}
-	filters := []*listenerv3.Filter{{Name: NetworkFilterHCM, ConfigType: &listenerv3.Filter_TypedConfig{TypedConfig: hcmAny}}}
 	l := &listenerv3.Listener{
 		Name: ListenerName(g.port),
 		Address: &corev3.Address{Address: &corev3.Address_SocketAddress{SocketAddress: &corev3.SocketAddress{
@@ -120,11 +126,19 @@ func buildListener(g portGroup, opts Options) (*listenerv3.Listener, error) {
 		}}},
 	}
 	if !g.tls {
+		filters, err := hcmFilters(RouteConfigName(g.port, false))
+		if err != nil {
+			return nil, err
+		}
 		l.FilterChains = []*listenerv3.FilterChain{{Filters: filters}}
 		return l, nil
 	}
 	for _, gl := range g.listeners {
 		ts, err := downstreamTLS(gl)
+		if err != nil {
+			return nil, err
+		}
+		filters, err := hcmFilters(ChainRouteConfigName(g.port, gl.Name))
 		if err != nil {
 			return nil, err
 		}
@@ -146,7 +160,7 @@ func buildListener(g portGroup, opts Options) (*listenerv3.Listener, error) {
 	return l, nil
 }
 
-func buildHCM(g portGroup, opts Options) (*hcmv3.HttpConnectionManager, error) {
+func buildHCM(rc string, opts Options) (*hcmv3.HttpConnectionManager, error) {
 	corsAny, err := toAny(&corsv3.Cors{})
 	if err != nil {
 		return nil, err
@@ -164,7 +178,6 @@ func buildHCM(g portGroup, opts Options) (*hcmv3.HttpConnectionManager, error) {
 		filters = append(filters, ep)
 	}
 	filters = append(filters, &hcmv3.HttpFilter{Name: FilterRouter, ConfigType: &hcmv3.HttpFilter_TypedConfig{TypedConfig: routerAny}})
-	rc := RouteConfigName(g.port, g.tls)
 	return &hcmv3.HttpConnectionManager{
 		StatPrefix: rc,
 		CodecType:  hcmv3.HttpConnectionManager_AUTO,

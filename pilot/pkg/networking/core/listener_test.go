@@ -142,8 +142,12 @@ func TestHTTPSListenerTerminatesTLSPerHostname(t *testing.T) {
 	if err != nil || !slices.Equal(names, []string{"kubernetes-gateway://certs/any-cert", "kubernetes-gateway://ns/a-cert", "kubernetes-gateway://ns/b-cert"}) {
 		t.Errorf("SecretNames = %v, %v", names, err)
 	}
-	if res.Routes[0].Name != "https.443" {
-		t.Errorf("route configuration %q, want https.443", res.Routes[0].Name)
+	var rcNames []string
+	for _, rc := range res.Routes {
+		rcNames = append(rcNames, rc.Name)
+	}
+	if want := []string{"https.443.a", "https.443.any", "https.443.b"}; !slices.Equal(rcNames, want) {
+		t.Errorf("route configurations %v, want one per chain %v", rcNames, want)
 	}
 
 	gw.Listeners[0].TLS = nil

@@ -72,6 +72,15 @@ func RouteConfigName(port uint32, tls bool) string {
 	return "http." + strconv.FormatUint(uint64(port), 10)
 }
 
+// ChainRouteConfigName is the RDS name of one HTTPS filter chain, the
+// chain of Gateway listener listenerName on port: "https.<port>.<name>".
+// Each HTTPS chain has its own route configuration, so that a request
+// whose Host belongs to another listener than the one its TLS server name
+// chose is answered 421 (misdirectedVirtualHost).
+func ChainRouteConfigName(port uint32, listenerName string) string {
+	return RouteConfigName(port, true) + "." + listenerName
+}
+
 // ListenerName is the LDS name of a listener port: "0.0.0.0_<port>".
 func ListenerName(port uint32) string {
 	return "0.0.0.0_" + strconv.FormatUint(uint64(port), 10)

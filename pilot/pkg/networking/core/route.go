@@ -6,6 +6,8 @@ package core
 import (
 	"fmt"
 	"log/slog"
+	"net/http"
+	"slices"
 	"sort"
 	"strconv"
 	"time"
@@ -24,13 +26,27 @@ type routeEntry struct {
 	route *routev3.Route
 }
 
-// BuildRouteConfigurations returns one RouteConfiguration per distinct
-// listener port, named RouteConfigName(port, https), sorted by name.
+// BuildRouteConfigurations returns one RouteConfiguration per HTTP
+// listener port, named RouteConfigName(port, false), and one per Gateway
+// listener of an HTTPS port, named ChainRouteConfigName(port, listener),
+// sorted by name.
 //
 // Virtual hosts: one per hostname a route serves on the port (see
 // routeHostnames), named "<hostname>:<port>", domains [hostname] (the
 // listener strips the port from Host); "*" is the catch-all. Within a
 // virtual host, routes are in Gateway API precedence order (orderKey).
+//
+// Listener isolation (GEP-2465): a request is served only by the routes of
+// the listener whose hostname matches its Host best (exact, then the
+// longest wildcard, then the listener without hostname), so a route
+// hostname is served through a listener only when that listener owns it
+// (ownerHostname), and a listener hostname that a broader virtual host
+// would otherwise catch gets its own virtual host, empty when no route
+// serves it (a 404, not another listener's routes). On an HTTPS port each
+// listener's filter chain has its own configuration: its own hostnames,
+// and 421 (misdirected request) for the port's other listeners' hostnames,
+// and for any other Host when the listener has a hostname
+// (misdirectedVirtualHost).
 //
 // Every Gateway API match of every rule becomes one Envoy route named
 // "<namespace>.<name>.<rule index>" (routes of one rule share the name).
@@ -46,11 +62,21 @@ func BuildRouteConfigurations(gw *model.Gateway, opts Options) ([]*routev3.Route
 	}
 	out := make([]*routev3.RouteConfiguration, 0, len(groups))
 	for _, g := range groups {
-		rc, err := buildRouteConfiguration(g, opts)
-		if err != nil {
-			return nil, err
+		if !g.tls {
+			rc, err := buildRouteConfiguration(g, -1, opts)
+			if err != nil {
+				return nil, err
+			}
+			out = append(out, rc)
+			continue
 		}
-		out = append(out, rc)
+		for i := range g.listeners {
+			rc, err := buildRouteConfiguration(g, i, opts)
+			if err != nil {
+				return nil, err
+			}
+			out = append(out, rc)
+		}
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
 	return out, nil
@@ -61,11 +87,22 @@ type vhost struct {
 	seen    map[*model.Route]bool
 }
 
-func buildRouteConfiguration(g portGroup, opts Options) (*routev3.RouteConfiguration, error) {
+// buildRouteConfiguration is the route configuration of port group g:
+// every listener's routes when chain < 0 (an HTTP port), else those of
+// g.listeners[chain] alone, with 421 for what the others own (an HTTPS
+// filter chain).
+func buildRouteConfiguration(g portGroup, chain int, opts Options) (*routev3.RouteConfiguration, error) {
 	vhosts := map[string]*vhost{}
 	built := map[*model.Route][]routeEntry{}
 	memo := anyMemo{}
-	for _, l := range g.listeners {
+	listenerHosts := make([]string, len(g.listeners))
+	for i, l := range g.listeners {
+		listenerHosts[i] = l.Hostname
+	}
+	for i, l := range g.listeners {
+		if chain >= 0 && i != chain {
+			continue
+		}
 		for _, r := range l.Routes {
 			hosts := routeHostnames(l.Hostname, r.Hostnames)
 			if len(hosts) == 0 {
@@ -77,6 +114,9 @@ func buildRouteConfiguration(g portGroup, opts Options) (*routev3.RouteConfigura
 				built[r] = entries
 			}
 			for _, h := range hosts {
+				if ownerHostname(h, listenerHosts) != l.Hostname {
+					continue // a more specific listener owns h (GEP-2465)
+				}
 				vh := vhosts[h]
 				if vh == nil {
 					vh = &vhost{seen: map[*model.Route]bool{}}
@@ -90,6 +130,30 @@ func buildRouteConfiguration(g portGroup, opts Options) (*routev3.RouteConfigura
 			}
 		}
 	}
+	var misdirected []string
+	if chain < 0 {
+		// A listener hostname that a broader virtual host would catch gets
+		// its own, so its Host never reaches another listener's routes.
+		for _, h := range listenerHosts {
+			if h != "" && vhosts[h] == nil && caughtByOther(h, vhosts) {
+				vhosts[h] = &vhost{seen: map[*model.Route]bool{}}
+			}
+		}
+	} else {
+		own := g.listeners[chain].Hostname
+		if own != "" && vhosts[own] == nil {
+			vhosts[own] = &vhost{seen: map[*model.Route]bool{}} // its Host is ours: 404, not 421
+		}
+		for _, h := range listenerHosts {
+			if h != "" && h != own && !slices.Contains(misdirected, h) {
+				misdirected = append(misdirected, h)
+			}
+		}
+		if own != "" {
+			misdirected = append(misdirected, "*")
+		}
+		sort.Strings(misdirected)
+	}
 	names := make([]string, 0, len(vhosts))
 	for h := range vhosts {
 		names = append(names, h)
@@ -98,6 +162,9 @@ func buildRouteConfiguration(g portGroup, opts Options) (*routev3.RouteConfigura
 	rc := &routev3.RouteConfiguration{
 		Name:             RouteConfigName(g.port, g.tls),
 		ValidateClusters: wrapperspb.Bool(false),
+	}
+	if chain >= 0 {
+		rc.Name = ChainRouteConfigName(g.port, g.listeners[chain].Name)
 	}
 	port := strconv.FormatUint(uint64(g.port), 10)
 	for _, h := range names {
@@ -109,7 +176,54 @@ func buildRouteConfiguration(g portGroup, opts Options) (*routev3.RouteConfigura
 		}
 		rc.VirtualHosts = append(rc.VirtualHosts, v)
 	}
+	if len(misdirected) > 0 {
+		rc.VirtualHosts = append(rc.VirtualHosts, misdirectedVirtualHost(misdirected, port))
+	}
 	return rc, nil
+}
+
+// ownerHostname is the hostname of the listeners that own Host pattern h
+// among a port's listener hostnames (GEP-2465): h itself when a listener
+// has it, else the longest wildcard that covers it, else "" (the
+// listeners without hostname).
+func ownerHostname(h string, listenerHosts []string) string {
+	best := ""
+	for _, lh := range listenerHosts {
+		switch {
+		case lh == h:
+			return h
+		case covers(lh, h) && len(lh) > len(best):
+			best = lh
+		}
+	}
+	return best
+}
+
+// caughtByOther reports whether a virtual host other than h's own would
+// take h's requests: "*", or a wildcard that covers h.
+func caughtByOther(h string, vhosts map[string]*vhost) bool {
+	for d := range vhosts {
+		if d != h && (d == "*" || covers(d, h)) {
+			return true
+		}
+	}
+	return false
+}
+
+// misdirectedVirtualHost answers 421 Misdirected Request (RFC 9110
+// 15.5.20) on an HTTPS filter chain for Hosts that belong to the port's
+// other listeners: the TLS server name chose this listener's certificate
+// and chain, and the client should open a connection for that Host.
+func misdirectedVirtualHost(domains []string, port string) *routev3.VirtualHost {
+	return &routev3.VirtualHost{
+		Name:    "misdirected:" + port,
+		Domains: domains,
+		Routes: []*routev3.Route{{
+			Name:   "misdirected",
+			Match:  &routev3.RouteMatch{PathSpecifier: &routev3.RouteMatch_Prefix{Prefix: "/"}},
+			Action: &routev3.Route_DirectResponse{DirectResponse: &routev3.DirectResponseAction{Status: http.StatusMisdirectedRequest}},
+		}},
+	}
 }
 
 // buildRoutes translates every match of every rule of r (buildRule). A
