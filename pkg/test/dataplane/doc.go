@@ -95,8 +95,10 @@
 //     NACKed where Envoy would act on it. Notably: HTTPS listeners (filter
 //     chain match, downstream TLS, SDS), vhost- and route-configuration-level
 //     header mutations and per-filter configs, substitution format commands
-//     (%COMMAND%) in header values, hash policies, retry_policy beyond retry_on (5xx,
-//     gateway-error, reset, connect-failure) and num_retries, health checks,
+//     (%COMMAND%) in header values, hash policies, retry_policy beyond retry_on
+//     (5xx, gateway-error, reset, connect-failure, retriable-status-codes),
+//     retriable_status_codes, num_retries, per_try_timeout and
+//     retry_back_off, health checks,
 //     outlier detection, locality weights and priorities, non-EDS clusters.
 //   - Warming (warming.go): a cluster whose initial fetch timed out gets no
 //     endpoints (Envoy with its EDS cache uses the last assignment); a

@@ -16,7 +16,6 @@ import (
 	resourcev3 "github.com/envoyproxy/go-control-plane/pkg/resource/v3"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/anypb"
-	"google.golang.org/protobuf/types/known/durationpb"
 
 	"github.com/infermesh/infermesh/pilot/pkg/networking/core"
 	"github.com/infermesh/infermesh/pilot/test/seedmodel"
@@ -178,14 +177,14 @@ func TestUnimplementedFieldNamed(t *testing.T) {
 			Match: &routev3.RouteMatch{PathSpecifier: &routev3.RouteMatch_Prefix{Prefix: "/"}},
 			Action: &routev3.Route_Route{Route: &routev3.RouteAction{
 				ClusterSpecifier: &routev3.RouteAction_Cluster{Cluster: "c"},
-				RetryPolicy:      &routev3.RetryPolicy{RetryOn: "5xx", PerTryTimeout: durationpb.New(1)},
+				RetryPolicy:      &routev3.RetryPolicy{RetryOn: "5xx", HostSelectionRetryMaxAttempts: 3},
 			}},
 		}},
 	}}}
 	err := decodeMsg(t, resourcev3.RouteType, rc)
 	var u *UnimplementedFieldError
-	if !errors.As(err, &u) || u.Field != "envoy.config.route.v3.RetryPolicy.per_try_timeout" {
-		t.Fatalf("got %v, want an UnimplementedFieldError for RetryPolicy.per_try_timeout", err)
+	if !errors.As(err, &u) || u.Field != "envoy.config.route.v3.RetryPolicy.host_selection_retry_max_attempts" {
+		t.Fatalf("got %v, want an UnimplementedFieldError for RetryPolicy.host_selection_retry_max_attempts", err)
 	}
 	// Inside an Any: an HCM option we do not implement.
 	l := seedListener(t)

@@ -130,6 +130,15 @@ type regexRewrite struct {
 type retryPolicy struct {
 	numRetries                                 int
 	on5xx, onGatewayError, onReset, onConnFail bool
+	// onStatusCodes is retriable-status-codes, with statusCodes.
+	onStatusCodes bool
+	statusCodes   []int
+	// perTryTimeout bounds each attempt until its response headers (0:
+	// none).
+	perTryTimeout time.Duration
+	// backOffBase and backOffMax are retry_back_off (Envoy's defaults 25 ms
+	// and ten times the base).
+	backOffBase, backOffMax time.Duration
 }
 
 type mirrorPolicy struct {
@@ -355,10 +364,33 @@ func compileRouteAction(cr *route, ra *routev3.RouteAction, m routeMatch, re reg
 				p.onReset = true
 			case "connect-failure":
 				p.onConnFail = true
+			case "retriable-status-codes":
+				p.onStatusCodes = true
 			case "":
 			default:
 				return fmt.Errorf("retry_policy.retry_on %q not implemented", on)
 			}
+		}
+		for _, c := range rp.GetRetriableStatusCodes() {
+			p.statusCodes = append(p.statusCodes, int(c))
+		}
+		p.perTryTimeout = rp.GetPerTryTimeout().AsDuration()
+		// RetryPolicy.retry_back_off: base_interval (default 25 ms),
+		// max_interval (default ten times the base, and not below it:
+		// Envoy rejects max_interval < base_interval).
+		p.backOffBase = 25 * time.Millisecond
+		if b := rp.GetRetryBackOff(); b != nil {
+			if b.GetBaseInterval().AsDuration() <= 0 {
+				return fmt.Errorf("retry_policy.retry_back_off.base_interval must be greater than 0")
+			}
+			p.backOffBase = b.GetBaseInterval().AsDuration()
+			if b.MaxInterval != nil && b.GetMaxInterval().AsDuration() < p.backOffBase {
+				return fmt.Errorf("retry_policy.retry_back_off.max_interval must be greater than or equal to the base_interval")
+			}
+		}
+		p.backOffMax = 10 * p.backOffBase
+		if m := rp.GetRetryBackOff().GetMaxInterval(); m != nil {
+			p.backOffMax = m.AsDuration()
 		}
 		cr.retry = p
 	}

@@ -11,8 +11,10 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"slices"
 	"strings"
 	"sync/atomic"
+	"time"
 
 	clusterv3 "github.com/envoyproxy/go-control-plane/envoy/config/cluster/v3"
 	"google.golang.org/grpc"
@@ -37,6 +39,8 @@ const (
 var (
 	// errRouteTimeout: RouteAction.timeout, counted by the router.
 	errRouteTimeout = errors.New("route timeout")
+	// errPerTryTimeout: RetryPolicy.per_try_timeout, one attempt's.
+	errPerTryTimeout = errors.New("per-try timeout")
 	// errMaxStreamDuration: RouteAction.max_stream_duration, counted by the
 	// connection manager from the stream's start.
 	errMaxStreamDuration = errors.New("max stream duration")
@@ -244,6 +248,15 @@ func (dp *DataPlane) router(ctx context.Context, ac *activeConfig, sel routeSel,
 	for attempt := 0; attempt < attempts; attempt++ {
 		if attempt > 0 {
 			dp.counters.retries.Add(1)
+			// Envoy's JitteredExponentialBackOffStrategy: a random wait
+			// below (2^n - 1) x base_interval, capped at max_interval.
+			if err := sleepCtx(ctx, dp.retryBackOff(r.retry, attempt)); err != nil {
+				release()
+				if context.Cause(ctx) == errRouteTimeout {
+					return localReply(http.StatusGatewayTimeout, bodyUpstreamTimeout), served, nil
+				}
+				return nil, served, err
+			}
 		}
 		host, ok := picker.pick()
 		if !ok {
@@ -255,18 +268,41 @@ func (dp *DataPlane) router(ctx context.Context, ac *activeConfig, sel routeSel,
 		if replay {
 			rd = bytes.NewReader(body)
 		}
-		up, failure := dp.attempt(ctx, c, host, req, rd)
+		// per_try_timeout runs until the attempt's response headers
+		// (UpstreamRequest's per-try timer; once the response started
+		// downstream, Envoy ignores it), so a timer that cancels the
+		// attempt, not a deadline that would also cut the body.
+		actx, acancel := context.WithCancelCause(ctx)
+		var perTry *time.Timer
+		if r.retry != nil && r.retry.perTryTimeout > 0 {
+			perTry = time.AfterFunc(r.retry.perTryTimeout, func() { acancel(errPerTryTimeout) })
+		}
+		up, failure := dp.attempt(actx, c, host, req, rd)
+		if perTry != nil && !perTry.Stop() && failure == "" {
+			// The timer fired as the headers arrived: the attempt timed out.
+			_ = up.Body.Close()
+			up, failure = nil, "reset"
+		}
 		last := attempt == attempts-1
 		if failure != "" {
-			if context.Cause(ctx) == errRouteTimeout {
+			timedOut := context.Cause(actx) == errPerTryTimeout
+			acancel(nil)
+			switch {
+			case context.Cause(ctx) == errRouteTimeout:
 				release()
 				return localReply(http.StatusGatewayTimeout, bodyUpstreamTimeout), served, nil
-			}
-			if ctx.Err() != nil {
+			case ctx.Err() != nil:
 				release()
 				return nil, served, ctx.Err()
-			}
-			if !last && r.retry.retriesFailure(failure) {
+			case timedOut:
+				// onPerTryTimeout: a local reset, retried as resets are
+				// (wouldRetryFromReset); the last one is a 504.
+				if !last && r.retry.retriesFailure("reset") {
+					continue
+				}
+				release()
+				return localReply(http.StatusGatewayTimeout, bodyUpstreamTimeout), served, nil
+			case !last && r.retry.retriesFailure(failure):
 				continue
 			}
 			release()
@@ -277,8 +313,11 @@ func (dp *DataPlane) router(ctx context.Context, ac *activeConfig, sel routeSel,
 		}
 		if !last && r.retry.retriesStatus(up.StatusCode) {
 			_ = up.Body.Close()
+			acancel(nil)
 			continue
 		}
+		routeRelease := release
+		release := func() { acancel(nil); routeRelease() }
 		// The response's trailers are known only once its body has ended:
 		// Go's HTTP/2 transport sets a new up.Trailer map then, so the map
 		// handed on is filled from it at io.EOF (Envoy's router forwards
@@ -364,11 +403,50 @@ func (p *retryPolicy) retriesFailure(kind string) bool {
 	}
 }
 
+// retriesStatus is RetryStateImpl::wouldRetryFromHeaders for a status:
+// 5xx any 5xx, gateway-error 502-504, retriable-status-codes the listed
+// codes.
 func (p *retryPolicy) retriesStatus(code int) bool {
 	if p == nil {
 		return false
 	}
-	return (p.on5xx && code >= 500) || (p.onGatewayError && code >= 502 && code <= 504)
+	return (p.on5xx && code >= 500) || (p.onGatewayError && code >= 502 && code <= 504) ||
+		(p.onStatusCodes && slices.Contains(p.statusCodes, code))
+}
+
+// retryBackOff is the wait before retry n (1-based):
+// JitteredExponentialBackOffStrategy::nextBackOffMs
+// (source/common/common/backoff_strategy.cc), a random duration below
+// (2^n - 1) x base_interval, that bound capped at max_interval.
+func (dp *DataPlane) retryBackOff(p *retryPolicy, n int) time.Duration {
+	if p == nil || p.backOffBase <= 0 {
+		return 0
+	}
+	bound := p.backOffMax
+	if n < 20 {
+		if b := time.Duration((1<<n)-1) * p.backOffBase; b < bound {
+			bound = b
+		}
+	}
+	if bound <= 0 {
+		return 0
+	}
+	return time.Duration(dp.randUnder(uint64(bound)))
+}
+
+// sleepCtx waits d or until ctx ends.
+func sleepCtx(ctx context.Context, d time.Duration) error {
+	if d <= 0 {
+		return ctx.Err()
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
 }
 
 // servedMetadata is the selected_host_key metadata of override_host.

@@ -392,18 +392,32 @@ func forwardAction(rt *routev3.Route, perFilter map[string]*anypb.Any, r *model.
 	if err != nil {
 		return err
 	}
-	// The router's timeout bounds one request to the backend, from the end
-	// of the downstream request to the end of the upstream response:
-	// timeouts.backendRequest when set (0s: none), else timeouts.request.
-	// The whole stream, ext_proc included, is bounded by
-	// max_stream_duration (timeouts.request).
 	ra.Timeout = durationpb.New(timeout)
-	if backendTimeout >= 0 {
-		ra.Timeout = durationpb.New(backendTimeout)
-	}
 	if timeout > 0 {
 		ra.MaxStreamDuration = &routev3.RouteAction_MaxStreamDuration{MaxStreamDuration: durationpb.New(timeout)}
 	}
+	rp, err := retryPolicy(rule)
+	if err != nil {
+		return err
+	}
+	switch {
+	case backendTimeout < 0:
+	case rp == nil && timeout == 0:
+		// One request to the backend is the whole of the router's work:
+		// its timeout, from the end of the downstream request to the end
+		// of the response ("0s": none).
+		ra.Timeout = durationpb.New(backendTimeout)
+	case backendTimeout > 0:
+		// With max_stream_duration Envoy ignores RouteAction.timeout (its
+		// "new timeouts"), and with retries the bound is per attempt:
+		// per_try_timeout, which Envoy applies to every attempt, the first
+		// included, until its response headers.
+		if rp == nil {
+			rp = &routev3.RetryPolicy{NumRetries: wrapperspb.UInt32(0)}
+		}
+		rp.PerTryTimeout = durationpb.New(backendTimeout)
+	}
+	ra.RetryPolicy = rp
 	rt.Action = &routev3.Route_Route{Route: ra}
 	return nil
 }
@@ -426,6 +440,44 @@ func ruleTimeout(rule *model.Rule) (time.Duration, error) {
 		return 0, fmt.Errorf("timeouts.request %s is negative", d)
 	}
 	return d, nil
+}
+
+// retryPolicy is HTTPRoute retry (experimental channel) as Envoy's
+// RetryPolicy, nil when unset: retry_on connect-failure and reset (the
+// Gateway API: implementations SHOULD retry on connection errors when a
+// retry stanza is configured; reset also covers a per_try_timeout) and
+// retriable-status-codes with codes; num_retries attempts (Envoy's default,
+// 1, when unset); retry_back_off.base_interval backoff. Envoy's back-off is
+// jittered below (2^n - 1) x base, so a first retry may come sooner than
+// backoff, which the Gateway API calls a minimum (architecture/xds.md).
+func retryPolicy(rule *model.Rule) (*routev3.RetryPolicy, error) {
+	if rule.HTTP == nil || rule.HTTP.Retry == nil {
+		return nil, nil
+	}
+	r := rule.HTTP.Retry
+	rp := &routev3.RetryPolicy{RetryOn: "connect-failure,reset,retriable-status-codes"}
+	for _, c := range r.Codes {
+		rp.RetriableStatusCodes = append(rp.RetriableStatusCodes, uint32(c))
+	}
+	if r.Attempts != nil {
+		if *r.Attempts < 0 {
+			return nil, fmt.Errorf("retry.attempts %d is negative", *r.Attempts)
+		}
+		rp.NumRetries = wrapperspb.UInt32(uint32(*r.Attempts))
+	}
+	if r.Backoff != nil {
+		d, err := time.ParseDuration(string(*r.Backoff))
+		if err != nil {
+			return nil, fmt.Errorf("retry.backoff: %w", err)
+		}
+		if d < 0 {
+			return nil, fmt.Errorf("retry.backoff %s is negative", d)
+		}
+		if d > 0 {
+			rp.RetryBackOff = &routev3.RetryPolicy_RetryBackOff{BaseInterval: durationpb.New(d)}
+		}
+	}
+	return rp, nil
 }
 
 // ruleBackendTimeout is HTTPRoute timeouts.backendRequest, -1 when unset

@@ -10,6 +10,9 @@ import (
 	"time"
 
 	routev3 "github.com/envoyproxy/go-control-plane/envoy/config/route/v3"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/durationpb"
+	"google.golang.org/protobuf/types/known/wrapperspb"
 	"k8s.io/utils/ptr"
 	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
 
@@ -193,6 +196,7 @@ func TestRouteTimeout(t *testing.T) {
 		httpRoute("ns", "slow", []string{"slow.example.com"}, model.Rule{HTTP: &gwv1.HTTPRouteRule{Timeouts: &gwv1.HTTPRouteTimeouts{Request: &d}}, Backends: backendTo("a")}),
 		httpRoute("ns", "stream", []string{"stream.example.com"}, model.Rule{Backends: backendTo("a")}),
 		httpRoute("ns", "backend", []string{"backend.example.com"}, model.Rule{HTTP: &gwv1.HTTPRouteRule{Timeouts: &gwv1.HTTPRouteTimeouts{Request: &d, BackendRequest: ptr.To(gwv1.Duration("500ms"))}}, Backends: backendTo("a")}),
+		httpRoute("ns", "alone", []string{"alone.example.com"}, model.Rule{HTTP: &gwv1.HTTPRouteRule{Timeouts: &gwv1.HTTPRouteTimeouts{BackendRequest: ptr.To(gwv1.Duration("500ms"))}}, Backends: backendTo("a")}),
 		httpRoute("ns", "nobackend", []string{"nobackend.example.com"}, model.Rule{HTTP: &gwv1.HTTPRouteRule{Timeouts: &gwv1.HTTPRouteTimeouts{BackendRequest: ptr.To(gwv1.Duration("0s"))}}, Backends: backendTo("a")}),
 	)
 	res := build(t, gw, Inputs{}, Options{})
@@ -214,18 +218,46 @@ func TestRouteTimeout(t *testing.T) {
 	if stream.GetMaxStreamDuration() != nil {
 		t.Errorf("no timeout → max_stream_duration %v, want none", stream.GetMaxStreamDuration())
 	}
-	// timeouts.backendRequest is the router's timeout (one upstream
-	// request); timeouts.request still bounds the whole stream.
+	// With timeouts.request too, Envoy would ignore RouteAction.timeout
+	// (max_stream_duration present): timeouts.backendRequest becomes the
+	// per_try_timeout of a policy without retries.
 	backend := routesOf(t, res, "http.80", "backend.example.com:80")[0].GetRoute()
-	if got := backend.GetTimeout(); got == nil || got.AsDuration() != 500*time.Millisecond {
-		t.Errorf("timeouts.backendRequest 500ms → timeout %v, want 500ms", got)
+	if got := backend.GetRetryPolicy(); got.GetPerTryTimeout().AsDuration() != 500*time.Millisecond || got.GetNumRetries() == nil || got.GetNumRetries().GetValue() != 0 || got.GetRetryOn() != "" {
+		t.Errorf("timeouts.backendRequest 500ms with request 90s → retry_policy %v, want per_try_timeout 500ms, num_retries 0", got)
 	}
 	if got := backend.GetMaxStreamDuration().GetMaxStreamDuration(); got.AsDuration() != 90*time.Second {
 		t.Errorf("timeouts.request 90s with backendRequest → max_stream_duration %v, want 90s", got)
 	}
+	alone := routesOf(t, res, "http.80", "alone.example.com:80")[0].GetRoute()
+	if got := alone.GetTimeout(); got.AsDuration() != 500*time.Millisecond || alone.GetRetryPolicy() != nil || alone.GetMaxStreamDuration() != nil {
+		t.Errorf("timeouts.backendRequest 500ms alone → timeout %v, retry_policy %v; want the router's timeout 500ms", got, alone.GetRetryPolicy())
+	}
 	nb := routesOf(t, res, "http.80", "nobackend.example.com:80")[0].GetRoute()
 	if got := nb.GetTimeout(); got == nil || got.AsDuration() != 0 || nb.GetMaxStreamDuration() != nil {
 		t.Errorf("timeouts.backendRequest 0s → timeout %v, max_stream_duration %v; want an explicit 0s and none", got, nb.GetMaxStreamDuration())
+	}
+}
+
+// HTTPRoute retry as Envoy's RetryPolicy: connection errors and resets
+// always, the listed codes through retriable-status-codes, attempts as
+// num_retries, backoff as the back-off base; with timeouts.backendRequest
+// the per-attempt bound.
+func TestRouteRetry(t *testing.T) {
+	retry := &gwv1.HTTPRouteRetry{Codes: []gwv1.HTTPRouteRetryStatusCode{500, 503}, Attempts: ptr.To(3), Backoff: ptr.To(gwv1.Duration("100ms"))}
+	gw := gateway(
+		httpRoute("ns", "r", []string{"r.example.com"}, model.Rule{HTTP: &gwv1.HTTPRouteRule{Retry: retry}, Backends: backendTo("a")}),
+		httpRoute("ns", "t", []string{"t.example.com"}, model.Rule{HTTP: &gwv1.HTTPRouteRule{Retry: &gwv1.HTTPRouteRetry{}, Timeouts: &gwv1.HTTPRouteTimeouts{BackendRequest: ptr.To(gwv1.Duration("2s"))}}, Backends: backendTo("a")}),
+	)
+	res := build(t, gw, Inputs{}, Options{})
+	want := &routev3.RetryPolicy{RetryOn: "connect-failure,reset,retriable-status-codes", RetriableStatusCodes: []uint32{500, 503},
+		NumRetries: wrapperspb.UInt32(3), RetryBackOff: &routev3.RetryPolicy_RetryBackOff{BaseInterval: durationpb.New(100 * time.Millisecond)}}
+	if got := routesOf(t, res, "http.80", "r.example.com:80")[0].GetRoute().GetRetryPolicy(); !proto.Equal(got, want) {
+		t.Errorf("retry_policy %v, want %v", got, want)
+	}
+	want = &routev3.RetryPolicy{RetryOn: "connect-failure,reset,retriable-status-codes", PerTryTimeout: durationpb.New(2 * time.Second)}
+	tr := routesOf(t, res, "http.80", "t.example.com:80")[0].GetRoute()
+	if got := tr.GetRetryPolicy(); !proto.Equal(got, want) || tr.GetTimeout().AsDuration() != 0 {
+		t.Errorf("retry with backendRequest 2s: retry_policy %v timeout %v, want %v and no route timeout", got, tr.GetTimeout(), want)
 	}
 }
 

@@ -1,0 +1,131 @@
+// Copyright infermesh authors
+// SPDX-License-Identifier: Apache-2.0
+
+package dataplane
+
+import (
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	routev3 "github.com/envoyproxy/go-control-plane/envoy/config/route/v3"
+	resourcev3 "github.com/envoyproxy/go-control-plane/pkg/resource/v3"
+	"google.golang.org/protobuf/types/known/durationpb"
+	"google.golang.org/protobuf/types/known/wrapperspb"
+)
+
+// flakyBackend fails each request key (?key=) with ?code= for its first
+// ?fail= attempts, or, with ?slow=, answers those attempts only after a
+// second; then 200. It counts attempts per key.
+type flakyBackend struct {
+	mu       sync.Mutex
+	attempts map[string]int
+}
+
+func (b *flakyBackend) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	q := r.URL.Query()
+	b.mu.Lock()
+	b.attempts[q.Get("key")]++
+	n := b.attempts[q.Get("key")]
+	b.mu.Unlock()
+	fail, _ := strconv.Atoi(q.Get("fail"))
+	if n <= fail {
+		if q.Get("slow") != "" {
+			select {
+			case <-time.After(time.Second):
+			case <-r.Context().Done():
+				return
+			}
+		} else {
+			code, _ := strconv.Atoi(q.Get("code"))
+			w.WriteHeader(code)
+			return
+		}
+	}
+	w.WriteHeader(http.StatusOK)
+}
+
+func (b *flakyBackend) count(key string) int {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.attempts[key]
+}
+
+// Route retries as Envoy's router makes them (source/common/router/
+// retry_state_impl.cc; RetryPolicy in the route API reference):
+// retriable-status-codes retries only the listed codes, num_retries
+// retries after the first attempt, the last answer is sent as it came;
+// per_try_timeout ends one attempt with a local reset, retried under
+// 5xx/gateway-error/reset only, else 504 "upstream request timeout".
+func TestRetryPolicy(t *testing.T) {
+	fb := &flakyBackend{attempts: map[string]int{}}
+	srv := httptest.NewServer(fb)
+	t.Cleanup(srv.Close)
+	route := func(path string, rp *routev3.RetryPolicy) *routev3.Route {
+		return &routev3.Route{Match: prefix(path), Action: &routev3.Route_Route{Route: &routev3.RouteAction{
+			ClusterSpecifier: &routev3.RouteAction_Cluster{Cluster: "c"}, Timeout: durationpb.New(0), RetryPolicy: rp,
+		}}}
+	}
+	fast := &routev3.RetryPolicy_RetryBackOff{BaseInterval: durationpb.New(time.Millisecond)}
+	dp := newTestDP(t, Options{})
+	load(t, dp, edsCluster(t, "c", false), cla("c", srv.Listener.Addr().String()),
+		rc(&routev3.VirtualHost{Name: "v", Domains: []string{"*"}, Routes: []*routev3.Route{
+			route("/codes-500", &routev3.RetryPolicy{RetryOn: "retriable-status-codes", RetriableStatusCodes: []uint32{500},
+				NumRetries: wrapperspb.UInt32(3), RetryBackOff: fast}),
+			route("/per-try-codes", &routev3.RetryPolicy{RetryOn: "retriable-status-codes", RetriableStatusCodes: []uint32{500},
+				NumRetries: wrapperspb.UInt32(2), PerTryTimeout: durationpb.New(100 * time.Millisecond), RetryBackOff: fast}),
+			route("/per-try-reset", &routev3.RetryPolicy{RetryOn: "reset",
+				NumRetries: wrapperspb.UInt32(2), PerTryTimeout: durationpb.New(100 * time.Millisecond), RetryBackOff: fast}),
+			route("/per-try-only", &routev3.RetryPolicy{NumRetries: wrapperspb.UInt32(0), PerTryTimeout: durationpb.New(100 * time.Millisecond)}),
+		}}), seedListener(t))
+
+	for i, tc := range []struct {
+		path, query string
+		status      int
+		attempts    int
+	}{
+		{"/codes-500", "code=500&fail=2", 200, 3},
+		{"/codes-500", "code=500&fail=4", 500, 4},
+		{"/codes-500", "code=503&fail=2", 503, 1},   // not a listed code
+		{"/per-try-codes", "slow=1&fail=1", 504, 1}, // a timeout is not a status code
+		{"/per-try-reset", "slow=1&fail=1", 200, 2},
+		{"/per-try-reset", "slow=1&fail=5", 504, 3},
+		{"/per-try-only", "slow=1&fail=1", 504, 1},
+		{"/per-try-only", "fail=0", 200, 1},
+	} {
+		key := fmt.Sprint(i)
+		resp := get(t, dp, 80, "GET", "x", tc.path+"?key="+key+"&"+tc.query, nil)
+		if resp.StatusCode != tc.status || fb.count(key) != tc.attempts {
+			t.Errorf("%s?%s: %d after %d attempts %q, want %d after %d", tc.path, tc.query, resp.StatusCode, fb.count(key), bodyOf(resp), tc.status, tc.attempts)
+		}
+		if tc.status == 504 && !strings.Contains(bodyOf(resp), "upstream request timeout") {
+			t.Errorf("%s?%s: body %q, want upstream request timeout", tc.path, tc.query, bodyOf(resp))
+		}
+	}
+}
+
+// retry_back_off as Envoy validates it: a base_interval above zero, and a
+// max_interval not below it (RetryPolicy's validation rules and
+// RetryPolicyImpl's "max_interval must be greater than or equal to the
+// base_interval").
+func TestRetryBackOffValidation(t *testing.T) {
+	for _, b := range []*routev3.RetryPolicy_RetryBackOff{
+		{BaseInterval: durationpb.New(0)},
+		{BaseInterval: durationpb.New(time.Second), MaxInterval: durationpb.New(time.Millisecond)},
+	} {
+		err := decodeMsg(t, resourcev3.RouteType, rc(&routev3.VirtualHost{Name: "v", Domains: []string{"*"}, Routes: []*routev3.Route{{
+			Match: prefix("/"), Action: &routev3.Route_Route{Route: &routev3.RouteAction{
+				ClusterSpecifier: &routev3.RouteAction_Cluster{Cluster: "c"},
+				RetryPolicy:      &routev3.RetryPolicy{RetryOn: "5xx", RetryBackOff: b},
+			}},
+		}}}))
+		if err == nil {
+			t.Errorf("retry_back_off %v accepted", b)
+		}
+	}
+}
