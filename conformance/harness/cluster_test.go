@@ -139,6 +139,9 @@ func startCluster(t *testing.T, spec clusterSpec, images map[string]node.Image, 
 		Client: c.client, RESTConfig: c.config, NodeName: nodeName,
 		PodCIDR: spec.podCIDR, BridgeName: c.bridge, Images: images,
 		StateDir: filepath.Join(stateDir, "node"), ClusterDNS: []netip.Addr{dnsAddr},
+		// pods/log through the API server (the Gateway API suite's mirror
+		// tests read the mirror backends' logs).
+		KubeletClientCA: env.KubeletClientCA(),
 	})
 	if err != nil {
 		t.Fatal(err)

@@ -27,6 +27,18 @@ func SelfSigned(commonName string) (certPEM, keyPEM []byte, err error) {
 
 // SelfSignedFor is SelfSigned for the given addresses and DNS names.
 func SelfSignedFor(commonName string, ips []net.IP, dnsNames []string) (certPEM, keyPEM []byte, err error) {
+	return selfSigned(pkix.Name{CommonName: commonName}, x509.ExtKeyUsageServerAuth, ips, dnsNames)
+}
+
+// SelfSignedClient is a self-signed client certificate (ExtKeyUsage client
+// auth) for commonName in organizations, as Kubernetes reads a user and
+// its groups from a certificate; it is its own CA, so a server verifies it
+// with the certificate itself in its client CA pool.
+func SelfSignedClient(commonName string, organizations []string) (certPEM, keyPEM []byte, err error) {
+	return selfSigned(pkix.Name{CommonName: commonName, Organization: organizations}, x509.ExtKeyUsageClientAuth, nil, nil)
+}
+
+func selfSigned(subject pkix.Name, usage x509.ExtKeyUsage, ips []net.IP, dnsNames []string) (certPEM, keyPEM []byte, err error) {
 	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
 		return nil, nil, fmt.Errorf("certs: key: %w", err)
@@ -38,11 +50,11 @@ func SelfSignedFor(commonName string, ips []net.IP, dnsNames []string) (certPEM,
 	now := time.Now()
 	tmpl := &x509.Certificate{
 		SerialNumber:          serial,
-		Subject:               pkix.Name{CommonName: commonName},
+		Subject:               subject,
 		NotBefore:             now.Add(-time.Hour),
 		NotAfter:              now.Add(24 * time.Hour),
 		KeyUsage:              x509.KeyUsageDigitalSignature | x509.KeyUsageCertSign,
-		ExtKeyUsage:           []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
+		ExtKeyUsage:           []x509.ExtKeyUsage{usage},
 		BasicConstraintsValid: true,
 		IsCA:                  true,
 		IPAddresses:           ips,

@@ -51,6 +51,11 @@ func newAPIServer(bin string, f files, port, etcdPort int, extra []string, servi
 		"--audit-log-path=" + f.auditLog,
 		"--audit-log-format=json",
 		"--audit-log-mode=blocking",
+		// Kubelets (the node agent of pkg/test/node) are reached at their
+		// Node's InternalIP with this client certificate, for pods/log.
+		"--kubelet-client-certificate=" + f.kubeletCert,
+		"--kubelet-client-key=" + f.kubeletKey,
+		"--kubelet-preferred-address-types=InternalIP",
 	}
 	if !serviceAccountAdmission {
 		args = append(args, "--disable-admission-plugins=ServiceAccount")

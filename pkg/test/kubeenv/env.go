@@ -172,6 +172,12 @@ func (e *Env) processes() []*process {
 	return ps
 }
 
+// KubeletClientCA is the PEM certificate kube-apiserver presents to
+// kubelets (--kubelet-client-certificate; self-signed, so its own CA): what
+// a node agent's kubelet API (pkg/test/node Config.KubeletClientCA)
+// trusts, so that pods/log works through the API server.
+func (e *Env) KubeletClientCA() []byte { return e.creds.kubeletClientPEM }
+
 // RESTConfig returns a new client config for AdminUser (system:masters), with
 // QPS ClientQPS and burst ClientBurst. The caller may change it.
 func (e *Env) RESTConfig() *rest.Config {

@@ -49,6 +49,8 @@ type files struct {
 	dir            string
 	servingCert    string // self-signed, also the clients' CA
 	servingKey     string
+	kubeletCert    string // the apiserver's client certificate to kubelets (self-signed)
+	kubeletKey     string
 	serviceAccount string // ECDSA key: verifies and signs service-account tokens
 	tokens         string
 	auditPolicy    string
@@ -66,6 +68,8 @@ func newFiles(dir string) files {
 		dir:            dir,
 		servingCert:    p("pki/apiserver.crt"),
 		servingKey:     p("pki/apiserver.key"),
+		kubeletCert:    p("pki/apiserver-kubelet-client.crt"),
+		kubeletKey:     p("pki/apiserver-kubelet-client.key"),
 		serviceAccount: p("pki/sa.key"),
 		tokens:         p("pki/tokens.csv"),
 		auditPolicy:    p("audit-policy.yaml"),
@@ -83,8 +87,11 @@ type credentials struct {
 	host       string // https://127.0.0.1:port
 	caPEM      []byte
 	adminToken string
-	kcmToken   string
-	schedToken string
+	// kubeletClientPEM is the apiserver's client certificate to kubelets,
+	// its own CA: what a node agent trusts for its kubelet API.
+	kubeletClientPEM []byte
+	kcmToken         string
+	schedToken       string
 }
 
 // write creates every file the control plane reads, with fresh keys and tokens.
@@ -102,12 +109,19 @@ func (f files) write(host string) (credentials, error) {
 	if err != nil {
 		return credentials{}, err
 	}
-	c := credentials{host: host, caPEM: certPEM, adminToken: randomToken(), kcmToken: randomToken(), schedToken: randomToken()}
+	// kubeadm's apiserver-kubelet-client: group system:masters.
+	kubeletPEM, kubeletKeyPEM, err := certs.SelfSignedClient("kube-apiserver-kubelet-client", []string{"system:masters"})
+	if err != nil {
+		return credentials{}, fmt.Errorf("kubeenv: kubelet client certificate: %w", err)
+	}
+	c := credentials{host: host, caPEM: certPEM, adminToken: randomToken(), kcmToken: randomToken(), schedToken: randomToken(), kubeletClientPEM: kubeletPEM}
 	tokens := fmt.Sprintf("%s,%s,1,\"system:masters\"\n%s,%s,2,\"system:masters\"\n%s,%s,3\n",
 		c.adminToken, AdminUser, c.kcmToken, ControllerManagerUser, c.schedToken, SchedulerUser)
 	for path, data := range map[string][]byte{
 		f.servingCert:    certPEM,
 		f.servingKey:     keyPEM,
+		f.kubeletCert:    kubeletPEM,
+		f.kubeletKey:     kubeletKeyPEM,
 		f.serviceAccount: saPEM,
 		f.tokens:         []byte(tokens),
 		f.auditPolicy:    []byte(auditPolicy),

@@ -57,6 +57,14 @@ type Config struct {
 	// HostResolvConf is the host's resolver file, for Default pods and the
 	// host's search domains (--resolv-conf); empty means /etc/resolv.conf.
 	HostResolvConf string
+	// KubeletClientCA, when set, turns on the kubelet API (kubeletapi.go):
+	// HTTPS on the bridge address, port KubeletPort (default 10250), for
+	// clients whose certificate this PEM bundle verifies: the API server's
+	// --kubelet-client-certificate, so that `kubectl logs` works through
+	// it. Without it the node serves no kubelet API, and the Node's
+	// kubelet endpoint port is 0.
+	KubeletClientCA []byte
+	KubeletPort     int
 }
 
 func (c *Config) validate() error {
@@ -99,6 +107,9 @@ func (c *Config) defaults() {
 	}
 	if c.HostResolvConf == "" {
 		c.HostResolvConf = "/etc/resolv.conf"
+	}
+	if len(c.KubeletClientCA) > 0 && c.KubeletPort == 0 {
+		c.KubeletPort = 10250
 	}
 	if c.BridgeName == "" {
 		h := fnv.New32a()

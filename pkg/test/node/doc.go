@@ -98,10 +98,12 @@
 // gates, hostNetwork) keep the pod's containers waiting with
 // CreateContainerConfigError and a Warning event that names them.
 //
-// Outputs for debugging: each container run's stdout and stderr go to
-// StateDir/logs/<namespace>_<name>_<uid>/<container>/<restartCount>.log (the
-// kubelet's /var/log/pods layout; Node.LogPath), and virtual-kubelet's own
-// log to StateDir/virtual-kubelet.log.
+// Outputs: each container run's stdout and stderr go, in the CRI log
+// format, to StateDir/logs/<namespace>_<name>_<uid>/<container>/<restartCount>.log
+// (the kubelet's /var/log/pods layout; Node.LogPath), served to the API
+// server's pods/log by the kubelet API when Config.KubeletClientCA is set
+// (logs.go, kubeletapi.go); virtual-kubelet's own log goes to
+// StateDir/virtual-kubelet.log.
 //
 // Rules for callers: run as root; give each Node that runs at the same time
 // its own PodCIDR and BridgeName; call Stop (it kills every process, deletes

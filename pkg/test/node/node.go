@@ -106,6 +106,11 @@ func newProvider(cfg Config) (*provider, error) {
 	if err != nil {
 		return p, fmt.Errorf("node: API forwarder: %w", err)
 	}
+	if len(cfg.KubeletClientCA) > 0 {
+		if p.kubeletAPI, err = startKubeletAPI(p); err != nil {
+			return p, err
+		}
+	}
 	return p, nil
 }
 
@@ -203,6 +208,9 @@ func (n *Node) doStop() error {
 		p.shutdown()
 		if p.forwarder != nil {
 			errs = append(errs, p.forwarder.close())
+		}
+		if p.kubeletAPI != nil {
+			errs = append(errs, p.kubeletAPI.close())
 		}
 		if p.bridge != nil {
 			errs = append(errs, p.bridge.delete())

@@ -49,6 +49,7 @@ func (n *provider) nodeObject() *corev1.Node {
 				Type: corev1.NodeReady, Status: corev1.ConditionTrue, Reason: "KubeletReady",
 				Message: "infermesh node agent is posting ready status", LastHeartbeatTime: now, LastTransitionTime: now,
 			}},
+			DaemonEndpoints: corev1.NodeDaemonEndpoints{KubeletEndpoint: corev1.DaemonEndpoint{Port: int32(n.cfg.KubeletPort)}},
 			NodeInfo: corev1.NodeSystemInfo{
 				KubeletVersion: kubeletVersion, OperatingSystem: "linux", Architecture: runtime.GOARCH,
 				ContainerRuntimeVersion: "process://" + runtime.Version(),

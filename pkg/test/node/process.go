@@ -5,44 +5,48 @@ package node
 
 import (
 	"errors"
-	"fmt"
-	"os"
 	"os/exec"
 	"syscall"
 	"time"
 )
 
 // process is one run of a container: a local process started inside the
-// pod's network namespace, its output appended to a log file.
+// pod's network namespace, its output appended to a log file in the CRI
+// log format (logs.go).
 type process struct {
 	cmd     *exec.Cmd
 	started time.Time
 	done    chan struct{} // closed when the process has been waited for
 	exit    int           // exit code, 128+signal when killed, valid after done
+	// logged is closed once both output streams have ended and every line
+	// is in the log file.
+	logged <-chan struct{}
 }
 
 // startProcess starts argv with env (NAME=value) in dir inside sb, with
 // mounts (mounts.go), output to logPath. The process leads its own process group, so a kill reaches any
 // children it made, and it gets SIGKILL if this node's process dies.
 func startProcess(sb *sandbox, argv, env []string, mounts []bindMount, dir, logPath string) (*process, error) {
-	logf, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
-	if err != nil {
-		return nil, fmt.Errorf("container log: %w", err)
-	}
 	attr := &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
-	argv, env, err = withMounts(argv, env, mounts, attr)
+	argv, env, err := withMounts(argv, env, mounts, attr)
 	if err != nil {
-		logf.Close()
+		return nil, err
+	}
+	out, err := newContainerOutput(logPath)
+	if err != nil {
 		return nil, err
 	}
 	cmd := exec.Command(argv[0], argv[1:]...)
-	cmd.Env, cmd.Dir, cmd.Stdout, cmd.Stderr, cmd.SysProcAttr = env, dir, logf, logf, attr
+	cmd.Env, cmd.Dir, cmd.Stdout, cmd.Stderr, cmd.SysProcAttr = env, dir, out.stdout, out.stderr, attr
 	err = sb.run(cmd.Start)
-	logf.Close() // the child holds its own copy
+	// The child (and any process it starts) holds the write ends now; the
+	// streams end when the last of them exits.
+	logged := out.start()
 	if err != nil {
+		<-logged
 		return nil, err
 	}
-	p := &process{cmd: cmd, started: time.Now(), done: make(chan struct{})}
+	p := &process{cmd: cmd, started: time.Now(), done: make(chan struct{}), logged: logged}
 	go p.wait()
 	return p, nil
 }

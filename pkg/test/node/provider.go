@@ -30,8 +30,11 @@ type provider struct {
 	bridge    *bridge
 	ipam      *ipam
 	forwarder *apiForwarder
-	env       envSources
-	recorder  record.EventRecorder
+	// kubeletAPI serves container logs to the API server (nil when
+	// Config.KubeletClientCA is unset).
+	kubeletAPI *kubeletAPI
+	env        envSources
+	recorder   record.EventRecorder
 
 	mu     sync.Mutex
 	pods   map[string]*podRuntime // by namespace/name

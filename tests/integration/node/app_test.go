@@ -120,9 +120,17 @@ func (a *app) serveGRPC(port string) {
 
 // mux: /healthz (200 or 500), /unhealthy (every probe kind fails from now
 // on), /env (JSON), /args, /fetch?url= (GET from inside the pod), /whoami
-// (SelfSubjectReview through $KUBECONFIG).
+// (SelfSubjectReview through $KUBECONFIG), /say?text= (a line on stdout,
+// or on stderr with &stderr=1).
 func (a *app) mux() *http.ServeMux {
 	m := http.NewServeMux()
+	m.HandleFunc("/say", func(_ http.ResponseWriter, r *http.Request) {
+		out := os.Stdout
+		if r.URL.Query().Get("stderr") != "" {
+			out = os.Stderr
+		}
+		fmt.Fprintln(out, r.URL.Query().Get("text"))
+	})
 	m.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) {
 		a.mu.Lock()
 		defer a.mu.Unlock()

@@ -79,7 +79,7 @@ func startCluster(t *testing.T) *cluster {
 		PodCIDR:  netip.MustParsePrefix(podCIDR),
 		Images:   map[string]node.Image{appImage: {Binary: self, Entrypoint: "/app", Env: []string{appSwitch}}},
 		StateDir: state, InitialBackOff: time.Second, MaxBackOff: 2 * time.Second,
-		ClusterDNS: []netip.Addr{dnsAddr},
+		ClusterDNS: []netip.Addr{dnsAddr}, KubeletClientCA: env.KubeletClientCA(),
 	})
 	if err != nil {
 		t.Fatal(err)

@@ -6,6 +6,7 @@
 package node_test
 
 import (
+	"bufio"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -37,6 +38,94 @@ func TestNode(t *testing.T) {
 	t.Run("CrashAndRestartPolicy", c.testRestarts)
 	t.Run("DeletionWithinGracePeriod", c.testDeletion)
 	t.Run("UnknownImage", c.testUnknownImage)
+	t.Run("LogsThroughTheAPIServer", c.testLogs)
+}
+
+// testLogs reads a container's output as `kubectl logs` does: pods/log on
+// the API server, which proxies to the node's kubelet API with its client
+// certificate. Both streams, sinceTime (second precision on the wire, as
+// the suite's mirror tests send it), tailLines, timestamps, limitBytes and
+// follow; an unknown container is an error.
+func (c *cluster) testLogs(t *testing.T) {
+	ns := c.namespace(t, "logs")
+	c.create(t, appPod(ns, "talker", appContainer("app", 8080)))
+	p := c.waitPod(t, ns, "talker", "Ready", waitBound, isReady)
+	say := func(text string, stderr bool) {
+		t.Helper()
+		u := fmt.Sprintf("http://%s:8080/say?text=%s", p.Status.PodIP, text)
+		if stderr {
+			u += "&stderr=1"
+		}
+		if _, err := tryGet(u); err != nil {
+			t.Fatal(err)
+		}
+	}
+	logs := func(opts *corev1.PodLogOptions) (string, error) {
+		b, err := c.client.CoreV1().Pods(ns).GetLogs("talker", opts).DoRaw(context.Background())
+		return string(b), err
+	}
+	say("before", false)
+	say("on-stderr", true)
+	poll.Until(t, waitBound, "the lines reach the log", func() bool {
+		out, err := logs(&corev1.PodLogOptions{Container: "app"})
+		return err == nil && strings.Contains(out, "before\n") && strings.Contains(out, "on-stderr\n")
+	})
+	time.Sleep(1100 * time.Millisecond) // sinceTime has second precision
+	mark := metav1.Now()
+	time.Sleep(1100 * time.Millisecond)
+	say("after", false)
+	poll.Until(t, waitBound, "the last line reaches the log", func() bool {
+		out, err := logs(&corev1.PodLogOptions{Container: "app"})
+		return err == nil && strings.Contains(out, "after\n")
+	})
+
+	out, err := logs(&corev1.PodLogOptions{Container: "app", SinceTime: &mark})
+	if err != nil || out != "after\n" {
+		t.Errorf("sinceTime: %q, %v; want only the line written after it", out, err)
+	}
+	if out, err := logs(&corev1.PodLogOptions{Container: "app", TailLines: ptr.To[int64](1)}); err != nil || out != "after\n" {
+		t.Errorf("tailLines 1: %q, %v; want the last line", out, err)
+	}
+	if out, err := logs(&corev1.PodLogOptions{Container: "app", LimitBytes: ptr.To[int64](4), SinceTime: &mark}); err != nil || out != "afte" {
+		t.Errorf("limitBytes 4: %q, %v; want 4 bytes", out, err)
+	}
+	out, err = logs(&corev1.PodLogOptions{Container: "app", Timestamps: true, SinceTime: &mark})
+	ts, text, _ := strings.Cut(strings.TrimSuffix(out, "\n"), " ")
+	if at, perr := time.Parse(time.RFC3339Nano, ts); err != nil || perr != nil || text != "after" || at.Before(mark.Time) {
+		t.Errorf("timestamps: %q, %v; want <RFC 3339 time after the mark> after", out, err)
+	}
+	if _, err := logs(&corev1.PodLogOptions{Container: "nope"}); err == nil {
+		t.Error("logs of a container the pod does not have: no error")
+	}
+
+	// follow: the stream stays open and carries a line written later.
+	ctx, cancel := context.WithTimeout(context.Background(), waitBound)
+	defer cancel()
+	stream, err := c.client.CoreV1().Pods(ns).GetLogs("talker", &corev1.PodLogOptions{Container: "app", Follow: true, SinceTime: &mark}).Stream(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer stream.Close()
+	lines := make(chan string, 8)
+	go func() {
+		sc := bufio.NewScanner(stream)
+		for sc.Scan() {
+			lines <- sc.Text()
+		}
+		close(lines)
+	}()
+	if got := <-lines; got != "after" {
+		t.Fatalf("follow: first line %q, want after", got)
+	}
+	say("followed", false)
+	select {
+	case got := <-lines:
+		if got != "followed" {
+			t.Errorf("follow: next line %q, want followed", got)
+		}
+	case <-ctx.Done():
+		t.Error("follow: the line written later never came")
+	}
 }
 
 func (c *cluster) testNodeAndLease(t *testing.T) {
