@@ -120,6 +120,11 @@ func (c *filterChain) decodeExtProc(ctx context.Context, i int, req *extproc.Req
 		return extproc.GRPCLocalReply(req, localReply(http.StatusInternalServerError, ""), -1), nil, nil
 	case !run:
 		return c.decode(ctx, i+1, req, md)
+	case req.Upgrade != "":
+		// Stricter than Envoy, whose ext_proc would see the upgraded
+		// stream's bytes as body: not implemented here, so refused.
+		c.dp.log.Error("dataplane: ext_proc on an upgraded stream is not implemented", "route", c.sel.r.name, "upgrade", req.Upgrade)
+		return extproc.GRPCLocalReply(req, localReply(http.StatusInternalServerError, ""), -1), nil, nil
 	}
 	cfg.Counters = &c.dp.extProc
 	up := func(ctx2 context.Context, req2 *extproc.Request, md2 map[string]*structpb.Struct) (*extproc.Response, map[string]*structpb.Struct, error) {

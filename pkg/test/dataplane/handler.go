@@ -92,14 +92,22 @@ func (h *listenerHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if isUpgrade(r) {
-		// No upgrade_configs: Envoy's connection manager refuses an upgrade
-		// on a route it matched (createFilterChain() == false) with a 403
-		// (details upgrade_failed) and closes the connection
-		// (ConnectionManagerImpl::ActiveStream::decodeHeaders).
-		w.Header().Set("Content-Length", "0")
-		w.Header().Set("Connection", "close")
-		w.WriteHeader(http.StatusForbidden)
-		return
+		// An upgrade the connection manager's upgrade_configs allow goes
+		// through the filter chain and the router, which keep its
+		// Connection and Upgrade headers; any other is refused on a route
+		// it matched (createFilterChain() == false) with a 403 (details
+		// upgrade_failed) and the connection closed
+		// (ConnectionManagerImpl::ActiveStream::decodeHeaders). HTTP/2
+		// upgrades (extended CONNECT) are not accepted: our connection
+		// managers do not set allow_connect.
+		typ := strings.ToLower(r.Header.Get("Upgrade"))
+		if !l.upgrades[typ] || r.ProtoMajor != 1 {
+			w.Header().Set("Content-Length", "0")
+			w.Header().Set("Connection", "close")
+			w.WriteHeader(http.StatusForbidden)
+			return
+		}
+		req.Upgrade = typ
 	}
 	ctx := r.Context()
 	if d := sel.r.maxStreamDuration; d > 0 {
@@ -227,6 +235,10 @@ func stripHostPort(host string) string {
 // writeResponse sends resp downstream, flushing as the body arrives
 // (streamed LLM responses), then its trailers.
 func writeResponse(w http.ResponseWriter, resp *extproc.Response) {
+	if t, ok := resp.Body.(*upgradedBody); ok && resp.Status == http.StatusSwitchingProtocols {
+		t.tunnel(w, resp.Headers)
+		return
+	}
 	hdr := w.Header()
 	for k, vs := range resp.Headers {
 		hdr[k] = append([]string(nil), vs...)

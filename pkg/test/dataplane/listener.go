@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	listenerv3 "github.com/envoyproxy/go-control-plane/envoy/config/listener/v3"
@@ -36,6 +37,8 @@ type listenerConfig struct {
 	routes *routeTable
 	// stripPort is strip_any_host_port.
 	stripPort bool
+	// upgrades are the upgrade types upgrade_configs allows (lower case).
+	upgrades map[string]bool
 	// normalizePath is normalize_path (pathnorm.go).
 	normalizePath bool
 	// filters are the HTTP filters before the router, in order.
@@ -159,6 +162,24 @@ func compileChainHCM(lc *listenerConfig, fc *listenerv3.FilterChain) (*hcmv3.Htt
 	}
 	lc.stripPort = hcm.GetStripAnyHostPort()
 	lc.normalizePath = hcm.GetNormalizePath().GetValue()
+	// upgrade_configs: the connection manager accepts an HTTP/1.1 upgrade
+	// of a listed type (matched case-insensitively, as Envoy does) unless
+	// enabled is false; the upgrade goes through the default filter chain
+	// (no filters of its own). Only websocket is implemented.
+	lc.upgrades = map[string]bool{}
+	for i, uc := range hcm.GetUpgradeConfigs() {
+		if len(uc.GetFilters()) > 0 {
+			return nil, fmt.Errorf("upgrade_configs[%d].filters not implemented", i)
+		}
+		typ := strings.ToLower(uc.GetUpgradeType())
+		if typ != "websocket" {
+			return nil, fmt.Errorf("upgrade_configs[%d]: upgrade_type %q not implemented", i, uc.GetUpgradeType())
+		}
+		if _, dup := lc.upgrades[typ]; dup {
+			return nil, fmt.Errorf("upgrade_configs[%d]: duplicate upgrade %s", i, uc.GetUpgradeType())
+		}
+		lc.upgrades[typ] = uc.Enabled == nil || uc.GetEnabled().GetValue()
+	}
 	hfs := hcm.GetHttpFilters()
 	if len(hfs) == 0 || hfs[len(hfs)-1].GetName() != filterRouter {
 		return nil, errors.New("the last HTTP filter must be " + filterRouter)

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	routev3 "github.com/envoyproxy/go-control-plane/envoy/config/route/v3"
+	hcmv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/network/http_connection_manager/v3"
 )
 
 func TestNormalizePath(t *testing.T) {
@@ -84,9 +85,10 @@ func TestUpgradeRefusedAndExpectRemoved(t *testing.T) {
 		}
 	}))
 	t.Cleanup(up.Close)
+	l := seedListener(t) // without its upgrade_configs
+	l.FilterChains[0].Filters[0] = setHCM(t, l.FilterChains[0].Filters[0], func(h *hcmv3.HttpConnectionManager) { h.UpgradeConfigs = nil })
 	load(t, dp, edsCluster(t, "up", false), cla("up", up.Listener.Addr().String()),
-		rc(&routev3.VirtualHost{Name: "vh", Domains: []string{"*"}, Routes: []*routev3.Route{{Match: prefix("/"), Action: toCluster("up")}}}),
-		seedListener(t))
+		rc(&routev3.VirtualHost{Name: "vh", Domains: []string{"*"}, Routes: []*routev3.Route{{Match: prefix("/"), Action: toCluster("up")}}}), l)
 
 	resp := get(t, dp, 80, "GET", "any.test", "/ws", http.Header{"Connection": {"Upgrade"}, "Upgrade": {"websocket"}})
 	if resp.StatusCode != http.StatusForbidden || !resp.Close {

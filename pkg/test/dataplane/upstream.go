@@ -9,10 +9,12 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"net"
 	"net/http"
 	"slices"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -318,6 +320,19 @@ func (dp *DataPlane) router(ctx context.Context, ac *activeConfig, sel routeSel,
 		}
 		routeRelease := release
 		release := func() { acancel(nil); routeRelease() }
+		if up.StatusCode == http.StatusSwitchingProtocols && req.Upgrade != "" {
+			// The upstream accepted the upgrade: from here the stream is a
+			// byte tunnel (Envoy's router after an upgrade response; Go's
+			// transport hands the connection over as the body).
+			rwc, ok := up.Body.(io.ReadWriteCloser)
+			if !ok {
+				_ = up.Body.Close()
+				release()
+				return localReply(http.StatusServiceUnavailable, bodyReset), served, nil
+			}
+			resp = &extproc.Response{Status: up.StatusCode, Headers: up.Header, Body: &upgradedBody{rwc: rwc, release: release}, Trailers: http.Header{}}
+			break
+		}
 		// The response's trailers are known only once its body has ended:
 		// Go's HTTP/2 transport sets a new up.Trailer map then, so the map
 		// handed on is filled from it at io.EOF (Envoy's router forwards
@@ -339,7 +354,14 @@ func (dp *DataPlane) router(ctx context.Context, ac *activeConfig, sel routeSel,
 		release()
 		return localReply(http.StatusServiceUnavailable, bodyReset), served, nil
 	}
+	// An accepted upgrade keeps Connection and Upgrade in the response, as
+	// in the request (ConnectionManagerUtility::mutateResponseHeaders);
+	// every other response loses its hop-by-hop headers.
+	connection, upgrade := resp.Headers.Values("Connection"), resp.Headers.Values("Upgrade")
 	removeHopByHop(resp.Headers)
+	if _, ok := resp.Body.(*upgradedBody); ok {
+		resp.Headers["Connection"], resp.Headers["Upgrade"] = connection, upgrade
+	}
 	if sel.wc != nil {
 		sel.wc.respHeaders.apply(resp.Headers)
 	}
@@ -364,6 +386,13 @@ func (dp *DataPlane) attempt(ctx context.Context, c *activeCluster, host string,
 	up.Host = req.Authority
 	up.Header = req.Headers.Clone()
 	removeHopByHop(up.Header)
+	if req.Upgrade != "" {
+		// An upgrade the connection manager accepted keeps its Connection
+		// and Upgrade headers (ConnectionManagerUtility::mutateRequestHeaders
+		// removes them only from other requests).
+		up.Header.Set("Connection", "Upgrade")
+		up.Header.Set("Upgrade", req.Headers.Get("Upgrade"))
+	}
 	if req.Trailers != nil {
 		up.Trailer = req.Trailers
 	}
@@ -625,6 +654,51 @@ func localReply(status int, body string) *extproc.Response {
 	}
 	h.Set("content-length", fmt.Sprint(len(body)))
 	return &extproc.Response{Status: status, Headers: h, Body: io.NopCloser(strings.NewReader(body)), Local: true}
+}
+
+// upgradedBody is the upstream connection of an accepted upgrade, as the
+// body of its 101 response; tunnel copies bytes both ways.
+type upgradedBody struct {
+	rwc     io.ReadWriteCloser
+	release func()
+	once    sync.Once
+}
+
+func (b *upgradedBody) Read(p []byte) (int, error) { return b.rwc.Read(p) }
+
+func (b *upgradedBody) Close() error {
+	err := b.rwc.Close()
+	b.once.Do(b.release)
+	return err
+}
+
+// tunnel sends the 101 response with headers h on w's connection, taken
+// over from the HTTP server, then copies bytes both ways until either side
+// closes, and closes the other (Envoy's upgraded stream: the codec passes
+// data frames through; a close on one side ends the stream).
+func (b *upgradedBody) tunnel(w http.ResponseWriter, h http.Header) {
+	defer b.Close()
+	conn, brw, err := http.NewResponseController(w).Hijack()
+	if err != nil {
+		slog.Debug("dataplane: upgrade: take over the downstream connection", "error", err)
+		return
+	}
+	defer conn.Close()
+	_, _ = brw.WriteString("HTTP/1.1 101 Switching Protocols\r\n")
+	_ = h.Write(brw)
+	_, _ = brw.WriteString("\r\n")
+	if err := brw.Flush(); err != nil {
+		return
+	}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		_, _ = io.Copy(b.rwc, brw) // downstream to upstream, buffered bytes first
+		_ = b.rwc.Close()
+	}()
+	_, _ = io.Copy(conn, b.rwc)
+	_ = conn.Close()
+	<-done
 }
 
 // mirror sends a copy of the request to each mirror cluster (sampled by

@@ -23,7 +23,8 @@ import (
 
 // Decision: normalize_path on (as Istio); the Host port stripped before
 // matching and upstream (as Envoy Gateway); Envoy's 5-minute
-// stream_idle_timeout and its own 100-continue handling kept; no upgrades.
+// stream_idle_timeout and its own 100-continue handling kept; WebSocket
+// upgrades accepted, no other.
 func TestDecisionsConnectionManager(t *testing.T) {
 	res := build(t, seedGateway(), seedInputs(), inferenceOn)
 	hcm := hcmOf(t, res, res.Listeners[0].Name)
@@ -39,8 +40,8 @@ func TestDecisionsConnectionManager(t *testing.T) {
 	if hcm.GetProxy_100Continue() {
 		t.Error("proxy_100_continue must stay off: Envoy answers 100 itself so the EPP gets the body before an upstream exists")
 	}
-	if len(hcm.GetUpgradeConfigs()) != 0 {
-		t.Errorf("upgrade_configs = %v: upgrades are not served yet", hcm.GetUpgradeConfigs())
+	if ucs := hcm.GetUpgradeConfigs(); len(ucs) != 1 || ucs[0].GetUpgradeType() != "websocket" || ucs[0].Enabled != nil || len(ucs[0].GetFilters()) != 0 {
+		t.Errorf("upgrade_configs = %v, want WebSocket alone, enabled, with the default filters", ucs)
 	}
 	if hcm.GetMergeSlashes() {
 		t.Error("merge_slashes must stay off (Istio's default path normalization does not merge)")

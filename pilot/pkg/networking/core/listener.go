@@ -63,6 +63,7 @@ func groupByPort(gw *model.Gateway) ([]portGroup, error) {
 //     ADS);
 //   - strips any port from the Host header before virtual host matching
 //     (strip_any_host_port), so domains need no ":port" variants;
+//   - accepts WebSocket upgrades (upgrade_configs websocket);
 //   - normalizes the path (normalize_path: RFC 3986 dot segments resolved)
 //     before routes match, so "/public/../admin" is matched, and sent
 //     upstream, as "/admin" (architecture/xds.md, "Decisions");
@@ -185,7 +186,11 @@ func buildHCM(rc string, opts Options) (*hcmv3.HttpConnectionManager, error) {
 			RouteConfigName: rc,
 			ConfigSource:    adsConfigSource(),
 		}},
-		StripPortMode:    &hcmv3.HttpConnectionManager_StripAnyHostPort{StripAnyHostPort: true},
+		StripPortMode: &hcmv3.HttpConnectionManager_StripAnyHostPort{StripAnyHostPort: true},
+		// WebSocket upgrades are accepted (the Gateway API's
+		// kubernetes.io/ws backend protocol; Istio's gateways accept them
+		// the same way); any other upgrade is refused with 403.
+		UpgradeConfigs:   []*hcmv3.HttpConnectionManager_UpgradeConfig{{UpgradeType: "websocket"}},
 		UseRemoteAddress: wrapperspb.Bool(true),
 		NormalizePath:    wrapperspb.Bool(true),
 		HttpFilters:      filters,

@@ -27,6 +27,10 @@ type Request struct {
 	Body io.Reader
 	// Trailers are read once Body has returned io.EOF.
 	Trailers http.Header
+	// Upgrade is the protocol of an upgrade request the connection manager
+	// accepted (its upgrade_configs: "websocket"), "" for any other; the
+	// router then keeps Connection and Upgrade for the upstream.
+	Upgrade string
 }
 
 // Response is what the downstream client gets.

@@ -1,0 +1,118 @@
+// Copyright infermesh authors
+// SPDX-License-Identifier: Apache-2.0
+
+package dataplane
+
+import (
+	"bufio"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	routev3 "github.com/envoyproxy/go-control-plane/envoy/config/route/v3"
+	hcmv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/network/http_connection_manager/v3"
+	resourcev3 "github.com/envoyproxy/go-control-plane/pkg/resource/v3"
+	"google.golang.org/protobuf/types/known/wrapperspb"
+)
+
+// echoUpgradeBackend accepts any upgrade with a 101 that names it, then
+// echoes every byte back.
+func echoUpgradeBackend(t *testing.T) *httptest.Server {
+	s := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Header.Get("Upgrade") == "" {
+			http.Error(w, "upgrade required", http.StatusUpgradeRequired)
+			return
+		}
+		conn, brw, err := http.NewResponseController(w).Hijack()
+		if err != nil {
+			return
+		}
+		defer conn.Close()
+		_, _ = brw.WriteString("HTTP/1.1 101 Switching Protocols\r\nConnection: Upgrade\r\nUpgrade: " + r.Header.Get("Upgrade") +
+			"\r\nX-Seen-Connection: " + r.Header.Get("Connection") + "\r\n\r\n")
+		_ = brw.Flush()
+		_, _ = io.Copy(conn, brw)
+	}))
+	t.Cleanup(s.Close)
+	return s
+}
+
+// upgradeRequest sends an HTTP/1.1 upgrade request for protocol on a new
+// connection to the listener on 80 and returns the response and the
+// connection's reader and conn (closed at cleanup).
+func upgradeRequest(t *testing.T, dp *DataPlane, protocol string) (*http.Response, *bufio.Reader, net.Conn) {
+	t.Helper()
+	conn, err := net.Dial("tcp", dp.Addr(80).String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close() })
+	_ = conn.SetDeadline(time.Now().Add(10 * time.Second))
+	if _, err := io.WriteString(conn, "GET /ws HTTP/1.1\r\nHost: x\r\nConnection: Upgrade\r\nUpgrade: "+protocol+"\r\n\r\n"); err != nil {
+		t.Fatal(err)
+	}
+	br := bufio.NewReader(conn)
+	resp, err := http.ReadResponse(br, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return resp, br, conn
+}
+
+// WebSocket through the connection manager's upgrade_configs (Envoy's
+// HttpConnectionManager.UpgradeConfig; the upgrades architecture page): the
+// upgrade request reaches the upstream with Connection and Upgrade, the
+// upstream's 101 reaches the client with them, and bytes then flow both
+// ways. A type upgrade_configs does not list, or lists with enabled false,
+// is refused with 403. A non-websocket type, or two configs of one type,
+// is a NACK.
+func TestWebSocketUpgrade(t *testing.T) {
+	be := echoUpgradeBackend(t)
+	routes := rc(&routev3.VirtualHost{Name: "vh", Domains: []string{"*"}, Routes: []*routev3.Route{{Match: prefix("/"), Action: toCluster("up")}}})
+	withUpgrades := func(ucs ...*hcmv3.HttpConnectionManager_UpgradeConfig) *DataPlane {
+		l := seedListener(t)
+		l.FilterChains[0].Filters[0] = setHCM(t, l.FilterChains[0].Filters[0], func(h *hcmv3.HttpConnectionManager) { h.UpgradeConfigs = ucs })
+		dp := newTestDP(t, Options{})
+		load(t, dp, edsCluster(t, "up", false), cla("up", be.Listener.Addr().String()), routes, l)
+		return dp
+	}
+
+	dp := withUpgrades(&hcmv3.HttpConnectionManager_UpgradeConfig{UpgradeType: "websocket"})
+	resp, br, conn := upgradeRequest(t, dp, "WebSocket") // types match case-insensitively
+	if resp.StatusCode != http.StatusSwitchingProtocols || resp.Header.Get("Upgrade") != "WebSocket" ||
+		resp.Header.Get("Connection") != "Upgrade" || resp.Header.Get("X-Seen-Connection") != "Upgrade" {
+		t.Fatalf("upgrade: %d %v, want 101 with Upgrade and Connection both ways", resp.StatusCode, resp.Header)
+	}
+	for _, msg := range []string{"hello", "\x01\x02\x03"} {
+		if _, err := io.WriteString(conn, msg); err != nil {
+			t.Fatal(err)
+		}
+		got := make([]byte, len(msg))
+		if _, err := io.ReadFull(br, got); err != nil || string(got) != msg {
+			t.Fatalf("echo through the tunnel: %q, %v; want %q", got, err, msg)
+		}
+	}
+	if resp, _, _ := upgradeRequest(t, dp, "h2c"); resp.StatusCode != http.StatusForbidden {
+		t.Errorf("an upgrade type not configured: %d, want 403", resp.StatusCode)
+	}
+
+	dp = withUpgrades(&hcmv3.HttpConnectionManager_UpgradeConfig{UpgradeType: "websocket", Enabled: wrapperspb.Bool(false)})
+	if resp, _, _ := upgradeRequest(t, dp, "websocket"); resp.StatusCode != http.StatusForbidden {
+		t.Errorf("websocket disabled: %d, want 403", resp.StatusCode)
+	}
+
+	for _, ucs := range [][]*hcmv3.HttpConnectionManager_UpgradeConfig{
+		{{UpgradeType: "CONNECT"}},
+		{{UpgradeType: "websocket"}, {UpgradeType: "WebSocket"}},
+	} {
+		l := seedListener(t)
+		l.FilterChains[0].Filters[0] = setHCM(t, l.FilterChains[0].Filters[0], func(h *hcmv3.HttpConnectionManager) { h.UpgradeConfigs = ucs })
+		if err := decodeMsg(t, resourcev3.ListenerType, l); err == nil || !strings.Contains(err.Error(), "upgrade") {
+			t.Errorf("upgrade_configs %v: %v, want a NACK naming the upgrade", ucs, err)
+		}
+	}
+}
