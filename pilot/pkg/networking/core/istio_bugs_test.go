@@ -91,6 +91,12 @@ func TestCORSKeepsTheEPPOverride(t *testing.T) {
 	if len(cors.AllowOriginStringMatch) != 2 || cors.AllowMethods != "GET,POST" || cors.MaxAge != "600" || !cors.GetAllowCredentials().GetValue() {
 		t.Errorf("CORS policy = %v", cors)
 	}
+	// A preflight from an origin the policy does not allow is answered by
+	// the CORS filter, never forwarded to the backend (Envoy forwards it
+	// by default).
+	if f := cors.GetForwardNotMatchingPreflights(); f == nil || f.GetValue() {
+		t.Errorf("forward_not_matching_preflights = %v, want false", f)
+	}
 	if len(r.RequestHeadersToAdd) != 1 || r.RequestHeadersToAdd[0].Header.Key != "x-team" {
 		t.Errorf("request headers to add = %v", r.RequestHeadersToAdd)
 	}

@@ -266,9 +266,13 @@ func mirrorPolicy(f *gwv1.HTTPRequestMirrorFilter, cluster string) *routev3.Rout
 // allowOrigins → allow_origin_string_match ("*" any origin, a "*" inside an
 // origin any run of characters, else exact), allowMethods / allowHeaders /
 // exposeHeaders → comma lists ("*" as given), maxAge → max_age in seconds,
-// allowCredentials → allow_credentials.
+// allowCredentials → allow_credentials; forward_not_matching_preflights
+// false, so the CORS filter answers a preflight from an origin the filter
+// does not allow itself (200 without access-control-allow-origin) instead of
+// forwarding it to the backend, Envoy's default: the Gateway API's
+// HTTPRouteCORS expects the gateway, not the backend, to answer it.
 func corsPolicy(f *gwv1.HTTPCORSFilter) *corsv3.CorsPolicy {
-	p := &corsv3.CorsPolicy{}
+	p := &corsv3.CorsPolicy{ForwardNotMatchingPreflights: wrapperspb.Bool(false)}
 	for _, o := range f.AllowOrigins {
 		s := string(o)
 		switch {
