@@ -15,7 +15,6 @@ import (
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
-	"google.golang.org/protobuf/proto"
 	"k8s.io/utils/ptr"
 	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
 
@@ -56,21 +55,8 @@ func grpcGateway(t *testing.T) *DataPlane {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var all []proto.Message
-	for _, c := range res.Clusters {
-		all = append(all, c)
-	}
-	for _, e := range res.Endpoints {
-		all = append(all, e)
-	}
-	for _, r := range res.Routes {
-		all = append(all, r)
-	}
-	for _, l := range res.Listeners {
-		all = append(all, l)
-	}
 	dp := newTestDP(t, Options{})
-	load(t, dp, all...)
+	load(t, dp, resourcesOf(res)...)
 	return dp
 }
 

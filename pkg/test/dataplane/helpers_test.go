@@ -184,11 +184,17 @@ func seedListener(t *testing.T) *listenerv3.Listener {
 // withHCMField returns f with generate_request_id set in its HCM.
 func withHCMField(t *testing.T, f *listenerv3.Filter) *listenerv3.Filter {
 	t.Helper()
+	return setHCM(t, f, func(h *hcmv3.HttpConnectionManager) { h.GenerateRequestId = wrapperspb.Bool(false) })
+}
+
+// setHCM returns f with its HttpConnectionManager changed by edit.
+func setHCM(t *testing.T, f *listenerv3.Filter, edit func(*hcmv3.HttpConnectionManager)) *listenerv3.Filter {
+	t.Helper()
 	var hcm hcmv3.HttpConnectionManager
 	if err := f.GetTypedConfig().UnmarshalTo(&hcm); err != nil {
 		t.Fatal(err)
 	}
-	hcm.GenerateRequestId = wrapperspb.Bool(false)
+	edit(&hcm)
 	a, err := anypb.New(&hcm)
 	if err != nil {
 		t.Fatal(err)

@@ -9,7 +9,6 @@ import (
 	"strconv"
 	"testing"
 
-	"google.golang.org/protobuf/proto"
 	"k8s.io/utils/ptr"
 	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
 
@@ -59,21 +58,8 @@ func TestPoolSharedByHTTPRouteAndGRPCRouteKeepsHTTP1(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var all []proto.Message
-	for _, c := range res.Clusters {
-		all = append(all, c)
-	}
-	for _, e := range res.Endpoints {
-		all = append(all, e)
-	}
-	for _, r := range res.Routes {
-		all = append(all, r)
-	}
-	for _, l := range res.Listeners {
-		all = append(all, l)
-	}
 	dp := newTestDP(t, Options{})
-	load(t, dp, all...)
+	load(t, dp, resourcesOf(res)...)
 
 	resp := get(t, dp, 80, "GET", "llm.ssup2.com", "/v1/models", nil)
 	if resp.StatusCode != 200 || resp.Header.Get("x-seen-proto") != "HTTP/1.1" {

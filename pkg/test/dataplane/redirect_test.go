@@ -7,10 +7,8 @@ import (
 	"net/http"
 	"testing"
 
-	listenerv3 "github.com/envoyproxy/go-control-plane/envoy/config/listener/v3"
 	routev3 "github.com/envoyproxy/go-control-plane/envoy/config/route/v3"
 	hcmv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/network/http_connection_manager/v3"
-	"google.golang.org/protobuf/types/known/anypb"
 )
 
 // Location of a route redirect, as Envoy's Http::Utility::newUri builds it
@@ -69,21 +67,6 @@ func TestRedirectLocationAsEnvoy(t *testing.T) {
 	if got, want := resp.Header.Get("Location"), "https://gw.example.com/scheme"; got != want {
 		t.Errorf("strip_any_host_port, /scheme with Host gw.example.com:8080: Location %q, want %q", got, want)
 	}
-}
-
-// setHCM returns f with its HttpConnectionManager changed by edit.
-func setHCM(t *testing.T, f *listenerv3.Filter, edit func(*hcmv3.HttpConnectionManager)) *listenerv3.Filter {
-	t.Helper()
-	var hcm hcmv3.HttpConnectionManager
-	if err := f.GetTypedConfig().UnmarshalTo(&hcm); err != nil {
-		t.Fatal(err)
-	}
-	edit(&hcm)
-	a, err := anypb.New(&hcm)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return &listenerv3.Filter{Name: f.GetName(), ConfigType: &listenerv3.Filter_TypedConfig{TypedConfig: a}}
 }
 
 // strip_any_host_port rewrites the request's Host itself before routing

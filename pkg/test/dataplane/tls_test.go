@@ -350,21 +350,11 @@ func TestMisdirectedRequestIs421(t *testing.T) {
 		t.Fatal(err)
 	}
 	dp := newTestDP(t, Options{})
-	var all []proto.Message
-	for _, c := range res.Clusters {
-		all = append(all, c)
-	}
-	for _, e := range res.Endpoints {
-		all = append(all, e)
-	}
-	for _, r := range res.Routes {
-		all = append(all, r)
-	}
+	var secrets []proto.Message // before the listener that waits for them
 	for _, l := range gw.Listeners {
-		all = append(all, sdsSecret(t, l.Name))
+		secrets = append(secrets, sdsSecret(t, l.Name))
 	}
-	all = append(all, res.Listeners[0])
-	load(t, dp, all...)
+	load(t, dp, append(secrets, resourcesOf(res)...)...)
 
 	for _, tc := range []struct {
 		sni, host string

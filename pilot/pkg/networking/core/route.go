@@ -16,6 +16,7 @@ import (
 	"google.golang.org/protobuf/types/known/anypb"
 	"google.golang.org/protobuf/types/known/durationpb"
 	"google.golang.org/protobuf/types/known/wrapperspb"
+	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
 
 	"github.com/infermesh/infermesh/pilot/pkg/model"
 )
@@ -432,12 +433,18 @@ func ruleTimeout(rule *model.Rule) (time.Duration, error) {
 	if rule.HTTP == nil || rule.HTTP.Timeouts == nil || rule.HTTP.Timeouts.Request == nil {
 		return 0, nil
 	}
-	d, err := time.ParseDuration(string(*rule.HTTP.Timeouts.Request))
+	return gatewayDuration("timeouts.request", *rule.HTTP.Timeouts.Request)
+}
+
+// gatewayDuration parses a Gateway API duration (GEP-2257, a subset of
+// Go's), refusing a negative one; field names it in the error.
+func gatewayDuration(field string, v gwv1.Duration) (time.Duration, error) {
+	d, err := time.ParseDuration(string(v))
 	if err != nil {
-		return 0, fmt.Errorf("timeouts.request: %w", err)
+		return 0, fmt.Errorf("%s: %w", field, err)
 	}
 	if d < 0 {
-		return 0, fmt.Errorf("timeouts.request %s is negative", d)
+		return 0, fmt.Errorf("%s %s is negative", field, d)
 	}
 	return d, nil
 }
@@ -466,12 +473,9 @@ func retryPolicy(rule *model.Rule) (*routev3.RetryPolicy, error) {
 		rp.NumRetries = wrapperspb.UInt32(uint32(*r.Attempts))
 	}
 	if r.Backoff != nil {
-		d, err := time.ParseDuration(string(*r.Backoff))
+		d, err := gatewayDuration("retry.backoff", *r.Backoff)
 		if err != nil {
-			return nil, fmt.Errorf("retry.backoff: %w", err)
-		}
-		if d < 0 {
-			return nil, fmt.Errorf("retry.backoff %s is negative", d)
+			return nil, err
 		}
 		if d > 0 {
 			rp.RetryBackOff = &routev3.RetryPolicy_RetryBackOff{BaseInterval: durationpb.New(d)}
@@ -487,14 +491,7 @@ func ruleBackendTimeout(rule *model.Rule) (time.Duration, error) {
 	if rule.HTTP == nil || rule.HTTP.Timeouts == nil || rule.HTTP.Timeouts.BackendRequest == nil {
 		return -1, nil
 	}
-	d, err := time.ParseDuration(string(*rule.HTTP.Timeouts.BackendRequest))
-	if err != nil {
-		return 0, fmt.Errorf("timeouts.backendRequest: %w", err)
-	}
-	if d < 0 {
-		return 0, fmt.Errorf("timeouts.backendRequest %s is negative", d)
-	}
-	return d, nil
+	return gatewayDuration("timeouts.backendRequest", *rule.HTTP.Timeouts.BackendRequest)
 }
 
 // backendShare is one weighted destination of a rule.
