@@ -121,6 +121,7 @@ var allowedFields = fieldSet(
 	"envoy.config.route.v3.RouteConfiguration.name",
 	"envoy.config.route.v3.RouteConfiguration.virtual_hosts",
 	"envoy.config.route.v3.RouteConfiguration.validate_clusters",
+	"envoy.config.route.v3.RouteConfiguration.ignore_port_in_host_matching",
 	"envoy.config.route.v3.VirtualHost.name",
 	"envoy.config.route.v3.VirtualHost.domains",
 	"envoy.config.route.v3.VirtualHost.routes",

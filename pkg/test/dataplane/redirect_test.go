@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"testing"
 
+	listenerv3 "github.com/envoyproxy/go-control-plane/envoy/config/listener/v3"
 	routev3 "github.com/envoyproxy/go-control-plane/envoy/config/route/v3"
 	hcmv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/network/http_connection_manager/v3"
 )
@@ -32,12 +33,8 @@ func TestRedirectLocationAsEnvoy(t *testing.T) {
 		redirect("/host-scheme", &routev3.RedirectAction{HostRedirect: "example.org", SchemeRewriteSpecifier: https}),
 		redirect("/host", &routev3.RedirectAction{HostRedirect: "example.org"}), // after the longer prefixes
 	}}
-	// The seed's listener sets strip_any_host_port, which removes every
-	// Host port before routing; the cases need it off to see the ports.
-	l := seedListener(t)
-	l.FilterChains[0].Filters[0] = setHCM(t, l.FilterChains[0].Filters[0], func(h *hcmv3.HttpConnectionManager) { h.StripPortMode = nil })
 	dp := newTestDP(t, Options{})
-	load(t, dp, rc(vh), l)
+	load(t, dp, rc(vh), seedListener(t))
 
 	for _, tc := range []struct {
 		path, host, want string
@@ -58,11 +55,11 @@ func TestRedirectLocationAsEnvoy(t *testing.T) {
 		}
 	}
 
-	// With strip_any_host_port (the seed's listener) the connection manager
-	// removes the port from Host itself (HeaderUtility::stripPortFromHost),
-	// so a scheme change no longer has a port to keep.
+	// With strip_any_host_port the connection manager removes the port
+	// from Host itself (HeaderUtility::stripPortFromHost), so a scheme
+	// change no longer has a port to keep.
 	dp = newTestDP(t, Options{})
-	load(t, dp, rc(vh), seedListener(t))
+	load(t, dp, rc(vh), stripAnyHostPort(t, seedListener(t)))
 	resp := get(t, dp, 80, "GET", "gw.example.com:8080", "/scheme", nil)
 	if got, want := resp.Header.Get("Location"), "https://gw.example.com/scheme"; got != want {
 		t.Errorf("strip_any_host_port, /scheme with Host gw.example.com:8080: Location %q, want %q", got, want)
@@ -90,8 +87,28 @@ func TestStripAnyHostPortRewritesHost(t *testing.T) {
 	a := backend(t, "a")
 	load(t, dp, edsCluster(t, "ca", false), cla("ca", a.Listener.Addr().String()),
 		rc(&routev3.VirtualHost{Name: "v", Domains: []string{"*"}, Routes: []*routev3.Route{{Match: prefix("/"), Action: toCluster("ca")}}}),
-		seedListener(t))
+		stripAnyHostPort(t, seedListener(t)))
 	if got := get(t, dp, 80, "GET", "x.example.com:8080", "/", nil).Header.Get("x-seen-host"); got != "x.example.com" {
 		t.Errorf("upstream Host %q, want x.example.com (port stripped by the connection manager)", got)
 	}
+
+	// Without it (core's listeners), the port reaches the upstream, and
+	// ignore_port_in_host_matching leaves it out of virtual host selection
+	// only (RouteMatcher::findVirtualHost).
+	dp = newTestDP(t, Options{})
+	load(t, dp, edsCluster(t, "ca", false), cla("ca", a.Listener.Addr().String()),
+		rc(&routev3.VirtualHost{Name: "v", Domains: []string{"x.example.com"}, Routes: []*routev3.Route{{Match: prefix("/"), Action: toCluster("ca")}}}),
+		seedListener(t))
+	if got := get(t, dp, 80, "GET", "x.example.com:8080", "/", nil).Header.Get("x-seen-host"); got != "x.example.com:8080" {
+		t.Errorf("upstream Host %q, want x.example.com:8080 (kept; matched without its port)", got)
+	}
+}
+
+// stripAnyHostPort returns l with strip_any_host_port set in its HCM.
+func stripAnyHostPort(t *testing.T, l *listenerv3.Listener) *listenerv3.Listener {
+	t.Helper()
+	l.FilterChains[0].Filters[0] = setHCM(t, l.FilterChains[0].Filters[0], func(h *hcmv3.HttpConnectionManager) {
+		h.StripPortMode = &hcmv3.HttpConnectionManager_StripAnyHostPort{StripAnyHostPort: true}
+	})
+	return l
 }

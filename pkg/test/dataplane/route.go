@@ -37,11 +37,14 @@ const defaultRouteTimeout = 15 * time.Second
 
 // routeTable is a compiled RouteConfiguration.
 type routeTable struct {
-	name   string
-	exact  map[string]*virtualHost
-	suffix []wildcardDomain // "*.example.com", longest suffix first
-	prefix []wildcardDomain // "example.*", longest prefix first
-	star   *virtualHost
+	name string
+	// ignorePort is ignore_port_in_host_matching: the Host's port is left
+	// out of virtual host selection only (the header keeps it).
+	ignorePort bool
+	exact      map[string]*virtualHost
+	suffix     []wildcardDomain // "*.example.com", longest suffix first
+	prefix     []wildcardDomain // "example.*", longest prefix first
+	star       *virtualHost
 }
 
 type wildcardDomain struct {
@@ -177,7 +180,7 @@ type stringMatcher struct {
 
 // compileRouteTable compiles rc. Any error is a reason to NACK it.
 func compileRouteTable(rc *routev3.RouteConfiguration, re regexEngine) (*routeTable, error) {
-	t := &routeTable{name: rc.GetName(), exact: map[string]*virtualHost{}}
+	t := &routeTable{name: rc.GetName(), exact: map[string]*virtualHost{}, ignorePort: rc.GetIgnorePortInHostMatching()}
 	seen := map[string]bool{}
 	for vi, v := range rc.GetVirtualHosts() {
 		vh := &virtualHost{name: v.GetName()}
@@ -217,6 +220,14 @@ func compileRouteTable(rc *routev3.RouteConfiguration, re regexEngine) (*routeTa
 // then the longest "prefix*", then "*". Wildcards never match the empty
 // string.
 func (t *routeTable) selectVirtualHost(host string) *virtualHost {
+	if t.ignorePort {
+		// RouteMatcher::findVirtualHost: the host up to
+		// HeaderUtility::getPortStart (the last ':' outside an IPv6
+		// literal's brackets, numeric or not).
+		if i := strings.LastIndexByte(host, ':'); i >= 0 && i > strings.LastIndexByte(host, ']') {
+			host = host[:i]
+		}
+	}
 	if vh := t.exact[host]; vh != nil {
 		return vh
 	}

@@ -42,8 +42,10 @@ func toCluster(name string) *routev3.Route_Route {
 	return &routev3.Route_Route{Route: &routev3.RouteAction{ClusterSpecifier: &routev3.RouteAction_Cluster{Cluster: name}}}
 }
 
+// rc is route configuration http.80 with vhosts, the Host's port ignored
+// in virtual host selection as core writes it.
 func rc(vhosts ...*routev3.VirtualHost) *routev3.RouteConfiguration {
-	return &routev3.RouteConfiguration{Name: "http.80", VirtualHosts: vhosts}
+	return &routev3.RouteConfiguration{Name: "http.80", VirtualHosts: vhosts, IgnorePortInHostMatching: true}
 }
 
 func edsCluster(t *testing.T, name string, http2 bool) *clusterv3.Cluster {

@@ -31,8 +31,16 @@ func TestDecisionsConnectionManager(t *testing.T) {
 	if !hcm.GetNormalizePath().GetValue() {
 		t.Error("normalize_path must be on: a dot segment must not carry a request past a prefix route")
 	}
-	if !hcm.GetStripAnyHostPort() {
-		t.Error("strip_any_host_port must be on")
+	// The Host's port is left out of virtual host selection
+	// (ignore_port_in_host_matching on the route configuration) but kept
+	// for the backend: strip_any_host_port would remove it from the header.
+	if hcm.GetStripAnyHostPort() || hcm.GetStripMatchingHostPort() {
+		t.Error("the connection manager must not strip the Host's port: the backend sees it (HTTPRouteHostnameIntersection)")
+	}
+	for _, rc := range res.Routes {
+		if !rc.GetIgnorePortInHostMatching() {
+			t.Errorf("route configuration %s: ignore_port_in_host_matching must be on", rc.Name)
+		}
 	}
 	if hcm.GetStreamIdleTimeout() != nil {
 		t.Errorf("stream_idle_timeout = %v: Envoy's default (5 min) is the chosen bound", hcm.GetStreamIdleTimeout())

@@ -61,8 +61,6 @@ func groupByPort(gw *model.Gateway) ([]portGroup, error) {
 //   - fetches routes over RDS (rds.route_config_name RouteConfigName, or
 //     ChainRouteConfigName for each chain of an HTTPS port; config source
 //     ADS);
-//   - strips any port from the Host header before virtual host matching
-//     (strip_any_host_port), so domains need no ":port" variants;
 //   - accepts WebSocket upgrades (upgrade_configs websocket);
 //   - normalizes the path (normalize_path: RFC 3986 dot segments resolved)
 //     before routes match, so "/public/../admin" is matched, and sent
@@ -186,7 +184,6 @@ func buildHCM(rc string, opts Options) (*hcmv3.HttpConnectionManager, error) {
 			RouteConfigName: rc,
 			ConfigSource:    adsConfigSource(),
 		}},
-		StripPortMode: &hcmv3.HttpConnectionManager_StripAnyHostPort{StripAnyHostPort: true},
 		// WebSocket upgrades are accepted (the Gateway API's
 		// kubernetes.io/ws backend protocol; Istio's gateways accept them
 		// the same way); any other upgrade is refused with 403.

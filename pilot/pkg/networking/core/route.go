@@ -34,8 +34,11 @@ type routeEntry struct {
 //
 // Virtual hosts: one per hostname a route serves on the port (see
 // routeHostnames), named "<hostname>:<port>", domains [hostname] (the
-// listener strips the port from Host); "*" is the catch-all. Within a
-// virtual host, routes are in Gateway API precedence order (orderKey).
+// route configuration sets ignore_port_in_host_matching, so a Host with a
+// port selects the same virtual host and the backend still sees the port,
+// as the Gateway API's HTTPRouteHostnameIntersection requires); "*" is the
+// catch-all. Within a virtual host, routes are in Gateway API precedence
+// order (orderKey).
 //
 // Listener isolation (GEP-2465): a request is served only by the routes of
 // the listener whose hostname matches its Host best (exact, then the
@@ -161,8 +164,9 @@ func buildRouteConfiguration(g portGroup, chain int, opts Options) (*routev3.Rou
 	}
 	sort.Strings(names)
 	rc := &routev3.RouteConfiguration{
-		Name:             RouteConfigName(g.port, g.tls),
-		ValidateClusters: wrapperspb.Bool(false),
+		Name:                     RouteConfigName(g.port, g.tls),
+		ValidateClusters:         wrapperspb.Bool(false),
+		IgnorePortInHostMatching: true,
 	}
 	if chain >= 0 {
 		rc.Name = ChainRouteConfigName(g.port, g.listeners[chain].Name)
