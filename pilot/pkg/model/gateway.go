@@ -38,8 +38,10 @@ type Gateway struct {
 	// eppRequestBodyMode); "" is EPPBodyModeFullDuplexStreamed.
 	EPPBodyMode EPPBodyMode
 	// ClassParametersError is set when the GatewayClass's parametersRef
-	// does not resolve (the class is Accepted=False/InvalidParameters):
-	// the translator refuses the Gateway, so its proxies keep their last
+	// does not resolve (the class is Accepted=False/InvalidParameters), or
+	// when the Gateway names parameters of its own
+	// (spec.infrastructure.parametersRef, none implemented): the
+	// translator refuses the Gateway, so its proxies keep their last
 	// configuration and a new proxy gets none.
 	ClassParametersError string
 }

@@ -84,7 +84,7 @@ func TestClassParametersErrorRefusesGateway(t *testing.T) {
 	gw := seedGateway()
 	gw.ClassParametersError = `ConfigMap infermesh-system/params: key eppRequestBodyMode: "Buffered" is not one of FullDuplexStreamed, Streamed`
 	_, err := BuildGateway(gw, seedInputs(), inferenceOn)
-	if err == nil || !strings.Contains(err.Error(), "GatewayClass parameters") || !strings.Contains(err.Error(), "eppRequestBodyMode") {
+	if err == nil || !strings.Contains(err.Error(), "invalid parameters (GatewayClass or Gateway)") || !strings.Contains(err.Error(), "eppRequestBodyMode") {
 		t.Fatalf("BuildGateway error = %v, want the class parameters' problem", err)
 	}
 }

@@ -87,7 +87,7 @@ func groupByPort(gw *model.Gateway) ([]portGroup, error) {
 // listener, so Envoy does not drain it.
 func BuildListeners(gw *model.Gateway, opts Options) ([]*listenerv3.Listener, error) {
 	if gw.ClassParametersError != "" {
-		return nil, fmt.Errorf("GatewayClass parameters: %s", gw.ClassParametersError)
+		return nil, fmt.Errorf("invalid parameters (GatewayClass or Gateway): %s", gw.ClassParametersError)
 	}
 	opts.eppBodyMode = gw.EPPBodyMode
 	groups, err := groupByPort(gw)

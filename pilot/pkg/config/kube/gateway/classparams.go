@@ -132,3 +132,32 @@ func withClassProblem(st gwv1.GatewayStatus, class, problem string) gwv1.Gateway
 	}
 	return out
 }
+
+// gatewayParametersProblem is why a Gateway's own parameters
+// (spec.infrastructure.parametersRef) cannot be used: none are
+// implemented, so any reference is one the controller cannot resolve
+// (Gateway API: Accepted=False with reason InvalidParameters). "" without
+// a reference.
+func gatewayParametersProblem(gw *gwv1.Gateway) string {
+	if gw.Spec.Infrastructure == nil || gw.Spec.Infrastructure.ParametersRef == nil {
+		return ""
+	}
+	r := gw.Spec.Infrastructure.ParametersRef
+	return fmt.Sprintf("spec.infrastructure.parametersRef %s/%s %s: this controller implements no Gateway parameters", r.Group, r.Kind, r.Name)
+}
+
+// withParametersProblem returns st with the Gateway's Accepted condition
+// set to False/InvalidParameters for problem (gatewayParametersProblem);
+// the translator refuses the Gateway, as for a class problem. st is not
+// modified.
+func withParametersProblem(st gwv1.GatewayStatus, problem string) gwv1.GatewayStatus {
+	out := *st.DeepCopy()
+	for i := range out.Conditions {
+		if c := &out.Conditions[i]; c.Type == string(gwv1.GatewayConditionAccepted) {
+			c.Status = metav1.ConditionFalse
+			c.Reason = string(gwv1.GatewayReasonInvalidParameters)
+			c.Message = problem + "; the Gateway's proxies keep their last configuration"
+		}
+	}
+	return out
+}

@@ -151,3 +151,26 @@ func describeModel(m *model.Gateway) string {
 	}
 	return string(m.EPPBodyMode) + " / " + m.ClassParametersError
 }
+
+// A Gateway naming parameters of its own (spec.infrastructure.parametersRef)
+// is Accepted=False/InvalidParameters with the reference in the message,
+// as the Gateway API's GatewayInvalidParametersRef expects: this
+// controller implements no Gateway-level parameters.
+func TestGatewayParametersRefNotAccepted(t *testing.T) {
+	gw := &gwv1.Gateway{}
+	if p := gatewayParametersProblem(gw); p != "" {
+		t.Errorf("no parametersRef: problem %q", p)
+	}
+	gw.Spec.Infrastructure = &gwv1.GatewayInfrastructure{ParametersRef: &gwv1.LocalParametersReference{Group: "invalid.io", Kind: "InvalidParameters", Name: "invalid"}}
+	p := gatewayParametersProblem(gw)
+	if !strings.Contains(p, "invalid.io/InvalidParameters invalid") {
+		t.Fatalf("problem %q does not name the reference", p)
+	}
+	st := withParametersProblem(gwv1.GatewayStatus{Conditions: []metav1.Condition{{Type: "Accepted", Status: metav1.ConditionTrue, Reason: "Accepted"}}}, p)
+	if c := st.Conditions[0]; c.Status != metav1.ConditionFalse || c.Reason != string(gwv1.GatewayReasonInvalidParameters) || !strings.Contains(c.Message, p) {
+		t.Errorf("Accepted = %+v, want False/InvalidParameters naming the reference", c)
+	}
+	if m := TranslatorGateway(GatewayView{ParametersProblem: p}, nil); m.ClassParametersError != p {
+		t.Errorf("translator's Gateway: ClassParametersError %q, want the problem (refused)", m.ClassParametersError)
+	}
+}

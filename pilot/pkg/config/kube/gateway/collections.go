@@ -255,6 +255,7 @@ func Build(in Inputs, opts Options) Outputs {
 			},
 		})
 		v.Class, v.EPPBodyMode, v.ClassProblem = p.Class, p.EPPBodyMode, p.Problem
+		v.ParametersProblem = gatewayParametersProblem(gw)
 		return v
 	}, with("Gateways")...)
 
@@ -380,8 +381,11 @@ func Build(in Inputs, opts Options) Outputs {
 		// Programmed stays False/Pending until Gateway deployments exist
 		// (issue 6): nothing here knows whether a proxy serves the Gateway.
 		st := GatewayStatus(&gw, attached, false, metav1.Time{})
-		if gw.ClassProblem != "" {
+		switch {
+		case gw.ClassProblem != "":
 			st = withClassProblem(st, gw.Class, gw.ClassProblem)
+		case gw.ParametersProblem != "":
+			st = withParametersProblem(st, gw.ParametersProblem)
 		}
 		return &GatewayStatusResult{Namespace: gw.Gateway.Namespace, Name: gw.Gateway.Name, Status: st}
 	}, with("GatewayStatuses")...)
@@ -550,6 +554,9 @@ func RouteParentStatuses(r RouteResult, controller string) []gwv1.RouteParentSta
 func TranslatorGateway(gw GatewayView, routes []RouteResult) *model.Gateway {
 	out := &model.Gateway{Namespace: gw.Gateway.Namespace, Name: gw.Gateway.Name,
 		EPPBodyMode: gw.EPPBodyMode, ClassParametersError: gw.ClassProblem}
+	if out.ClassParametersError == "" && gw.ParametersProblem != "" {
+		out.ClassParametersError = gw.ParametersProblem
+	}
 	built := map[string]*model.Route{}
 	for _, l := range gw.Listeners {
 		if !l.Served() {

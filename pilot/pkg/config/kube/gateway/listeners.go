@@ -40,6 +40,11 @@ type GatewayView struct {
 	Class        string
 	EPPBodyMode  model.EPPBodyMode
 	ClassProblem string
+	// ParametersProblem is set when spec.infrastructure.parametersRef
+	// names anything: no Gateway-level parameters are implemented, so the
+	// Gateway is Accepted=False/InvalidParameters and refused by the
+	// translator, as for a class whose parameters do not resolve.
+	ParametersProblem string
 }
 
 // ListenerView is one Gateway API Listener as we validated it.
