@@ -227,6 +227,32 @@ func serviceType(gw *gwv1.Gateway) corev1.ServiceType {
 	return corev1.ServiceTypeLoadBalancer
 }
 
+// infrastructureMetadata is spec.infrastructure's labels and annotations
+// as plain maps (empty when unset).
+func infrastructureMetadata(gw *gwv1.Gateway) (labels, annotations map[string]string) {
+	labels, annotations = map[string]string{}, map[string]string{}
+	if inf := gw.Spec.Infrastructure; inf != nil {
+		for k, v := range inf.Labels {
+			labels[string(k)] = string(v)
+		}
+		for k, v := range inf.Annotations {
+			annotations[string(k)] = string(v)
+		}
+	}
+	return labels, annotations
+}
+
+// withDefaults returns ours with every key of extra it does not already
+// have.
+func withDefaults(ours, extra map[string]string) map[string]string {
+	for k, v := range extra {
+		if _, ok := ours[k]; !ok {
+			ours[k] = v
+		}
+	}
+	return ours
+}
+
 // DesiredDeployment returns the deployment of gw (a Gateway of ours in
 // scope), in the form the API server stores (defaulted list keys such as
 // port protocols are set), so that an unchanged recomputation writes
@@ -269,17 +295,21 @@ func DesiredDeployment(gw *gwv1.Gateway, cfg ProxyConfig) (*GatewayDeployment, e
 	}
 	sum := sha256.Sum256(boot)
 
-	labels := map[string]string{
+	// spec.infrastructure's labels and annotations go on everything we
+	// deploy for the Gateway, the pod template included (Gateway API
+	// infrastructure propagation); our own keys win over them.
+	infraLabels, infraAnnotations := infrastructureMetadata(gw)
+	labels := withDefaults(map[string]string{
 		ManagedLabel:          managedValue(cfg.ControllerName),
 		GatewayNameLabel:      gw.Name,
 		GatewayClassNameLabel: class,
-	}
+	}, infraLabels)
 	owner := metav1ac.OwnerReference().
 		WithAPIVersion(gwv1.GroupVersion.String()).WithKind(GatewayKind).
 		WithName(gw.Name).WithUID(gw.UID).WithController(true)
 	selector := map[string]string{GatewayNameLabel: gw.Name}
 
-	sa := corev1ac.ServiceAccount(name, gw.Namespace).WithLabels(labels).WithOwnerReferences(owner)
+	sa := corev1ac.ServiceAccount(name, gw.Namespace).WithLabels(labels).WithAnnotations(infraAnnotations).WithOwnerReferences(owner)
 
 	svcSpec := corev1ac.ServiceSpec().WithType(serviceType(gw)).WithSelector(selector).
 		WithPorts(corev1ac.ServicePort().WithName(StatusPortName).WithProtocol(corev1.ProtocolTCP).
@@ -301,10 +331,10 @@ func DesiredDeployment(gw *gwv1.Gateway, cfg ProxyConfig) (*GatewayDeployment, e
 			WithAppProtocol(strings.ToLower(string(l.Protocol))).WithPort(port).WithTargetPort(intstr.FromInt32(port)))
 		container.WithPorts(corev1ac.ContainerPort().WithContainerPort(port).WithProtocol(corev1.ProtocolTCP))
 	}
-	svc := corev1ac.Service(name, gw.Namespace).WithLabels(labels).WithOwnerReferences(owner).WithSpec(svcSpec)
+	svc := corev1ac.Service(name, gw.Namespace).WithLabels(labels).WithAnnotations(infraAnnotations).WithOwnerReferences(owner).WithSpec(svcSpec)
 
 	cmName := BootstrapConfigMapName(gw.Name, class)
-	cm := corev1ac.ConfigMap(cmName, gw.Namespace).WithLabels(labels).WithOwnerReferences(owner).
+	cm := corev1ac.ConfigMap(cmName, gw.Namespace).WithLabels(labels).WithAnnotations(infraAnnotations).WithOwnerReferences(owner).
 		WithData(map[string]string{BootstrapKey: string(boot)})
 
 	container.
@@ -328,13 +358,14 @@ func DesiredDeployment(gw *gwv1.Gateway, cfg ProxyConfig) (*GatewayDeployment, e
 			WithSources(corev1ac.VolumeProjection().WithServiceAccountToken(corev1ac.ServiceAccountTokenProjection().
 				WithPath("token").WithExpirationSeconds(TokenExpirationSeconds)))))
 	}
-	podLabels := map[string]string{GatewayNameLabel: gw.Name, GatewayClassNameLabel: class}
-	dep := appsv1ac.Deployment(name, gw.Namespace).WithLabels(labels).WithOwnerReferences(owner).
+	podLabels := withDefaults(map[string]string{GatewayNameLabel: gw.Name, GatewayClassNameLabel: class}, infraLabels)
+	podAnnotations := withDefaults(map[string]string{BootstrapHashAnnotation: hex.EncodeToString(sum[:])[:16]}, infraAnnotations)
+	dep := appsv1ac.Deployment(name, gw.Namespace).WithLabels(labels).WithAnnotations(infraAnnotations).WithOwnerReferences(owner).
 		WithSpec(appsv1ac.DeploymentSpec().
 			WithSelector(metav1ac.LabelSelector().WithMatchLabels(selector)).
 			WithTemplate(corev1ac.PodTemplateSpec().
 				WithLabels(podLabels).
-				WithAnnotations(map[string]string{BootstrapHashAnnotation: hex.EncodeToString(sum[:])[:16]}).
+				WithAnnotations(podAnnotations).
 				WithSpec(corev1ac.PodSpec().
 					WithServiceAccountName(name).
 					WithAutomountServiceAccountToken(false).

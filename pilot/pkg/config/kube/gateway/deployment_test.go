@@ -358,3 +358,37 @@ func TestBuildDeploymentsAndStatus(t *testing.T) {
 		t.Errorf("Gateway with spec.addresses: %+v", s)
 	}
 }
+
+// spec.infrastructure's labels and annotations are on everything deployed
+// for the Gateway, the pod template included (the Gateway API's
+// GatewayInfrastructure lists the ServiceAccount, Pods and Service by the
+// gateway-name label); our own keys are never overridden.
+func TestDesiredDeploymentInfrastructureMetadata(t *testing.T) {
+	gw := deployedSeed()
+	gw.Spec.Infrastructure = &gwv1.GatewayInfrastructure{
+		Labels:      map[gwv1.LabelKey]gwv1.LabelValue{"key2": "value2", GatewayNameLabel: "not-ours"},
+		Annotations: map[gwv1.AnnotationKey]gwv1.AnnotationValue{"key1": "value1", BootstrapHashAnnotation: "not-ours"},
+	}
+	d, err := DesiredDeployment(gw, testProxy())
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmpl := d.Deployment.Spec.Template
+	for what, m := range map[string][2]map[string]string{
+		"ServiceAccount": {d.ServiceAccount.Labels, d.ServiceAccount.Annotations},
+		"Service":        {d.Service.Labels, d.Service.Annotations},
+		"ConfigMap":      {d.ConfigMap.Labels, d.ConfigMap.Annotations},
+		"Deployment":     {d.Deployment.Labels, d.Deployment.Annotations},
+		"pod template":   {tmpl.Labels, tmpl.Annotations},
+	} {
+		if m[0]["key2"] != "value2" || m[1]["key1"] != "value1" {
+			t.Errorf("%s: labels %v annotations %v, want key2=value2 and key1=value1", what, m[0], m[1])
+		}
+		if m[0][GatewayNameLabel] != gw.Name {
+			t.Errorf("%s: %s=%q, want the Gateway's name (ours wins)", what, GatewayNameLabel, m[0][GatewayNameLabel])
+		}
+	}
+	if tmpl.Annotations[BootstrapHashAnnotation] == "not-ours" {
+		t.Error("the bootstrap hash annotation was overridden")
+	}
+}
