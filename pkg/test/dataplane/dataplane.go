@@ -72,6 +72,12 @@ type DataPlane struct {
 	target  *adsTarget
 	version envoyVersion
 
+	// tunnels are the connections of upgraded streams (WebSocket), which
+	// the HTTP server no longer tracks once taken over: shutdown closes
+	// them, as Envoy's drain ends every stream.
+	tunnelMu sync.Mutex
+	tunnels  map[io.Closer]struct{}
+
 	mu               sync.Mutex
 	store            *store
 	versions         map[string]string // type URL -> last accepted version
@@ -511,9 +517,44 @@ func (dp *DataPlane) shutdown() {
 	for _, b := range ls {
 		b.close()
 	}
+	dp.tunnelMu.Lock()
+	for c := range dp.tunnels {
+		_ = c.Close()
+	}
+	dp.tunnels = nil
+	dp.tunnelMu.Unlock()
 	for _, c := range conns {
 		_ = c.Close()
 	}
+}
+
+// trackTunnel records the closers of an upgraded stream until untrack;
+// false (and the closers closed) when the data plane is shutting down.
+func (dp *DataPlane) trackTunnel(cs ...io.Closer) (untrack func(), ok bool) {
+	dp.tunnelMu.Lock()
+	defer dp.tunnelMu.Unlock()
+	dp.mu.Lock()
+	closed := dp.closed
+	dp.mu.Unlock()
+	if closed {
+		for _, c := range cs {
+			_ = c.Close()
+		}
+		return func() {}, false
+	}
+	if dp.tunnels == nil {
+		dp.tunnels = map[io.Closer]struct{}{}
+	}
+	for _, c := range cs {
+		dp.tunnels[c] = struct{}{}
+	}
+	return func() {
+		dp.tunnelMu.Lock()
+		defer dp.tunnelMu.Unlock()
+		for _, c := range cs {
+			delete(dp.tunnels, c)
+		}
+	}, true
 }
 
 // pickWeighted chooses a weighted cluster at random by weight.

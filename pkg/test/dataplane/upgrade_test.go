@@ -99,6 +99,17 @@ func TestWebSocketUpgrade(t *testing.T) {
 	if resp, _, _ := upgradeRequest(t, dp, "h2c"); resp.StatusCode != http.StatusForbidden {
 		t.Errorf("an upgrade type not configured: %d, want 403", resp.StatusCode)
 	}
+	// The data plane's shutdown ends the tunnel (the HTTP server no longer
+	// tracks a connection it handed over), as Envoy's drain ends streams.
+	dp.shutdown()
+	_ = conn.SetReadDeadline(time.Now().Add(5 * time.Second))
+	if _, err := io.WriteString(conn, "after"); err == nil {
+		if n, err := br.Read(make([]byte, 8)); err == nil {
+			t.Errorf("the tunnel still carried %d bytes after shutdown", n)
+		} else if ne, ok := err.(net.Error); ok && ne.Timeout() {
+			t.Error("the tunnel is still open after shutdown")
+		}
+	}
 
 	dp = withUpgrades(&hcmv3.HttpConnectionManager_UpgradeConfig{UpgradeType: "websocket", Enabled: wrapperspb.Bool(false)})
 	if resp, _, _ := upgradeRequest(t, dp, "websocket"); resp.StatusCode != http.StatusForbidden {

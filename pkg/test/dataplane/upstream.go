@@ -251,7 +251,7 @@ func (dp *DataPlane) router(ctx context.Context, ac *activeConfig, sel routeSel,
 		if attempt > 0 {
 			dp.counters.retries.Add(1)
 			// Envoy's JitteredExponentialBackOffStrategy: a random wait
-			// below (2^n - 1) x base_interval, capped at max_interval.
+			// below base_interval x 2^(n-1), capped at max_interval.
 			if err := sleepCtx(ctx, dp.retryBackOff(r.retry, attempt)); err != nil {
 				release()
 				if context.Cause(ctx) == errRouteTimeout {
@@ -280,14 +280,18 @@ func (dp *DataPlane) router(ctx context.Context, ac *activeConfig, sel routeSel,
 			perTry = time.AfterFunc(r.retry.perTryTimeout, func() { acancel(errPerTryTimeout) })
 		}
 		up, failure := dp.attempt(actx, c, host, req, rd)
-		if perTry != nil && !perTry.Stop() && failure == "" {
+		// Stop reports whether the timer had already fired; its function
+		// may not have cancelled actx yet, so that, not the context's
+		// cause, says the attempt timed out.
+		fired := perTry != nil && !perTry.Stop()
+		if fired && failure == "" {
 			// The timer fired as the headers arrived: the attempt timed out.
 			_ = up.Body.Close()
 			up, failure = nil, "reset"
 		}
 		last := attempt == attempts-1
 		if failure != "" {
-			timedOut := context.Cause(actx) == errPerTryTimeout
+			timedOut := fired || context.Cause(actx) == errPerTryTimeout
 			acancel(nil)
 			switch {
 			case context.Cause(ctx) == errRouteTimeout:
@@ -330,7 +334,7 @@ func (dp *DataPlane) router(ctx context.Context, ac *activeConfig, sel routeSel,
 				release()
 				return localReply(http.StatusServiceUnavailable, bodyReset), served, nil
 			}
-			resp = &extproc.Response{Status: up.StatusCode, Headers: up.Header, Body: &upgradedBody{rwc: rwc, release: release}, Trailers: http.Header{}}
+			resp = &extproc.Response{Status: up.StatusCode, Headers: up.Header, Body: &upgradedBody{dp: dp, rwc: rwc, release: release}, Trailers: http.Header{}}
 			break
 		}
 		// The response's trailers are known only once its body has ended:
@@ -445,15 +449,16 @@ func (p *retryPolicy) retriesStatus(code int) bool {
 
 // retryBackOff is the wait before retry n (1-based):
 // JitteredExponentialBackOffStrategy::nextBackOffMs
-// (source/common/common/backoff_strategy.cc), a random duration below
-// (2^n - 1) x base_interval, that bound capped at max_interval.
+// (source/common/common/backoff_strategy.cc), a random duration below the
+// current interval, which starts at base_interval and doubles after each
+// retry up to max_interval: below base, 2 x base, 4 x base, ...
 func (dp *DataPlane) retryBackOff(p *retryPolicy, n int) time.Duration {
 	if p == nil || p.backOffBase <= 0 {
 		return 0
 	}
 	bound := p.backOffMax
-	if n < 20 {
-		if b := time.Duration((1<<n)-1) * p.backOffBase; b < bound {
+	if n <= 30 {
+		if b := p.backOffBase << (n - 1); b > 0 && b < bound {
 			bound = b
 		}
 	}
@@ -659,6 +664,7 @@ func localReply(status int, body string) *extproc.Response {
 // upgradedBody is the upstream connection of an accepted upgrade, as the
 // body of its 101 response; tunnel copies bytes both ways.
 type upgradedBody struct {
+	dp      *DataPlane
 	rwc     io.ReadWriteCloser
 	release func()
 	once    sync.Once
@@ -684,6 +690,11 @@ func (b *upgradedBody) tunnel(w http.ResponseWriter, h http.Header) {
 		return
 	}
 	defer conn.Close()
+	untrack, ok := b.dp.trackTunnel(conn, b.rwc)
+	defer untrack()
+	if !ok {
+		return
+	}
 	_, _ = brw.WriteString("HTTP/1.1 101 Switching Protocols\r\n")
 	_ = h.Write(brw)
 	_, _ = brw.WriteString("\r\n")

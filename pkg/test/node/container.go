@@ -26,6 +26,9 @@ type container struct {
 	spec corev1.Container
 
 	state, last corev1.ContainerState
+	// lastRun is the run whose end last holds (its restart count), for
+	// `kubectl logs --previous`.
+	lastRun     int32
 	restarts    int32
 	ready       bool
 	started     bool
@@ -48,7 +51,7 @@ func (c *container) supervise(ctx context.Context) {
 			failures = 0 // the kubelet forgets a back-off after 2x its cap
 		}
 		c.pod.mu.Lock()
-		c.last = c.state // the run that just ended
+		c.last, c.lastRun = c.state, c.restarts // the run that just ended
 		c.pod.mu.Unlock()
 		if d := c.pod.node.cfg.backOff(failures); d > 0 && !c.backOff(ctx, d) {
 			return

@@ -109,6 +109,7 @@ func (o *containerOutput) write(stream, tag string, text []byte) {
 // criLine is one parsed line of a log file.
 type criLine struct {
 	time    time.Time
+	stream  string
 	partial bool
 	text    string
 }
@@ -122,7 +123,7 @@ func parseCRILine(s string) (criLine, bool) {
 	if err != nil {
 		return criLine{}, false
 	}
-	_, rest, ok = strings.Cut(rest, " ") // the stream
+	stream, rest, ok := strings.Cut(rest, " ")
 	if !ok {
 		return criLine{}, false
 	}
@@ -130,7 +131,7 @@ func parseCRILine(s string) (criLine, bool) {
 	if !ok {
 		return criLine{}, false
 	}
-	return criLine{time: t, partial: tag == "P", text: text}, true
+	return criLine{time: t, stream: stream, partial: tag == "P", text: text}, true
 }
 
 // containerLogs is the kubelet's GetContainerLogs for virtual-kubelet's
@@ -160,11 +161,14 @@ func (n *provider) containerLogs(ctx context.Context, namespace, name, container
 	}
 	run, proc := c.restarts, c.proc
 	if opts.Previous {
-		if run == 0 {
+		// The run LastTerminationState describes, as the kubelet answers
+		// --previous: during a restart back-off that is the run that just
+		// ended (its restart count is not yet incremented).
+		if c.last.Terminated == nil {
 			pr.mu.Unlock()
 			return nil, errdefs.InvalidInputf("previous terminated container %s in pod %s/%s not found", containerName, namespace, name)
 		}
-		run, proc = run-1, nil
+		run, proc = c.lastRun, nil
 	}
 	path := n.logPath(pr.pod, containerName, run)
 	pr.mu.Unlock()
@@ -240,7 +244,15 @@ func (n *provider) containerLogs(ctx context.Context, namespace, name, container
 				}
 			}
 			select {
-			case <-proc.logged:
+			case <-proc.done:
+				// The run ended; its output ends once every holder of the
+				// pipes has (a child that left the process group may keep
+				// them open: give up on it after a second).
+				select {
+				case <-proc.logged:
+				case <-time.After(time.Second):
+				case <-ctx.Done():
+				}
 				for l, ok := r.next(); ok; l, ok = r.next() {
 					if !emit(format(l) + "\n") {
 						break
@@ -263,8 +275,8 @@ func (n *provider) containerLogs(ctx context.Context, namespace, name, container
 type logReader struct {
 	f       *os.File
 	since   time.Time
-	pending string // a read line's start without its newline
-	part    string // partial (P) texts of the line being joined
+	pending string            // a read line's start without its newline
+	part    map[string]string // per stream: partial (P) texts of the line being joined
 }
 
 func (r *logReader) next() (criLine, bool) {
@@ -277,11 +289,17 @@ func (r *logReader) next() (criLine, bool) {
 			if !ok {
 				continue
 			}
+			// Parts join within their stream: stdout's and stderr's lines
+			// interleave in the file.
+			if r.part == nil {
+				r.part = map[string]string{}
+			}
 			if l.partial {
-				r.part += l.text
+				r.part[l.stream] += l.text
 				continue
 			}
-			l.text, r.part = r.part+l.text, ""
+			l.text = r.part[l.stream] + l.text
+			delete(r.part, l.stream)
 			if !r.since.IsZero() && l.time.Before(r.since) {
 				continue
 			}

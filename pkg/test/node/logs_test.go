@@ -100,3 +100,28 @@ func dupFile(t *testing.T, f *os.File) *os.File {
 }
 
 func fmtLen(s string) string { return strconv.Itoa(len(s)) + " bytes" }
+
+// Partial parts join within their own stream: a stderr line written
+// between two parts of a long stdout line stays whole and separate (the
+// file interleaves the streams).
+func TestLogReaderJoinsPartsPerStream(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "0.log")
+	ts := time.Now().UTC().Format(time.RFC3339Nano)
+	content := ts + " stdout P abc\n" + ts + " stderr F oops\n" + ts + " stdout F def\n"
+	if err := os.WriteFile(path, []byte(content), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	r := &logReader{f: f}
+	var got []string
+	for l, ok := r.next(); ok; l, ok = r.next() {
+		got = append(got, l.text)
+	}
+	if strings.Join(got, "|") != "oops|abcdef" {
+		t.Errorf("lines %q, want oops then abcdef", got)
+	}
+}

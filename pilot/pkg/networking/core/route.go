@@ -459,7 +459,7 @@ func gatewayDuration(field string, v gwv1.Duration) (time.Duration, error) {
 // retry stanza is configured; reset also covers a per_try_timeout) and
 // retriable-status-codes with codes; num_retries attempts (Envoy's default,
 // 1, when unset); retry_back_off.base_interval backoff. Envoy's back-off is
-// jittered below (2^n - 1) x base, so a first retry may come sooner than
+// jittered below base x 2^(n-1), so a first retry may come sooner than
 // backoff, which the Gateway API calls a minimum (architecture/xds.md).
 func retryPolicy(rule *model.Rule) (*routev3.RetryPolicy, error) {
 	if rule.HTTP == nil || rule.HTTP.Retry == nil {

@@ -87,7 +87,8 @@ func grpcFilters(fs []gwv1.GRPCRouteFilter) ruleFilters {
 //
 // Port, as the Gateway API defines it: without port and scheme, the
 // listener's port; without port but with a scheme, that scheme's well-known
-// port; a well-known port for the resulting scheme is left out of Location.
+// port; a well-known port for the resulting scheme is left out of Location
+// where Envoy lets us (see below).
 func redirectAction(f *gwv1.HTTPRequestRedirectFilter, prefix string, listenerPort uint32, listenerTLS bool) (*routev3.RedirectAction, error) {
 	ra := &routev3.RedirectAction{}
 	scheme := "http"
@@ -101,14 +102,29 @@ func redirectAction(f *gwv1.HTTPRequestRedirectFilter, prefix string, listenerPo
 	if f.Hostname != nil {
 		ra.HostRedirect = string(*f.Hostname)
 	}
-	port := uint32(0)
+	var port uint32
 	switch {
 	case f.Port != nil:
 		port = uint32(*f.Port)
 	case f.Scheme == nil:
 		port = listenerPort
+	case scheme == "https":
+		port = 443
+	default:
+		port = 80
 	}
-	if port != 0 && !(scheme == "http" && port == 80) && !(scheme == "https" && port == 443) {
+	// Envoy writes port_redirect as given (":80" included) and, without
+	// host_redirect, keeps the request's Host port unless port_redirect is
+	// set or the scheme changes from a default port (Http::Utility::newUri,
+	// processRequestHost). A well-known port is left out of Location where
+	// the request's port cannot show through: with a hostname
+	// (host_redirect replaces the whole Host), or on a listener at its
+	// scheme's default port (80 for HTTP, 443 for HTTPS: a request there
+	// carries that port or none). On another listener port it is written,
+	// even 80 or 443, rather than send the client to the request's port.
+	wellKnown := (scheme == "http" && port == 80) || (scheme == "https" && port == 443)
+	listenerDefault := (!listenerTLS && listenerPort == 80) || (listenerTLS && listenerPort == 443)
+	if !wellKnown || (f.Hostname == nil && !listenerDefault) {
 		ra.PortRedirect = port
 	}
 	if p := f.Path; p != nil {

@@ -353,7 +353,12 @@ func TestRedirectPortAndPrefix(t *testing.T) {
 	}{
 		{name: "listener port kept", port: 8080, wantPort: 8080},
 		{name: "well-known port left out", port: 80},
-		{name: "scheme change drops listener port", f: gwv1.HTTPRequestRedirectFilter{Scheme: ptr.To("https")}, port: 8080},
+		// A scheme without a port means that scheme's well-known port; with
+		// no hostname it is written, or Envoy would keep the request's
+		// Host port (:8080).
+		{name: "scheme change, no hostname: well-known port written", f: gwv1.HTTPRequestRedirectFilter{Scheme: ptr.To("https")}, port: 8080, wantPort: 443},
+		{name: "scheme change with hostname: well-known port left out", f: gwv1.HTTPRequestRedirectFilter{Scheme: ptr.To("https"), Hostname: ptr.To(gwv1.PreciseHostname("example.org"))}, port: 8080},
+		{name: "port 80 given on 8080, no hostname: written", f: gwv1.HTTPRequestRedirectFilter{Port: ptr.To(gwv1.PortNumber(80))}, port: 8080, wantPort: 80},
 		{name: "explicit port", f: gwv1.HTTPRequestRedirectFilter{Port: ptr.To(gwv1.PortNumber(9443))}, port: 80, wantPort: 9443},
 		{name: "prefix trailing slash", f: gwv1.HTTPRequestRedirectFilter{Path: &gwv1.HTTPPathModifier{Type: gwv1.PrefixMatchHTTPPathModifier, ReplacePrefixMatch: ptr.To("/bar/")}},
 			prefix: "/foo", port: 80, wantPath: "prefix:/bar"},

@@ -95,12 +95,12 @@ func GRPCLocalReply(req *Request, resp *Response, grpcStatus int) *Response {
 }
 
 // percentEncode is Http::Utility::PercentEncoding::encode: every byte
-// outside printable ASCII, and '%' itself, as %XX.
+// below ' ' or from '~' up, and '%' itself, as %XX.
 func percentEncode(s string) string {
 	var b strings.Builder
 	for i := 0; i < len(s); i++ {
 		c := s[i]
-		if c < ' ' || c > '~' || c == '%' {
+		if c < ' ' || c >= '~' || c == '%' {
 			b.WriteString("%" + strings.ToUpper(strconv.FormatInt(int64(c)|0x100, 16)[1:]))
 			continue
 		}
