@@ -40,7 +40,6 @@ import (
 type filterChain struct {
 	dp      *DataPlane
 	ac      *activeConfig
-	l       *listenerConfig
 	table   *routeTable
 	sel     routeSel
 	pf      perFilterConfig
@@ -53,7 +52,7 @@ type filterChain struct {
 }
 
 func newFilterChain(dp *DataPlane, ac *activeConfig, l *listenerConfig, table *routeTable, sel routeSel) *filterChain {
-	c := &filterChain{dp: dp, ac: ac, l: l, table: table, sel: sel, pf: sel.perFilter()}
+	c := &filterChain{dp: dp, ac: ac, table: table, sel: sel, pf: sel.perFilter()}
 	for i := range l.filters {
 		f := &l.filters[i]
 		if f.name == filterCORS && f.disabled && c.pf.cors == nil {
@@ -131,7 +130,7 @@ func (c *filterChain) decodeExtProc(ctx context.Context, i int, req *extproc.Req
 		if cfg.RouteCacheAction != extprocv3.ExternalProcessor_RETAIN {
 			// The route cache is cleared: route again on the mutated
 			// request (the weighted pick stays if the route does).
-			s2, ok := c.dp.selectRoute(c.table, c.l, req2)
+			s2, ok := c.dp.selectRoute(c.table, req2)
 			if !ok {
 				return extproc.GRPCLocalReply(req2, localReply(http.StatusNotFound, ""), -1), nil, nil
 			}

@@ -86,7 +86,7 @@ func (h *listenerHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if table == nil {
 		table = ac.routes[l.rdsName]
 	}
-	sel, ok := dp.selectRoute(table, l, req)
+	sel, ok := dp.selectRoute(table, req)
 	if !ok {
 		writeResponse(w, hcmReply(http.StatusNotFound, ""))
 		return
@@ -186,15 +186,14 @@ func (h *listenerHandler) connectionManagerHeaders(req *extproc.Request, r *http
 // selectRoute picks the virtual host by :authority and the first matching
 // route, and for weighted_clusters the cluster (Envoy picks it when it
 // resolves the route, so its per-filter config is what filters see).
-func (dp *DataPlane) selectRoute(t *routeTable, l *listenerConfig, req *extproc.Request) (routeSel, bool) {
+func (dp *DataPlane) selectRoute(t *routeTable, req *extproc.Request) (routeSel, bool) {
 	if t == nil {
 		return routeSel{}, false
 	}
-	// The Host as it is now, port included: the connection manager already
-	// stripped it when strip_any_host_port is set (stripHostPort), and a
-	// filter's new Host is matched as it wrote it (Envoy matches domains
-	// against the whole Host unless the route configuration sets
-	// ignore_port_in_host_matching, which ours does not).
+	// The Host as it is now: the connection manager already stripped its
+	// port when strip_any_host_port is set (stripHostPort), and the route
+	// table leaves the port out of the match when it sets
+	// ignore_port_in_host_matching (selectVirtualHost).
 	host := strings.ToLower(req.Authority)
 	vh := t.selectVirtualHost(host)
 	if vh == nil {
@@ -211,20 +210,27 @@ func (dp *DataPlane) selectRoute(t *routeTable, l *listenerConfig, req *extproc.
 	return sel, true
 }
 
+// hostPortStart is Envoy's HeaderUtility::getPortStart
+// (source/common/http/header_utility.cc): the index of the ':' before a
+// Host's port, the last ':' that is not inside an IPv6 literal's brackets;
+// -1 without one.
+func hostPortStart(host string) int {
+	if i := strings.LastIndexByte(host, ':'); i > strings.LastIndexByte(host, ']') {
+		return i
+	}
+	return -1
+}
+
 // stripHostPort is Envoy's HeaderUtility::stripPortFromHost with no
-// listener port (strip_any_host_port; source/common/http/header_utility.cc),
-// which the connection manager applies to the request's Host before
-// routing (ConnectionManagerUtility::maybeNormalizeHost): a numeric port
-// after the last ':' that is not inside an IPv6 literal's brackets is
-// removed from the header itself, so the upstream, the filters and a
-// redirect's Location see the Host without it.
+// listener port (strip_any_host_port), which the connection manager
+// applies to the request's Host before routing
+// (ConnectionManagerUtility::maybeNormalizeHost): a numeric port
+// (hostPortStart) is removed from the header itself, so the upstream, the
+// filters and a redirect's Location see the Host without it.
 func stripHostPort(host string) string {
-	i := strings.LastIndexByte(host, ':')
+	i := hostPortStart(host)
 	if i < 0 {
 		return host
-	}
-	if j := strings.LastIndexByte(host, ']'); j >= 0 && j > i {
-		return host // the colon is inside an IPv6 literal
 	}
 	if _, err := strconv.ParseUint(host[i+1:], 10, 32); err != nil {
 		return host

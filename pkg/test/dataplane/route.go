@@ -221,10 +221,9 @@ func compileRouteTable(rc *routev3.RouteConfiguration, re regexEngine) (*routeTa
 // string.
 func (t *routeTable) selectVirtualHost(host string) *virtualHost {
 	if t.ignorePort {
-		// RouteMatcher::findVirtualHost: the host up to
-		// HeaderUtility::getPortStart (the last ':' outside an IPv6
-		// literal's brackets, numeric or not).
-		if i := strings.LastIndexByte(host, ':'); i >= 0 && i > strings.LastIndexByte(host, ']') {
+		// RouteMatcher::findVirtualHost: the host up to its port's start,
+		// numeric or not.
+		if i := hostPortStart(host); i >= 0 {
 			host = host[:i]
 		}
 	}

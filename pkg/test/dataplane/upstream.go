@@ -619,18 +619,7 @@ func redirectReply(r *route, req *extproc.Request) *extproc.Response {
 // port is the default one of the request's x-forwarded-proto.
 func redirectRequestHost(req *extproc.Request, newScheme, newPort string) string {
 	host := req.Authority
-	if host == "" {
-		return host
-	}
-	var end int
-	if host[0] == '[' {
-		end = strings.LastIndex(host, "]:")
-		if end >= 0 {
-			end++
-		}
-	} else {
-		end = strings.LastIndexByte(host, ':')
-	}
+	end := hostPortStart(host) // Envoy finds it the same way here
 	if end < 0 {
 		return host
 	}
