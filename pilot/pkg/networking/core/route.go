@@ -66,16 +66,15 @@ func BuildRouteConfigurations(gw *model.Gateway, opts Options) ([]*routev3.Route
 	}
 	out := make([]*routev3.RouteConfiguration, 0, len(groups))
 	for _, g := range groups {
-		if !g.tls {
-			rc, err := buildRouteConfiguration(g, -1, opts)
-			if err != nil {
-				return nil, err
+		chains := []int{-1} // an HTTP port: one configuration
+		if g.tls {
+			chains = chains[:0]
+			for i := range g.listeners {
+				chains = append(chains, i)
 			}
-			out = append(out, rc)
-			continue
 		}
-		for i := range g.listeners {
-			rc, err := buildRouteConfiguration(g, i, opts)
+		for _, chain := range chains {
+			rc, err := buildRouteConfiguration(g, chain, opts)
 			if err != nil {
 				return nil, err
 			}

@@ -122,15 +122,7 @@ func eppBodyMode(cm *corev1.ConfigMap) (model.EPPBodyMode, string) {
 // refuses it (its proxies keep their last configuration). st is not
 // modified.
 func withClassProblem(st gwv1.GatewayStatus, class, problem string) gwv1.GatewayStatus {
-	out := *st.DeepCopy()
-	for i := range out.Conditions {
-		if c := &out.Conditions[i]; c.Type == string(gwv1.GatewayConditionAccepted) {
-			c.Status = metav1.ConditionFalse
-			c.Reason = string(gwv1.GatewayReasonInvalidParameters)
-			c.Message = fmt.Sprintf("GatewayClass %s has invalid parameters (%s); the Gateway's proxies keep their last configuration", class, problem)
-		}
-	}
-	return out
+	return withInvalidParameters(st, fmt.Sprintf("GatewayClass %s has invalid parameters (%s)", class, problem))
 }
 
 // gatewayParametersProblem is why a Gateway's own parameters
@@ -146,17 +138,18 @@ func gatewayParametersProblem(gw *gwv1.Gateway) string {
 	return fmt.Sprintf("spec.infrastructure.parametersRef %s/%s %s: this controller implements no Gateway parameters", r.Group, r.Kind, r.Name)
 }
 
-// withParametersProblem returns st with the Gateway's Accepted condition
-// set to False/InvalidParameters for problem (gatewayParametersProblem);
-// the translator refuses the Gateway, as for a class problem. st is not
-// modified.
-func withParametersProblem(st gwv1.GatewayStatus, problem string) gwv1.GatewayStatus {
+// withInvalidParameters returns st with the Gateway's Accepted condition
+// False/InvalidParameters, its message what is wrong and what follows: a
+// class problem (withClassProblem) or the Gateway's own
+// (gatewayParametersProblem), both of which make the translator refuse
+// the Gateway. st is not modified.
+func withInvalidParameters(st gwv1.GatewayStatus, what string) gwv1.GatewayStatus {
 	out := *st.DeepCopy()
 	for i := range out.Conditions {
 		if c := &out.Conditions[i]; c.Type == string(gwv1.GatewayConditionAccepted) {
 			c.Status = metav1.ConditionFalse
 			c.Reason = string(gwv1.GatewayReasonInvalidParameters)
-			c.Message = problem + "; the Gateway's proxies keep their last configuration"
+			c.Message = what + "; the Gateway's proxies keep their last configuration"
 		}
 	}
 	return out

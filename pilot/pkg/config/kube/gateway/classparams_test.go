@@ -166,7 +166,7 @@ func TestGatewayParametersRefNotAccepted(t *testing.T) {
 	if !strings.Contains(p, "invalid.io/InvalidParameters invalid") {
 		t.Fatalf("problem %q does not name the reference", p)
 	}
-	st := withParametersProblem(gwv1.GatewayStatus{Conditions: []metav1.Condition{{Type: "Accepted", Status: metav1.ConditionTrue, Reason: "Accepted"}}}, p)
+	st := withInvalidParameters(gwv1.GatewayStatus{Conditions: []metav1.Condition{{Type: "Accepted", Status: metav1.ConditionTrue, Reason: "Accepted"}}}, p)
 	if c := st.Conditions[0]; c.Status != metav1.ConditionFalse || c.Reason != string(gwv1.GatewayReasonInvalidParameters) || !strings.Contains(c.Message, p) {
 		t.Errorf("Accepted = %+v, want False/InvalidParameters naming the reference", c)
 	}

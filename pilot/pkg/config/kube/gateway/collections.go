@@ -385,7 +385,7 @@ func Build(in Inputs, opts Options) Outputs {
 		case gw.ClassProblem != "":
 			st = withClassProblem(st, gw.Class, gw.ClassProblem)
 		case gw.ParametersProblem != "":
-			st = withParametersProblem(st, gw.ParametersProblem)
+			st = withInvalidParameters(st, gw.ParametersProblem)
 		}
 		return &GatewayStatusResult{Namespace: gw.Gateway.Namespace, Name: gw.Gateway.Name, Status: st}
 	}, with("GatewayStatuses")...)
