@@ -189,11 +189,7 @@ func (n *provider) containerLogs(ctx context.Context, namespace, name, container
 		return nil, errdefs.NotFoundf("container %s in pod %s/%s has no log yet", containerName, namespace, name)
 	}
 	r := &logReader{f: f, since: since}
-	for {
-		l, ok := r.next()
-		if !ok {
-			break
-		}
+	for l, ok := r.next(); ok; l, ok = r.next() {
 		lines = append(lines, format(l)+"\n")
 	}
 	// Tail 0 is virtual-kubelet's "not given" as well as tailLines=0, so it
@@ -218,6 +214,16 @@ func (n *provider) containerLogs(ctx context.Context, namespace, name, container
 			}
 			return opts.LimitBytes <= 0 || limit > 0
 		}
+		// drain emits every whole line read since the last call; false
+		// once nothing more may go.
+		drain := func() bool {
+			for l, ok := r.next(); ok; l, ok = r.next() {
+				if !emit(format(l) + "\n") {
+					return false
+				}
+			}
+			return true
+		}
 		for _, s := range lines {
 			if !emit(s) {
 				pipeW.Close()
@@ -232,17 +238,7 @@ func (n *provider) containerLogs(ctx context.Context, namespace, name, container
 		// ended and been read, or the caller goes away.
 		tick := time.NewTicker(200 * time.Millisecond)
 		defer tick.Stop()
-		for {
-			for {
-				l, ok := r.next()
-				if !ok {
-					break
-				}
-				if !emit(format(l) + "\n") {
-					pipeW.Close()
-					return
-				}
-			}
+		for drain() {
 			select {
 			case <-proc.done:
 				// The run ended; its output ends once every holder of the
@@ -253,11 +249,7 @@ func (n *provider) containerLogs(ctx context.Context, namespace, name, container
 				case <-time.After(time.Second):
 				case <-ctx.Done():
 				}
-				for l, ok := r.next(); ok; l, ok = r.next() {
-					if !emit(format(l) + "\n") {
-						break
-					}
-				}
+				drain()
 				pipeW.Close()
 				return
 			case <-ctx.Done():
@@ -266,6 +258,7 @@ func (n *provider) containerLogs(ctx context.Context, namespace, name, container
 			case <-tick.C:
 			}
 		}
+		pipeW.Close()
 	}()
 	return pipeR, nil
 }
