@@ -87,6 +87,22 @@ type ListenerTLS struct {
 	// CertificateRefs are the Secrets (kubernetes.io/tls) in order, as
 	// namespace/name.
 	CertificateRefs []string
+	// ClientValidation, when set, asks clients for a certificate and
+	// validates it (the Gateway's spec.tls.frontend for this listener's
+	// port).
+	ClientValidation *ClientValidation
+}
+
+// ClientValidation is the client-certificate validation of an HTTPS
+// listener (Gateway API FrontendTLSValidation).
+type ClientValidation struct {
+	// CACertificates is the PEM bundle of trusted CAs, from the
+	// caCertificateRefs that resolved.
+	CACertificates []byte
+	// AllowInsecureFallback accepts a connection whose client presents no
+	// certificate or one that fails validation (mode AllowInsecureFallback);
+	// false requires a valid certificate (AllowValidOnly).
+	AllowInsecureFallback bool
 }
 
 // Route is one HTTPRoute or GRPCRoute attached to a listener, with its rules'

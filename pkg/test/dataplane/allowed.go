@@ -49,6 +49,11 @@ var allowedFields = fieldSet(
 	"envoy.config.listener.v3.FilterChain.transport_socket",
 	"envoy.config.listener.v3.FilterChainMatch.server_names",
 	"envoy.extensions.transport_sockets.tls.v3.DownstreamTlsContext.common_tls_context",
+	// Client certificates on a listener (tls.go compileClientValidation):
+	// trusted_ca (listed below for upstream TLS), require_client_certificate
+	// and trust_chain_verification.
+	"envoy.extensions.transport_sockets.tls.v3.DownstreamTlsContext.require_client_certificate",
+	"envoy.extensions.transport_sockets.tls.v3.CertificateValidationContext.trust_chain_verification",
 	"envoy.extensions.transport_sockets.tls.v3.CommonTlsContext.tls_certificate_sds_secret_configs",
 	"envoy.extensions.transport_sockets.tls.v3.SdsSecretConfig.name",
 	"envoy.extensions.transport_sockets.tls.v3.SdsSecretConfig.sds_config",

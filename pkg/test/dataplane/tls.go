@@ -6,6 +6,7 @@ package dataplane
 import (
 	"context"
 	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"fmt"
 	"net"
@@ -69,6 +70,11 @@ type tlsChain struct {
 	sdsName string
 	// alpn is common_tls_context.alpn_protocols.
 	alpn []string
+	// clientAuth and clientCAs are the chain's client-certificate
+	// validation (compileClientValidation); tls.NoClientCert without a
+	// validation context.
+	clientAuth tls.ClientAuthType
+	clientCAs  *x509.CertPool
 	// hcm is the chain's connection manager.
 	hcm *listenerConfig
 }
@@ -132,8 +138,8 @@ func compileTLSListener(l *listenerv3.Listener) (*listenerConfig, error) {
 
 // compileTLS takes the chain's DownstreamTlsContext: one certificate over
 // SDS from ADS (initial_fetch_timeout 0 or unset: the listener waits for
-// it) and ALPN. Client certificates, validation and every other option are
-// refused (allowed.go lets CommonTlsContext's fields in for upstream TLS
+// it), ALPN and client-certificate validation (compileClientValidation).
+// Every other option is refused (allowed.go lets CommonTlsContext's fields in for upstream TLS
 // too, so the refusal of those a server does not implement is here).
 func (c *tlsChain) compileTLS(name string, fc *listenerv3.FilterChain) error {
 	if name != transportSocketTLS {
@@ -144,8 +150,8 @@ func (c *tlsChain) compileTLS(name string, fc *listenerv3.FilterChain) error {
 		return err
 	}
 	ctc := d.GetCommonTlsContext()
-	if ctc.GetValidationContext() != nil {
-		return errors.New("common_tls_context.validation_context (client certificates) not implemented on a listener")
+	if err := c.compileClientValidation(&d); err != nil {
+		return err
 	}
 	sds := ctc.GetTlsCertificateSdsSecretConfigs()
 	if len(sds) != 1 {
@@ -161,6 +167,79 @@ func (c *tlsChain) compileTLS(name string, fc *listenerv3.FilterChain) error {
 		return errors.New("sds_config.initial_fetch_timeout other than 0 not implemented")
 	}
 	c.sdsName, c.alpn = sds[0].GetName(), ctc.GetAlpnProtocols()
+	return nil
+}
+
+// compileClientValidation takes the chain's client-certificate
+// validation, as Envoy's server context sets it up
+// (source/common/tls/cert_validator/default_validator.cc,
+// DefaultCertValidator::initializeSslContexts and addClientValidationContext;
+// source/common/tls/server_context_impl.cc):
+//
+//   - trusted_ca set: a client certificate is requested (SSL_VERIFY_PEER)
+//     and, when presented, must chain to one of the CAs (partial chains
+//     allowed: any certificate of the bundle is an anchor, as Go's roots
+//     are); require_client_certificate also fails a handshake without one
+//     (SSL_VERIFY_FAIL_IF_NO_PEER_CERT).
+//   - trust_chain_verification ACCEPT_UNTRUSTED: a certificate is still
+//     requested, but one that fails verification is accepted
+//     (allow_untrusted_certificate_); with require_client_certificate one
+//     must still be presented.
+//   - a trusted_ca that holds no certificate fails the listener ("Failed to
+//     load trusted CA certificates"), so the update is NACKed.
+//
+// Every other validation option (SAN matchers, hashes, CRLs, SDS-delivered
+// validation contexts) is refused by allowed.go or here: not implemented.
+// require_client_certificate without trusted_ca is refused too (stricter:
+// Envoy then requests no certificate at all, which is surely not what such
+// a configuration means).
+func (c *tlsChain) compileClientValidation(d *tlsv3.DownstreamTlsContext) error {
+	require := d.GetRequireClientCertificate().GetValue()
+	ctc := d.GetCommonTlsContext()
+	if ctc.GetValidationContextType() != nil && ctc.GetValidationContext() == nil {
+		return errors.New("common_tls_context: only an inline validation_context is implemented on a listener")
+	}
+	vc := ctc.GetValidationContext()
+	if vc == nil {
+		if require {
+			return errors.New("require_client_certificate without a validation_context trusted_ca not implemented")
+		}
+		c.clientAuth = tls.NoClientCert
+		return nil
+	}
+	if len(vc.GetMatchTypedSubjectAltNames()) > 0 {
+		return errors.New("validation_context.match_typed_subject_alt_names not implemented on a listener")
+	}
+	if vc.GetTrustedCa() == nil {
+		return errors.New("validation_context without trusted_ca not implemented on a listener")
+	}
+	pemBytes, err := dataSourceBytes(vc.GetTrustedCa())
+	if err != nil {
+		return fmt.Errorf("trusted_ca: %w", err)
+	}
+	pool := x509.NewCertPool()
+	if !pool.AppendCertsFromPEM(pemBytes) {
+		return errors.New("failed to load trusted CA certificates: trusted_ca holds no PEM certificate")
+	}
+	untrusted := false
+	switch vc.GetTrustChainVerification() {
+	case tlsv3.CertificateValidationContext_VERIFY_TRUST_CHAIN:
+	case tlsv3.CertificateValidationContext_ACCEPT_UNTRUSTED:
+		untrusted = true
+	default:
+		return fmt.Errorf("trust_chain_verification %v not implemented", vc.GetTrustChainVerification())
+	}
+	switch {
+	case untrusted && require:
+		c.clientAuth = tls.RequireAnyClientCert
+	case untrusted:
+		c.clientAuth = tls.RequestClientCert
+	case require:
+		c.clientAuth = tls.RequireAndVerifyClientCert
+	default:
+		c.clientAuth = tls.VerifyClientCertIfGiven
+	}
+	c.clientCAs = pool
 	return nil
 }
 
@@ -262,7 +341,8 @@ func (dp *DataPlane) handshakeConfig(name string, hello *tls.ClientHelloInfo, ho
 	holder.mu.Lock()
 	holder.chain = c
 	holder.mu.Unlock()
-	return &tls.Config{MinVersion: tls.VersionTLS12, Certificates: []tls.Certificate{*cert}, NextProtos: c.alpn}, nil
+	return &tls.Config{MinVersion: tls.VersionTLS12, Certificates: []tls.Certificate{*cert}, NextProtos: c.alpn,
+		ClientAuth: c.clientAuth, ClientCAs: c.clientCAs}, nil
 }
 
 // serveTLS serves the TLS listener called name on ln: HTTP/2 when ALPN

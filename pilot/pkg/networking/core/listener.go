@@ -195,7 +195,14 @@ func buildHCM(rc string, opts Options) (*hcmv3.HttpConnectionManager, error) {
 }
 
 // downstreamTLS terminates TLS with the listener's certificates, fetched by
-// name over SDS on the ADS stream, advertising h2 and http/1.1.
+// name over SDS on the ADS stream, advertising h2 and http/1.1. A listener
+// with client validation (the Gateway's spec.tls.frontend) gets its CA
+// bundle inline as trusted_ca (a CA bundle is public, so it needs no SDS
+// secret of its own; a change of it replaces the filter chain, which Envoy
+// drains): AllowValidOnly sets require_client_certificate, so a client
+// without a certificate fails the handshake as one whose certificate does
+// not verify; AllowInsecureFallback sets trust_chain_verification
+// ACCEPT_UNTRUSTED and does not require one.
 func downstreamTLS(l model.Listener) (*corev3.TransportSocket, error) {
 	if l.TLS == nil || len(l.TLS.CertificateRefs) == 0 {
 		return nil, fmt.Errorf("listener %s: HTTPS without certificateRefs", l.Name)
@@ -209,6 +216,23 @@ func downstreamTLS(l model.Listener) (*corev3.TransportSocket, error) {
 		}
 		ctx.CommonTlsContext.TlsCertificateSdsSecretConfigs = append(ctx.CommonTlsContext.TlsCertificateSdsSecretConfigs,
 			&tlsv3.SdsSecretConfig{Name: SecretName(ref), SdsConfig: adsConfigSource()})
+	}
+	if cv := l.TLS.ClientValidation; cv != nil {
+		if err := CheckCABundle(cv.CACertificates); err != nil {
+			return nil, fmt.Errorf("listener %s: client validation CA: %w", l.Name, err)
+		}
+		vc := &tlsv3.CertificateValidationContext{
+			TrustedCa: &corev3.DataSource{Specifier: &corev3.DataSource_InlineBytes{InlineBytes: cv.CACertificates}},
+		}
+		if cv.AllowInsecureFallback {
+			// The certificate is still asked for (Envoy requests one
+			// whenever trusted_ca is set), but neither its absence nor a
+			// failed verification ends the handshake.
+			vc.TrustChainVerification = tlsv3.CertificateValidationContext_ACCEPT_UNTRUSTED
+		} else {
+			ctx.RequireClientCertificate = wrapperspb.Bool(true)
+		}
+		ctx.CommonTlsContext.ValidationContextType = &tlsv3.CommonTlsContext_ValidationContext{ValidationContext: vc}
 	}
 	a, err := toAny(ctx)
 	if err != nil {

@@ -14,6 +14,7 @@ import (
 	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
 
 	"github.com/infermesh/infermesh/pilot/pkg/model"
+	"github.com/infermesh/infermesh/pkg/test/certs"
 )
 
 func filterNames(t *testing.T, res Resources, listener string) []string {
@@ -153,6 +154,53 @@ func TestHTTPSListenerTerminatesTLSPerHostname(t *testing.T) {
 	gw.Listeners[0].TLS = nil
 	if _, err := BuildGateway(gw, Inputs{}, inferenceOn); err == nil {
 		t.Error("HTTPS listener without certificates: no error")
+	}
+}
+
+// TestHTTPSListenerClientValidation: the Gateway's spec.tls.frontend
+// becomes the chain's client-certificate validation (Envoy's
+// DownstreamTlsContext.require_client_certificate and
+// CertificateValidationContext trusted_ca / trust_chain_verification):
+// AllowValidOnly requires a certificate that verifies, AllowInsecureFallback
+// asks for one and accepts any or none; a chain without validation asks
+// for none. A CA bundle Envoy could not load fails the Gateway's build.
+func TestHTTPSListenerClientValidation(t *testing.T) {
+	ca, _, err := certs.SelfSigned("client-ca")
+	if err != nil {
+		t.Fatal(err)
+	}
+	gw := &model.Gateway{Namespace: "ns", Name: "gw", Listeners: []model.Listener{
+		{Name: "strict", Port: 443, Protocol: gwv1.HTTPSProtocolType, Hostname: "a.example.com",
+			TLS: &model.ListenerTLS{CertificateRefs: []string{"ns/a"}, ClientValidation: &model.ClientValidation{CACertificates: ca}}},
+		{Name: "fallback", Port: 443, Protocol: gwv1.HTTPSProtocolType, Hostname: "b.example.com",
+			TLS: &model.ListenerTLS{CertificateRefs: []string{"ns/b"}, ClientValidation: &model.ClientValidation{CACertificates: ca, AllowInsecureFallback: true}}},
+		{Name: "none", Port: 443, Protocol: gwv1.HTTPSProtocolType, TLS: &model.ListenerTLS{CertificateRefs: []string{"ns/c"}}},
+	}}
+	res := build(t, gw, Inputs{}, inferenceOn)
+	for i, want := range []struct {
+		require   bool
+		ca        bool
+		untrusted bool
+	}{{require: true, ca: true}, {ca: true, untrusted: true}, {}} {
+		fc := res.Listeners[0].FilterChains[i]
+		ctx := &tlsv3.DownstreamTlsContext{}
+		if err := fc.GetTransportSocket().GetTypedConfig().UnmarshalTo(ctx); err != nil {
+			t.Fatal(err)
+		}
+		vc := ctx.GetCommonTlsContext().GetValidationContext()
+		if got := ctx.GetRequireClientCertificate().GetValue(); got != want.require {
+			t.Errorf("chain %s: require_client_certificate %v, want %v", fc.Name, got, want.require)
+		}
+		if got := vc.GetTrustedCa().GetInlineBytes(); want.ca != (got != nil) || (want.ca && string(got) != string(ca)) {
+			t.Errorf("chain %s: trusted_ca %q, want the CA: %v", fc.Name, got, want.ca)
+		}
+		if got := vc.GetTrustChainVerification() == tlsv3.CertificateValidationContext_ACCEPT_UNTRUSTED; got != want.untrusted {
+			t.Errorf("chain %s: trust_chain_verification %v, want ACCEPT_UNTRUSTED: %v", fc.Name, vc.GetTrustChainVerification(), want.untrusted)
+		}
+	}
+	gw.Listeners[0].TLS.ClientValidation.CACertificates = []byte("not a certificate")
+	if _, err := BuildGateway(gw, Inputs{}, inferenceOn); err == nil || !strings.Contains(err.Error(), "no PEM certificate") {
+		t.Errorf("a CA bundle without a certificate: %v, want an error", err)
 	}
 }
 

@@ -5,6 +5,9 @@ package core
 
 import (
 	"crypto/tls"
+	"crypto/x509"
+	"encoding/pem"
+	"errors"
 	"fmt"
 	"sort"
 	"strings"
@@ -56,6 +59,34 @@ func CheckTLSSecret(s *corev1.Secret) error {
 		// crypto/tls's messages say what is wrong (no PEM data, a key that
 		// does not match the certificate) without the bytes.
 		return fmt.Errorf("%s and %s are not a valid certificate and private key: %v", corev1.TLSCertKey, corev1.TLSPrivateKeyKey, err)
+	}
+	return nil
+}
+
+// CheckCABundle reports why data cannot serve as trusted CA certificates
+// (CertificateValidationContext.trusted_ca): Envoy refuses a bundle in
+// which it finds no certificate ("Failed to load trusted CA certificates",
+// DefaultCertValidator::initializeSslContexts). Stricter than Envoy, a
+// CERTIFICATE block that does not parse is refused too, where BoringSSL's
+// PEM reader might skip or fail on it.
+func CheckCABundle(data []byte) error {
+	n := 0
+	for rest := data; ; {
+		var b *pem.Block
+		b, rest = pem.Decode(rest)
+		if b == nil {
+			break
+		}
+		if b.Type != "CERTIFICATE" {
+			continue
+		}
+		if _, err := x509.ParseCertificate(b.Bytes); err != nil {
+			return fmt.Errorf("certificate %d does not parse: %v", n+1, err)
+		}
+		n++
+	}
+	if n == 0 {
+		return errors.New("no PEM certificate")
 	}
 	return nil
 }

@@ -14,14 +14,17 @@ import (
 	"github.com/infermesh/infermesh/pilot/pkg/networking/core"
 )
 
-// CertificateLookups are what an HTTPS listener's tls.certificateRefs are
-// resolved against. A nil function finds nothing (every Secret missing, no
+// CertificateLookups are what an HTTPS listener's tls.certificateRefs and
+// its frontend caCertificateRefs are resolved against. A nil function finds nothing (every Secret missing, no
 // ReferenceGrant).
 type CertificateLookups struct {
 	// Secret returns the Secret called key, or nil.
 	Secret func(key types.NamespacedName) *corev1.Secret
 	// ReferenceGrants returns the ReferenceGrants in namespace ns.
 	ReferenceGrants func(ns string) []*gwv1.ReferenceGrant
+	// ConfigMap returns the ConfigMap called key, or nil: the CA bundles
+	// of the Gateway's spec.tls.frontend (frontendtls.go).
+	ConfigMap func(key types.NamespacedName) *corev1.ConfigMap
 }
 
 // certificateProblem is why one certificateRef does not resolve: the

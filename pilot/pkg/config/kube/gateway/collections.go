@@ -253,6 +253,15 @@ func Build(in Inputs, opts Options) Outputs {
 			ReferenceGrants: func(ns string) []*gwv1.ReferenceGrant {
 				return krt.Fetch(ctx, in.ReferenceGrants, krt.FilterNamespace(ns))
 			},
+			ConfigMap: func(key types.NamespacedName) *corev1.ConfigMap {
+				if in.ConfigMaps == nil {
+					return nil
+				}
+				if cm := krt.FetchOne(ctx, in.ConfigMaps, krt.FilterKey(key.String())); cm != nil {
+					return *cm
+				}
+				return nil
+			},
 		})
 		v.Class, v.EPPBodyMode, v.ClassProblem = p.Class, p.EPPBodyMode, p.Problem
 		v.ParametersProblem = gatewayParametersProblem(gw)
@@ -564,7 +573,7 @@ func TranslatorGateway(gw GatewayView, routes []RouteResult) *model.Gateway {
 		}
 		ml := model.Listener{Name: string(l.Name), Port: uint32(l.Port), Protocol: l.Protocol, Hostname: l.Hostname}
 		if l.Certificate.Name != "" {
-			ml.TLS = &model.ListenerTLS{CertificateRefs: []string{l.Certificate.String()}}
+			ml.TLS = &model.ListenerTLS{CertificateRefs: []string{l.Certificate.String()}, ClientValidation: l.ClientValidation}
 		}
 		for i := range routes {
 			r := &routes[i]

@@ -24,6 +24,8 @@ import (
 // Programmed only when it is accepted, not conflicted and the Gateway is
 // programmed (False/Invalid for a listener that is not accepted, is
 // conflicted, or is HTTPS without a certificate that resolves: Served).
+// InsecureFrontendValidationMode=True/ConfigurationChanged while the
+// Gateway's spec.tls.frontend uses AllowInsecureFallback.
 // A listener whose certificateRef does not resolve stays Accepted (routes
 // attach and count) with ResolvedRefs=False. A conflicted listener keeps its Accepted condition. Conditions carry the
 // Gateway's generation and lastTransitionTime now (the writer keeps the live
@@ -83,6 +85,14 @@ func GatewayStatus(gw *GatewayView, attached map[gwv1.SectionName]int32, program
 			fmt.Sprintf("%d of %d listeners are not valid", n-valid, n)))
 	default:
 		st.Conditions = append(st.Conditions, cond(string(gwv1.GatewayConditionAccepted), false, string(gwv1.GatewayReasonListenersNotValid), "no valid listener"))
+	}
+	if gw.InsecureFrontend {
+		// Present only while the mode is in use: the condition goes when
+		// the Gateway returns to AllowValidOnly (the writer applies the
+		// whole set of our conditions).
+		st.Conditions = append(st.Conditions, cond(string(gwv1.GatewayConditionInsecureFrontendValidationMode), true,
+			string(gwv1.GatewayReasonConfigurationChanged),
+			"spec.tls.frontend uses mode AllowInsecureFallback: clients without a valid certificate are accepted"))
 	}
 	if programmed {
 		st.Conditions = append(st.Conditions, cond(string(gwv1.GatewayConditionProgrammed), true, string(gwv1.GatewayReasonProgrammed), "the gateway deployment is ready"))

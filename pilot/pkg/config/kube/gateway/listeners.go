@@ -45,6 +45,10 @@ type GatewayView struct {
 	// Gateway is Accepted=False/InvalidParameters and refused by the
 	// translator, as for a class whose parameters do not resolve.
 	ParametersProblem string
+	// InsecureFrontend is set when spec.tls.frontend uses the
+	// AllowInsecureFallback mode anywhere: the Gateway's status carries
+	// InsecureFrontendValidationMode=True/ConfigurationChanged.
+	InsecureFrontend bool
 }
 
 // ListenerView is one Gateway API Listener as we validated it.
@@ -69,6 +73,12 @@ type ListenerView struct {
 	// certificateRef once it resolves (ResolveCertificateRef); zero while
 	// it does not, and then the listener is not served (Served).
 	Certificate types.NamespacedName
+	// ClientValidation is, for an HTTPS listener, the client-certificate
+	// validation the Gateway's spec.tls.frontend asks on its port, with the
+	// CA certificates that resolved; nil when none is asked. A listener
+	// asked for validation none of whose CAs resolves is not accepted
+	// (NoValidCACertificate).
+	ClientValidation *model.ClientValidation
 	// Kinds is status.listeners[].supportedKinds: allowedRoutes.kinds that
 	// we support, or HTTPRoute and GRPCRoute when none are listed.
 	Kinds []gwv1.RouteGroupKind
@@ -103,8 +113,9 @@ func (l *ListenerView) Served() bool {
 func NewGatewayView(gw *gwv1.Gateway, certs CertificateLookups) *GatewayView {
 	v := &GatewayView{Gateway: types.NamespacedName{Namespace: gw.Namespace, Name: gw.Name}, Generation: gw.Generation}
 	for _, l := range gw.Spec.Listeners {
-		v.Listeners = append(v.Listeners, newListenerView(gw.Namespace, l, certs))
+		v.Listeners = append(v.Listeners, newListenerView(gw, l, certs))
 	}
+	v.InsecureFrontend = InsecureFrontendValidation(gw)
 	markConflicts(v.Listeners)
 	return v
 }
@@ -133,7 +144,8 @@ func markConflicts(ls []ListenerView) {
 	}
 }
 
-func newListenerView(ns string, l gwv1.Listener, certs CertificateLookups) ListenerView {
+func newListenerView(gw *gwv1.Gateway, l gwv1.Listener, certs CertificateLookups) ListenerView {
+	ns := gw.Namespace
 	v := ListenerView{
 		Name: l.Name, Port: l.Port, Protocol: l.Protocol, Hostname: string(ptr.Deref(l.Hostname, "")),
 		Accepted: true, ResolvedRefs: true, From: gwv1.NamespacesFromSame, Namespace: ns,
@@ -168,6 +180,21 @@ func newListenerView(ns string, l gwv1.Listener, certs CertificateLookups) Liste
 			} else {
 				v.Certificate = key
 			}
+		}
+		if fv := frontendValidationFor(gw, l.Port); fv != nil && v.Accepted {
+			if len(fv.CACertificateRefs) == 0 {
+				// The CRD requires one; a file-mode Gateway may not.
+				reject(gwv1.ListenerReasonNoValidCACertificate, "spec.tls.frontend validation for port %d has no caCertificateRefs", l.Port)
+				break
+			}
+			cv, problem := resolveFrontendValidation(ns, fv, certs)
+			if problem != nil && v.ResolvedRefs {
+				v.ResolvedRefs, v.RefsReason, v.RefsMessage = false, problem.reason, problem.message
+			}
+			if cv == nil {
+				reject(gwv1.ListenerReasonNoValidCACertificate, "none of the caCertificateRefs of spec.tls.frontend for port %d resolves (see ResolvedRefs)", l.Port)
+			}
+			v.ClientValidation = cv
 		}
 	case gwv1.TLSProtocolType:
 		reject(gwv1.ListenerReasonUnsupportedProtocol, "protocol TLS (TLS passthrough or termination for TLSRoutes) is not implemented: "+
