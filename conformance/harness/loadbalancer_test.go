@@ -14,6 +14,7 @@ import (
 	"net"
 	"net/netip"
 	"os/exec"
+	"slices"
 	"strconv"
 	"sync"
 	"time"
@@ -108,7 +109,27 @@ func (lb *loadBalancer) sync(ctx context.Context, svc *corev1.Service) {
 		lb.release(key)
 		return
 	}
-	addr, err := lb.assign(key)
+	// spec.loadBalancerIP asks for one address, as cloud load balancers
+	// (and MetalLB) honour it: given when it is in the pool and free;
+	// otherwise the Service gets no address at all, as a cloud provider
+	// leaves it pending with an error event.
+	var want netip.Addr
+	if ip := svc.Spec.LoadBalancerIP; ip != "" {
+		a, err := netip.ParseAddr(ip)
+		if err != nil || !slices.Contains(lb.pool, a) {
+			lb.logf("load balancer: %s: requested address %q is not in the pool; none assigned", key, ip)
+			lb.release(key)
+			if err := lb.writeStatus(ctx, svc, netip.Addr{}); err != nil {
+				lb.logf("load balancer: %s status: %v", key, err)
+			}
+			return
+		}
+		want = a
+	}
+	if cur, ok := lb.addressOf(key); ok && want.IsValid() && cur != want {
+		lb.release(key) // the requested address changed
+	}
+	addr, err := lb.assign(key, want)
 	if err != nil {
 		lb.logf("load balancer: %s: %v", key, err)
 		return
@@ -126,15 +147,20 @@ func (lb *loadBalancer) sync(ctx context.Context, svc *corev1.Service) {
 	}
 }
 
-// writeStatus sets svc's status.loadBalancer.ingress to addr, rereading the
-// Service on a conflict (its owner may have just changed it).
+// writeStatus sets svc's status.loadBalancer.ingress to addr (none when
+// addr is the zero Addr), rereading the Service on a conflict (its owner
+// may have just changed it).
 func (lb *loadBalancer) writeStatus(ctx context.Context, svc *corev1.Service, addr netip.Addr) error {
 	return retry.RetryOnConflict(retry.DefaultRetry, func() error {
-		if len(svc.Status.LoadBalancer.Ingress) == 1 && svc.Status.LoadBalancer.Ingress[0].IP == addr.String() {
+		in := svc.Status.LoadBalancer.Ingress
+		if (!addr.IsValid() && len(in) == 0) || (len(in) == 1 && in[0].IP == addr.String()) {
 			return nil
 		}
 		out := svc.DeepCopy()
-		out.Status.LoadBalancer.Ingress = []corev1.LoadBalancerIngress{{IP: addr.String(), IPMode: ptrIPMode(corev1.LoadBalancerIPModeVIP)}}
+		out.Status.LoadBalancer.Ingress = nil
+		if addr.IsValid() {
+			out.Status.LoadBalancer.Ingress = []corev1.LoadBalancerIngress{{IP: addr.String(), IPMode: ptrIPMode(corev1.LoadBalancerIPModeVIP)}}
+		}
 		_, err := lb.client.CoreV1().Services(svc.Namespace).UpdateStatus(ctx, out, metav1.UpdateOptions{})
 		if apierrors.IsConflict(err) {
 			if fresh, gerr := lb.client.CoreV1().Services(svc.Namespace).Get(ctx, svc.Name, metav1.GetOptions{}); gerr == nil {
@@ -147,9 +173,17 @@ func (lb *loadBalancer) writeStatus(ctx context.Context, svc *corev1.Service, ad
 
 func ptrIPMode(m corev1.LoadBalancerIPMode) *corev1.LoadBalancerIPMode { return &m }
 
-// assign returns key's address, taking a free one from the pool and adding
-// it to the link the first time.
-func (lb *loadBalancer) assign(key string) (netip.Addr, error) {
+// addressOf is the address key holds, if any.
+func (lb *loadBalancer) addressOf(key string) (netip.Addr, bool) {
+	lb.mu.Lock()
+	defer lb.mu.Unlock()
+	a, ok := lb.addrs[key]
+	return a, ok
+}
+
+// assign returns key's address, taking want (when valid and free) or else
+// a free one from the pool, and adding it to the link the first time.
+func (lb *loadBalancer) assign(key string, want netip.Addr) (netip.Addr, error) {
 	lb.mu.Lock()
 	defer lb.mu.Unlock()
 	if a, ok := lb.addrs[key]; ok {
@@ -159,7 +193,14 @@ func (lb *loadBalancer) assign(key string) (netip.Addr, error) {
 	for _, a := range lb.addrs {
 		used[a] = true
 	}
-	for _, a := range lb.pool {
+	candidates := lb.pool
+	if want.IsValid() {
+		if used[want] {
+			return netip.Addr{}, fmt.Errorf("requested address %s is in use", want)
+		}
+		candidates = []netip.Addr{want}
+	}
+	for _, a := range candidates {
 		if used[a] {
 			continue
 		}

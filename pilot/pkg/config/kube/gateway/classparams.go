@@ -144,11 +144,18 @@ func gatewayParametersProblem(gw *gwv1.Gateway) string {
 // (gatewayParametersProblem), both of which make the translator refuse
 // the Gateway. st is not modified.
 func withInvalidParameters(st gwv1.GatewayStatus, what string) gwv1.GatewayStatus {
+	return withNotAccepted(st, gwv1.GatewayReasonInvalidParameters, what)
+}
+
+// withNotAccepted returns st with the Gateway's Accepted condition False
+// with reason, its message what is wrong and what follows (the translator
+// refuses the Gateway). st is not modified.
+func withNotAccepted(st gwv1.GatewayStatus, reason gwv1.GatewayConditionReason, what string) gwv1.GatewayStatus {
 	out := *st.DeepCopy()
 	for i := range out.Conditions {
 		if c := &out.Conditions[i]; c.Type == string(gwv1.GatewayConditionAccepted) {
 			c.Status = metav1.ConditionFalse
-			c.Reason = string(gwv1.GatewayReasonInvalidParameters)
+			c.Reason = string(reason)
 			c.Message = what + "; the Gateway's proxies keep their last configuration"
 		}
 	}

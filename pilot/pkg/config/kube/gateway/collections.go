@@ -265,6 +265,7 @@ func Build(in Inputs, opts Options) Outputs {
 		})
 		v.Class, v.EPPBodyMode, v.ClassProblem = p.Class, p.EPPBodyMode, p.Problem
 		v.ParametersProblem = gatewayParametersProblem(gw)
+		v.AddressProblem = gatewayAddressProblem(gw)
 		return v
 	}, with("Gateways")...)
 
@@ -395,6 +396,8 @@ func Build(in Inputs, opts Options) Outputs {
 			st = withClassProblem(st, gw.Class, gw.ClassProblem)
 		case gw.ParametersProblem != "":
 			st = withInvalidParameters(st, gw.ParametersProblem)
+		case gw.AddressProblem != "":
+			st = withNotAccepted(st, gwv1.GatewayReasonUnsupportedAddress, gw.AddressProblem)
 		}
 		return &GatewayStatusResult{Namespace: gw.Gateway.Namespace, Name: gw.Gateway.Name, Status: st}
 	}, with("GatewayStatuses")...)
@@ -565,6 +568,9 @@ func TranslatorGateway(gw GatewayView, routes []RouteResult) *model.Gateway {
 		EPPBodyMode: gw.EPPBodyMode, ClassParametersError: gw.ClassProblem}
 	if out.ClassParametersError == "" && gw.ParametersProblem != "" {
 		out.ClassParametersError = gw.ParametersProblem
+	}
+	if out.ClassParametersError == "" && gw.AddressProblem != "" {
+		out.ClassParametersError = gw.AddressProblem
 	}
 	built := map[string]*model.Route{}
 	for _, l := range gw.Listeners {

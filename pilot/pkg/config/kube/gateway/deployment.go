@@ -176,14 +176,15 @@ func BootstrapConfigMapName(gateway, class string) string {
 // DeploymentScope returns "" when a Gateway of ours gets a deployment, or
 // why it does not (the message of its Programmed=False/Invalid
 // condition):
-//   - spec.addresses is set: requested addresses (and Istio's manual
-//     deployment, which names an existing Service there) are not supported;
+//   - spec.addresses holds an address that cannot be asked of a load
+//     balancer (addresses.go; Istio's manual deployment, which names an
+//     existing Service there as a Hostname address, is not supported);
 //   - the Gateway's name is longer than 63 characters: it cannot be the
 //     value of GatewayNameLabel.
 func DeploymentScope(gw *gwv1.Gateway) string {
 	switch {
-	case len(gw.Spec.Addresses) > 0:
-		return "spec.addresses is not supported: no deployment is made for a Gateway that requests addresses"
+	case gatewayAddressProblem(gw) != "":
+		return gatewayAddressProblem(gw) + ": no deployment is made"
 	case len(gw.Name) > maxServiceName:
 		return fmt.Sprintf("the Gateway's name is longer than %d characters, the longest label value: no deployment is made", maxServiceName)
 	}
@@ -311,8 +312,13 @@ func DesiredDeployment(gw *gwv1.Gateway, cfg ProxyConfig) (*GatewayDeployment, e
 
 	sa := corev1ac.ServiceAccount(name, gw.Namespace).WithLabels(labels).WithAnnotations(infraAnnotations).WithOwnerReferences(owner)
 
-	svcSpec := corev1ac.ServiceSpec().WithType(serviceType(gw)).WithSelector(selector).
-		WithPorts(corev1ac.ServicePort().WithName(StatusPortName).WithProtocol(corev1.ProtocolTCP).
+	svcSpec := corev1ac.ServiceSpec().WithType(serviceType(gw)).WithSelector(selector)
+	if ips, _ := requestedAddresses(gw); len(ips) > 0 && serviceType(gw) == corev1.ServiceTypeLoadBalancer {
+		// A Service asks its load balancer for one address; the others
+		// are reported not usable (DeploymentProgrammed).
+		svcSpec.WithLoadBalancerIP(ips[0].String())
+	}
+	svcSpec.WithPorts(corev1ac.ServicePort().WithName(StatusPortName).WithProtocol(corev1.ProtocolTCP).
 			WithAppProtocol("tcp").WithPort(bootstrap.DefaultStatusPort).
 			WithTargetPort(intstr.FromInt32(bootstrap.DefaultStatusPort)))
 	container := corev1ac.Container().WithName(ProxyContainerName).WithImage(cfg.Image).

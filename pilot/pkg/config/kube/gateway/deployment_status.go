@@ -37,6 +37,10 @@ import (
 //     reports none while the load balancer is pending).
 //   - ClusterIP or NodePort: the address fqdn (type Hostname, the address
 //     type of Istio's class); True/Programmed.
+//   - spec.addresses asks IP addresses (addresses.go) that the Service's
+//     status does not show (the load balancer has not given them, or the
+//     Service is not a LoadBalancer): False/AddressNotUsable naming them,
+//     with the addresses it has.
 //
 // Listeners are served (ListenersServed) whenever the Service is ours.
 // Readiness of the Deployment's pods is not considered, as in Istio.
@@ -79,6 +83,21 @@ func DeploymentProgrammed(gw *gwv1.Gateway, svc *corev1.Service, cfg ProxyConfig
 			typ = gwv1.IPAddressType
 		}
 		addrs = append(addrs, gwv1.GatewayStatusAddress{Type: ptr.To(typ), Value: a})
+	}
+	if ips, _ := requestedAddresses(gw); len(ips) > 0 {
+		var missing []string
+		for _, ip := range ips {
+			if !slices.ContainsFunc(addrs, func(a gwv1.GatewayStatusAddress) bool { return a.Value == ip.String() }) {
+				missing = append(missing, ip.String())
+			}
+		}
+		if len(missing) > 0 {
+			return ProgrammedStatus{Reason: gwv1.GatewayReasonAddressNotUsable, ListenersServed: true, Addresses: addrs,
+				Message: fmt.Sprintf("Assigned to service(s) %s, but the load balancer has not given it the requested address(es) %s: "+
+					"a LoadBalancer Service can ask for one address (spec.loadBalancerIP, the first of spec.addresses), which must be free "+
+					"and in the load balancer's pool; remove the addresses it cannot get",
+					humanJoin(assigned), humanJoin(missing))}
+		}
 	}
 	switch {
 	case len(addrs) > 0:

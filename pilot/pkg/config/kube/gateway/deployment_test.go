@@ -16,6 +16,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	metav1ac "k8s.io/client-go/applyconfigurations/meta/v1"
+	"k8s.io/utils/ptr"
 	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
 
 	"github.com/infermesh/infermesh/pkg/kube/krt"
@@ -47,14 +48,45 @@ func TestDeploymentName(t *testing.T) {
 	}
 }
 
+// TestDeploymentAsksForTheStaticAddress: the first IPAddress of
+// spec.addresses is asked of the load balancer (spec.loadBalancerIP); a
+// Gateway without addresses, or whose Service is not a LoadBalancer, asks
+// none.
+func TestDeploymentAsksForTheStaticAddress(t *testing.T) {
+	lbIP := func(gw *gwv1.Gateway) string {
+		t.Helper()
+		d, err := DesiredDeployment(gw, testProxy())
+		if err != nil {
+			t.Fatal(err)
+		}
+		return ptr.Deref(d.Service.Spec.LoadBalancerIP, "")
+	}
+	gw := deployedSeed()
+	if ip := lbIP(gw); ip != "" {
+		t.Errorf("no addresses: loadBalancerIP %q", ip)
+	}
+	gw.Spec.Addresses = []gwv1.GatewaySpecAddress{{Value: "10.0.0.1"}, {Type: ptr.To(gwv1.IPAddressType), Value: "10.0.0.2"}}
+	if ip := lbIP(gw); ip != "10.0.0.1" {
+		t.Errorf("loadBalancerIP %q, want the first address", ip)
+	}
+	gw.Annotations = map[string]string{ServiceTypeAnnotation: string(corev1.ServiceTypeClusterIP)}
+	if ip := lbIP(gw); ip != "" {
+		t.Errorf("ClusterIP Service: loadBalancerIP %q", ip)
+	}
+}
+
 func TestDeploymentScope(t *testing.T) {
 	gw := seedGateway()
 	if s := DeploymentScope(gw); s != "" {
 		t.Errorf("seed out of scope: %s", s)
 	}
 	gw.Spec.Addresses = []gwv1.GatewaySpecAddress{{Value: "10.0.0.1"}}
+	if s := DeploymentScope(gw); s != "" {
+		t.Errorf("Gateway with an IP address out of scope: %s", s)
+	}
+	gw.Spec.Addresses = []gwv1.GatewaySpecAddress{{Type: ptr.To(gwv1.HostnameAddressType), Value: "gw.example.com"}}
 	if s := DeploymentScope(gw); !strings.Contains(s, "spec.addresses") {
-		t.Errorf("Gateway with addresses: %q", s)
+		t.Errorf("Gateway with a Hostname address: %q", s)
 	}
 	gw = seedGateway()
 	gw.Name = strings.Repeat("n", 64)
@@ -217,6 +249,8 @@ func TestDeploymentProgrammed(t *testing.T) {
 	foreign.Labels = nil
 	withAddresses := deployedSeed()
 	withAddresses.Spec.Addresses = []gwv1.GatewaySpecAddress{{Value: "10.0.0.1"}}
+	withHostname := deployedSeed()
+	withHostname.Spec.Addresses = []gwv1.GatewaySpecAddress{{Type: ptr.To(gwv1.HostnameAddressType), Value: "gw.example.com"}}
 	const fqdn = "gateway-istio.gateway-namespace.svc.cluster.local"
 	cases := []struct {
 		name    string
@@ -237,7 +271,16 @@ func TestDeploymentProgrammed(t *testing.T) {
 			"True (Programmed)", true, "Resource programmed, assigned to service(s) " + fqdn + ":80",
 			[]string{"IPAddress=203.0.113.7", "Hostname=lb.example.com"}},
 		{"ClusterIP", gw, svc(corev1.ServiceTypeClusterIP), "True (Programmed)", true, "", []string{"Hostname=" + fqdn}},
-		{"spec.addresses", withAddresses, svc(corev1.ServiceTypeClusterIP), "False (Invalid)", false, "", nil},
+		{"spec.addresses on a ClusterIP Service", withAddresses, svc(corev1.ServiceTypeClusterIP), "False (AddressNotUsable)", true, "", nil},
+		{"spec.addresses, load balancer pending", withAddresses, svc(corev1.ServiceTypeLoadBalancer), "False (AddressNotUsable)", true,
+			`Assigned to service(s) ` + fqdn + `:80, but the load balancer has not given it the requested address(es) 10.0.0.1: ` +
+				`a LoadBalancer Service can ask for one address (spec.loadBalancerIP, the first of spec.addresses), which must be free ` +
+				`and in the load balancer's pool; remove the addresses it cannot get`, nil},
+		{"spec.addresses, another address given", withAddresses, svc(corev1.ServiceTypeLoadBalancer, corev1.LoadBalancerIngress{IP: "203.0.113.7"}),
+			"False (AddressNotUsable)", true, "", []string{"IPAddress=203.0.113.7"}},
+		{"spec.addresses given", withAddresses, svc(corev1.ServiceTypeLoadBalancer, corev1.LoadBalancerIngress{IP: "10.0.0.1"}),
+			"True (Programmed)", true, "", []string{"IPAddress=10.0.0.1"}},
+		{"spec.addresses with a Hostname", withHostname, svc(corev1.ServiceTypeLoadBalancer), "False (Invalid)", false, "", nil},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -309,7 +352,7 @@ func TestBuildDeploymentsAndStatus(t *testing.T) {
 	theirs := deployedSeed()
 	theirs.Name, theirs.Spec.GatewayClassName = "theirs", "other"
 	addressed := deployedSeed()
-	addressed.Name, addressed.Spec.Addresses = "addressed", []gwv1.GatewaySpecAddress{{Value: "10.0.0.1"}}
+	addressed.Name, addressed.Spec.Addresses = "addressed", []gwv1.GatewaySpecAddress{{Type: ptr.To(gwv1.AddressType("example.com/fake")), Value: "x"}}
 	for _, g := range []*gwv1.Gateway{ours, theirs, addressed} {
 		gateways.UpdateObject(g)
 	}
@@ -354,8 +397,8 @@ func TestBuildDeploymentsAndStatus(t *testing.T) {
 		t.Errorf("addresses = %v", a)
 	}
 	if s := statuses.GetKey("gateway-namespace/addressed"); s == nil ||
-		!strings.Contains(strings.Join(condStrings(s.Status.Conditions), ","), "Programmed=False (Invalid)") {
-		t.Errorf("Gateway with spec.addresses: %+v", s)
+		strings.Join(condStrings(s.Status.Conditions), ", ") != "Accepted=False (UnsupportedAddress), Programmed=False (Invalid)" {
+		t.Errorf("Gateway with an unsupported address type: %+v", s)
 	}
 }
 

@@ -49,6 +49,10 @@ type GatewayView struct {
 	// AllowInsecureFallback mode anywhere: the Gateway's status carries
 	// InsecureFrontendValidationMode=True/ConfigurationChanged.
 	InsecureFrontend bool
+	// AddressProblem is why spec.addresses cannot be used (addresses.go):
+	// the Gateway is Accepted=False/UnsupportedAddress, gets no deployment
+	// and is refused by the translator.
+	AddressProblem string
 }
 
 // ListenerView is one Gateway API Listener as we validated it.
