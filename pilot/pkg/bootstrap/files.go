@@ -24,6 +24,7 @@ func fileMode(src *file.Source, f features.Features, opts []krt.CollectionOption
 		GatewayClasses: src.GatewayClasses(), Gateways: src.Gateways(), HTTPRoutes: src.HTTPRoutes(),
 		GRPCRoutes: src.GRPCRoutes(), ReferenceGrants: src.ReferenceGrants(), Namespaces: src.Namespaces(),
 		Services: src.Services(), InferencePools: src.InferencePools(), ConfigMaps: src.ConfigMaps(), Secrets: src.Secrets(),
+		BackendTLSPolicies: src.BackendTLSPolicies(),
 	}
 	c := gateway.NewOffline(in, f, opts)
 	services := src.Services()

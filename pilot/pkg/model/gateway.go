@@ -161,6 +161,12 @@ type ServiceBackend struct {
 	// (ServicePortHTTP2). The port's cluster is shared by every route that
 	// sends to it, so its protocol is the port's, never a route's.
 	HTTP2 bool
+	// TLS is client TLS to the Service port, from the BackendTLSPolicy that
+	// applies to it (Host is the Service host); nil means plaintext.
+	TLS *EPPTLS
+	// TLSProblem is set when the BackendTLSPolicy that applies to the port
+	// is invalid: the backend's share gets HTTP 500, never plaintext.
+	TLSProblem string
 }
 
 // ServicePortHTTP2 reports whether a Service port declares HTTP/2: its

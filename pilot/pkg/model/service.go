@@ -27,9 +27,11 @@ type ClusterEndpoints struct {
 // ResourceName is the krt key: the cluster name.
 func (c ClusterEndpoints) ResourceName() string { return c.Cluster }
 
-// EPPTLS is TLS towards one Endpoint Picker, as a DestinationRule (mode
-// SIMPLE) or a Gateway API BackendTLSPolicy describes it. It becomes the EPP
-// cluster's UpstreamTlsContext. Its krt key is Host.
+// EPPTLS is client TLS towards a backend: an Endpoint Picker, as a
+// DestinationRule (mode SIMPLE) or a Gateway API BackendTLSPolicy
+// describes it, or any Service port a BackendTLSPolicy targets
+// (ServiceBackend.TLS). It becomes the cluster's UpstreamTlsContext. Its
+// krt key is Host.
 type EPPTLS struct {
 	// Host is the EPP Service FQDN the policy applies to.
 	Host string
@@ -47,6 +49,11 @@ type EPPTLS struct {
 	// Empty means the SNI sent (SNI, else Host): whenever the certificate
 	// is verified, its name is verified too.
 	SubjectAltNames []string
+	// URISubjectAltNames are URI SANs the server certificate may carry
+	// instead (match_typed_subject_alt_names, URI, exact), from a
+	// BackendTLSPolicy's subjectAltNames of type URI. With URI SANs and no
+	// DNS ones, the SNI is not checked as a name.
+	URISubjectAltNames []string
 	// Source is the configuration this TLS comes from, as Istio names it in
 	// a cluster's filter_metadata istio.config (what istioctl's DESTINATION
 	// RULE column reads): /apis/networking.istio.io/v1/namespaces/<ns>/

@@ -12,6 +12,7 @@ import (
 	"crypto/x509/pkix"
 	"encoding/pem"
 	"math/big"
+	"net/url"
 	"os"
 	"path/filepath"
 	"testing"
@@ -52,6 +53,20 @@ func newTestCA(t *testing.T) *testCA {
 // only (as DNS subject alternative names; the common name is not a name).
 func (ca *testCA) serverCert(t *testing.T, dnsNames ...string) tls.Certificate {
 	t.Helper()
+	return ca.serverCertWithURIs(t, nil, dnsNames...)
+}
+
+// serverCertWithURIs is serverCert with URI subject alternative names too.
+func (ca *testCA) serverCertWithURIs(t *testing.T, uris []string, dnsNames ...string) tls.Certificate {
+	t.Helper()
+	var us []*url.URL
+	for _, u := range uris {
+		parsed, err := url.Parse(u)
+		if err != nil {
+			t.Fatal(err)
+		}
+		us = append(us, parsed)
+	}
 	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
 		t.Fatal(err)
@@ -64,7 +79,7 @@ func (ca *testCA) serverCert(t *testing.T, dnsNames ...string) tls.Certificate {
 		SerialNumber: serial, Subject: pkix.Name{CommonName: "server"},
 		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(24 * time.Hour),
 		KeyUsage: x509.KeyUsageDigitalSignature, ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
-		DNSNames: dnsNames,
+		DNSNames: dnsNames, URIs: us,
 	}
 	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca.cert, &key.PublicKey, ca.key)
 	if err != nil {

@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"net"
 	"os"
+	"slices"
 	"time"
 
 	clusterv3 "github.com/envoyproxy/go-control-plane/envoy/config/cluster/v3"
@@ -282,12 +283,22 @@ func compileUpstreamTLS(ts *corev3.TransportSocket) (*tls.Config, error) {
 			return nil, errors.New("trusted_ca: no PEM certificates")
 		}
 	}
-	var sans []string
+	// SAN matchers (source/common/tls/cert_validator/default_validator.cc,
+	// matchSubjectAltName; san_matcher.cc): the certificate passes when
+	// any matcher matches any SAN of its type. DNS and URI exact only.
+	var sans, uris []string
 	for _, m := range vc.GetMatchTypedSubjectAltNames() {
-		if m.GetSanType() != tlsv3.SubjectAltNameMatcher_DNS || m.GetMatcher().GetExact() == "" {
-			return nil, errors.New("match_typed_subject_alt_names: only DNS exact is implemented")
+		exact := m.GetMatcher().GetExact()
+		switch {
+		case exact == "":
+			return nil, errors.New("match_typed_subject_alt_names: only exact matchers are implemented")
+		case m.GetSanType() == tlsv3.SubjectAltNameMatcher_DNS:
+			sans = append(sans, exact)
+		case m.GetSanType() == tlsv3.SubjectAltNameMatcher_URI:
+			uris = append(uris, exact)
+		default:
+			return nil, fmt.Errorf("match_typed_subject_alt_names: san_type %v not implemented (only DNS and URI)", m.GetSanType())
 		}
-		sans = append(sans, m.GetMatcher().GetExact())
 	}
 	cfg.VerifyConnection = func(cs tls.ConnectionState) error {
 		if len(cs.PeerCertificates) == 0 {
@@ -302,17 +313,23 @@ func compileUpstreamTLS(ts *corev3.TransportSocket) (*tls.Config, error) {
 				return err
 			}
 		}
-		if len(sans) == 0 {
+		if len(sans) == 0 && len(uris) == 0 {
 			return nil
 		}
+		leaf := cs.PeerCertificates[0]
 		for _, want := range sans {
-			for _, got := range cs.PeerCertificates[0].DNSNames {
-				if got == want {
+			if slices.Contains(leaf.DNSNames, want) {
+				return nil
+			}
+		}
+		for _, want := range uris {
+			for _, got := range leaf.URIs {
+				if got.String() == want {
 					return nil
 				}
 			}
 		}
-		return fmt.Errorf("server certificate matches none of the subject alternative names %v", sans)
+		return fmt.Errorf("server certificate matches none of the subject alternative names %v %v", sans, uris)
 	}
 	return cfg, nil
 }

@@ -36,6 +36,9 @@ type clusterSpec struct {
 	raiseLimits bool
 	// eppHost is set for an EPP cluster: the key of Inputs.EPPTLS.
 	eppHost string
+	// tls is a Service cluster's client TLS (ServiceBackend.TLS, from a
+	// BackendTLSPolicy); nil for plaintext.
+	tls *EPPTLS
 }
 
 // clusterSpecs walks every rule of every route that attaches through some
@@ -69,8 +72,12 @@ func clusterSpecs(gw *model.Gateway, opts Options) map[string]*clusterSpec {
 					}
 					s := get(name)
 					if b.Pool == nil {
-						// The Service port's protocol, never the route's.
+						// The Service port's protocol and TLS, never the
+						// route's.
 						s.http2 = s.http2 || b.Service.HTTP2
+						if s.tls == nil {
+							s.tls = b.Service.TLS
+						}
 						continue
 					}
 					// The pool's own protocol, never the route's: its
@@ -211,9 +218,23 @@ func buildCluster(s *clusterSpec, in Inputs, opts Options, packed packedClusterC
 	if s.http2 {
 		c.TypedExtensionProtocolOptions = map[string]*anypb.Any{HTTPProtocolOptionsKey: shareAny(packed.http2)}
 	}
+	if s.tls != nil {
+		// ALPN h2 only for an HTTP/2 port: a TLS server then needs it to
+		// speak HTTP/2; HTTP/1.1 upstreams get none, Envoy's default.
+		var alpn []string
+		if s.http2 {
+			alpn = []string{"h2"}
+		}
+		ts, err := upstreamTransportSocket(s.tls.Host, s.tls, alpn, opts.SystemCAFile)
+		if err != nil {
+			return nil, err
+		}
+		c.TransportSocket = ts
+		c.Metadata = configMetadata(s.tls.Source)
+	}
 	if s.eppHost != "" {
 		if t := in.EPPTLS[s.eppHost]; t != nil {
-			ts, err := eppTransportSocket(s.eppHost, t, opts.SystemCAFile)
+			ts, err := upstreamTransportSocket(s.eppHost, t, []string{"h2"}, opts.SystemCAFile)
 			if err != nil {
 				return nil, err
 			}
@@ -271,29 +292,32 @@ func overrideHostPolicy() (*clusterv3.LoadBalancingPolicy, error) {
 	}}}, nil
 }
 
-// eppTransportSocket is TLS towards an Endpoint Picker (transport socket
-// envoy.transport_sockets.tls, UpstreamTlsContext). The server certificate
+// upstreamTransportSocket is TLS towards an Endpoint Picker or a Service
+// port a BackendTLSPolicy targets (transport socket
+// envoy.transport_sockets.tls, UpstreamTlsContext), offering alpn. The
+// server certificate
 // is verified against CACertificates (inline trusted_ca) when given, not at
 // all when InsecureSkipVerify, and otherwise against the proxy's system
 // trust store, the file systemCA (trusted_ca.filename): what a DestinationRule
 // in SIMPLE mode without caCertificates and a BackendTLSPolicy with
 // wellKnownCACertificates System both mean.
 //
-// A verified certificate must also name the EPP: Envoy checks only the
+// A verified certificate must also name the backend: Envoy checks only the
 // chain unless the validation context has SAN matchers (source/common/tls/
 // cert_validator/default_validator.cc; sni alone is never checked). The
-// matchers are SubjectAltNames, or the SNI sent when there are none, the
+// matchers are SubjectAltNames (DNS) and URISubjectAltNames (URI), any one
+// of which passes, or the SNI sent when there are none, the
 // name auto_san_validation would check against auto_sni's SNI in Istio; the
 // EPP cluster cannot use auto_sni, whose SNI would be the gRPC stream's
 // :authority, the cluster name.
-func eppTransportSocket(host string, t *EPPTLS, systemCA string) (*corev3.TransportSocket, error) {
+func upstreamTransportSocket(host string, t *EPPTLS, alpn []string, systemCA string) (*corev3.TransportSocket, error) {
 	sni := t.SNI
 	if sni == "" {
 		sni = host
 	}
 	ctx := &tlsv3.UpstreamTlsContext{
 		Sni:              sni,
-		CommonTlsContext: &tlsv3.CommonTlsContext{AlpnProtocols: []string{"h2"}},
+		CommonTlsContext: &tlsv3.CommonTlsContext{AlpnProtocols: alpn},
 	}
 	if len(t.CACertificates) > 0 || !t.InsecureSkipVerify {
 		vc := &tlsv3.CertificateValidationContext{
@@ -303,12 +327,18 @@ func eppTransportSocket(host string, t *EPPTLS, systemCA string) (*corev3.Transp
 			vc.TrustedCa = &corev3.DataSource{Specifier: &corev3.DataSource_Filename{Filename: systemCA}}
 		}
 		sans := t.SubjectAltNames
-		if len(sans) == 0 {
+		if len(sans) == 0 && len(t.URISubjectAltNames) == 0 {
 			sans = []string{sni}
 		}
 		for _, san := range sans {
 			vc.MatchTypedSubjectAltNames = append(vc.MatchTypedSubjectAltNames, &tlsv3.SubjectAltNameMatcher{
 				SanType: tlsv3.SubjectAltNameMatcher_DNS,
+				Matcher: &matcherv3.StringMatcher{MatchPattern: &matcherv3.StringMatcher_Exact{Exact: san}},
+			})
+		}
+		for _, san := range t.URISubjectAltNames {
+			vc.MatchTypedSubjectAltNames = append(vc.MatchTypedSubjectAltNames, &tlsv3.SubjectAltNameMatcher{
+				SanType: tlsv3.SubjectAltNameMatcher_URI,
 				Matcher: &matcherv3.StringMatcher{MatchPattern: &matcherv3.StringMatcher_Exact{Exact: san}},
 			})
 		}

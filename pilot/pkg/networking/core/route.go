@@ -513,13 +513,15 @@ type backendShare struct {
 // endpointPickerRef, or port 0), or a Service port or a pool that speaks
 // HTTP/1.1 behind a GRPCRoute (gRPC needs HTTP/2; the controller reports
 // it as ResolvedRefs=False/UnsupportedProtocol and sets Invalid, this is
-// the same rule for a model built without it).
+// the same rule for a model built without it), or a Service port whose
+// BackendTLSPolicy is invalid (TLSProblem: plaintext would ignore the
+// policy).
 func backendCluster(b *model.Backend, grpc bool) (cluster string, epp *model.EPPBackend, ok bool) {
 	switch {
 	case b.Invalid != "":
 		return "", nil, false
 	case b.Service != nil:
-		if grpc && !b.Service.HTTP2 {
+		if (grpc && !b.Service.HTTP2) || b.Service.TLSProblem != "" {
 			return "", nil, false
 		}
 		return ClusterName(uint32(b.Service.Port), b.Service.Host), nil, true

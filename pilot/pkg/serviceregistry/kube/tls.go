@@ -88,13 +88,12 @@ func policyTargets(p *gwv1.BackendTLSPolicy) []string {
 //
 //   - hostname is the SNI, and the only SAN accepted when subjectAltNames
 //     is empty.
-//   - subjectAltNames of type Hostname are the DNS SANs accepted. A URI SAN
-//     makes the policy invalid: model.EPPTLS matches DNS SANs only, and
-//     dropping the entry would accept certificates the policy rejects.
+//   - subjectAltNames of type Hostname are the DNS SANs accepted, those of
+//     type URI the URI SANs; a certificate with any one of them passes.
 //   - caCertificateRefs: each must be a core ConfigMap (group "", kind
 //     ConfigMap) holding a PEM CERTIFICATE under key ca.crt; the bundles are
-//     concatenated in order. A missing ConfigMap, key or certificate makes
-//     the policy invalid (the Gateway API reason InvalidCACertificateRef).
+//     concatenated in order. Another kind, or a missing ConfigMap, key or
+//     certificate, makes the policy invalid with a *CARefError.
 //   - wellKnownCACertificates System: CACertificates is left empty and
 //     InsecureSkipVerify false, meaning "verify against the proxy's system
 //     trust store"; the translator must not read an empty CA as "skip
@@ -114,11 +113,13 @@ func ResolveBackendTLSPolicy(p *gwv1.BackendTLSPolicy, configMap func(name strin
 		switch san.Type {
 		case gwv1.HostnameSubjectAltNameType:
 			t.SubjectAltNames = append(t.SubjectAltNames, string(san.Hostname))
+		case gwv1.URISubjectAltNameType:
+			t.URISubjectAltNames = append(t.URISubjectAltNames, string(san.URI))
 		default:
-			return nil, fmt.Errorf("spec.validation.subjectAltNames[%d]: type %q is not supported (only Hostname)", i, san.Type)
+			return nil, fmt.Errorf("spec.validation.subjectAltNames[%d]: type %q is not supported (only Hostname and URI)", i, san.Type)
 		}
 	}
-	if len(t.SubjectAltNames) == 0 {
+	if len(t.SubjectAltNames) == 0 && len(t.URISubjectAltNames) == 0 {
 		t.SubjectAltNames = []string{string(v.Hostname)}
 	}
 	wellKnown := v.WellKnownCACertificates != nil && *v.WellKnownCACertificates != ""
@@ -141,20 +142,35 @@ func ResolveBackendTLSPolicy(p *gwv1.BackendTLSPolicy, configMap func(name strin
 	return t, nil
 }
 
+// CARefError is a BackendTLSPolicy whose caCertificateRefs do not
+// resolve: Reason is the policy's ResolvedRefs=False reason, InvalidKind
+// (not a ConfigMap) or InvalidCACertificateRef (missing, or no
+// certificate under ca.crt); the policy is then Accepted=False with
+// NoValidCACertificate (Gateway API BackendTLSPolicyValidation).
+type CARefError struct {
+	Reason gwv1.PolicyConditionReason
+	Msg    string
+}
+
+func (e *CARefError) Error() string { return e.Msg }
+
 func caBundle(refs []gwv1.LocalObjectReference, configMap func(name string) *corev1.ConfigMap) ([]byte, error) {
 	var out []byte
 	for i, r := range refs {
 		at := fmt.Sprintf("spec.validation.caCertificateRefs[%d]", i)
 		if r.Group != "" || r.Kind != "ConfigMap" {
-			return nil, fmt.Errorf("%s: kind %q in group %q is not supported (only ConfigMap)", at, r.Kind, r.Group)
+			return nil, &CARefError{Reason: gwv1.BackendTLSPolicyReasonInvalidKind,
+				Msg: fmt.Sprintf("%s: kind %q in group %q is not supported (only ConfigMap)", at, r.Kind, r.Group)}
 		}
 		cm := configMap(string(r.Name))
 		if cm == nil {
-			return nil, fmt.Errorf("%s: ConfigMap %q not found", at, r.Name)
+			return nil, &CARefError{Reason: gwv1.BackendTLSPolicyReasonInvalidCACertificateRef,
+				Msg: fmt.Sprintf("%s: ConfigMap %q not found", at, r.Name)}
 		}
 		data := cm.Data[CACertificateKey]
 		if !hasCertificate([]byte(data)) {
-			return nil, fmt.Errorf("%s: ConfigMap %q has no PEM certificate under key %s", at, r.Name, CACertificateKey)
+			return nil, &CARefError{Reason: gwv1.BackendTLSPolicyReasonInvalidCACertificateRef,
+				Msg: fmt.Sprintf("%s: ConfigMap %q has no PEM certificate under key %s", at, r.Name, CACertificateKey)}
 		}
 		if len(out) > 0 && out[len(out)-1] != '\n' {
 			out = append(out, '\n')

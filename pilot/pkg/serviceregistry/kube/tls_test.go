@@ -105,11 +105,19 @@ func TestResolveBackendTLSPolicy(t *testing.T) {
 		mutate:  func(v *gwv1.BackendTLSPolicyValidation) { v.CACertificateRefs[0].Kind = "Secret" },
 		wantErr: `kind "Secret"`,
 	}, {
-		name: "a URI SAN is not supported",
+		name: "URI SANs, alone or beside Hostname ones",
 		mutate: func(v *gwv1.BackendTLSPolicyValidation) {
-			v.SubjectAltNames = []gwv1.SubjectAltName{{Type: gwv1.URISubjectAltNameType, URI: "spiffe://cluster.local/ns/llm/sa/epp"}}
+			v.SubjectAltNames = []gwv1.SubjectAltName{{Type: gwv1.URISubjectAltNameType, URI: "spiffe://cluster.local/ns/llm/sa/epp"},
+				{Type: gwv1.HostnameSubjectAltNameType, Hostname: "a.example.com"}}
 		},
-		wantErr: `subjectAltNames[0]: type "URI"`,
+		want: &model.EPPTLS{SNI: "epp.example.com", CACertificates: []byte(testCA("one")),
+			SubjectAltNames: []string{"a.example.com"}, URISubjectAltNames: []string{"spiffe://cluster.local/ns/llm/sa/epp"}},
+	}, {
+		name: "an unknown SAN type",
+		mutate: func(v *gwv1.BackendTLSPolicyValidation) {
+			v.SubjectAltNames = []gwv1.SubjectAltName{{Type: "IPAddress"}}
+		},
+		wantErr: `subjectAltNames[0]: type "IPAddress"`,
 	}, {
 		name: "an unknown well-known CA set",
 		mutate: func(v *gwv1.BackendTLSPolicyValidation) {

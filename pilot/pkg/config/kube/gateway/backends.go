@@ -41,6 +41,10 @@ type BackendLookups struct {
 	Pool    func(key types.NamespacedName) *inferencev1.InferencePool
 	// ReferenceGrants returns the ReferenceGrants in namespace.
 	ReferenceGrants func(namespace string) []*gwv1.ReferenceGrant
+	// ServiceTLS returns the client TLS the BackendTLSPolicies give port
+	// portName of Service svc (host is its FQDN), or why the policy that
+	// applies is invalid; nil and "" for plaintext. nil: no policies.
+	ServiceTLS func(svc types.NamespacedName, portName, host string) (*model.EPPTLS, string)
 }
 
 // BackendOptions are the settings ResolveBackendRef follows.
@@ -143,6 +147,9 @@ func ResolveBackendRef(routeKind, routeNamespace string, ref gwv1.BackendRef, lk
 			sb.Port = int32(*ref.Port)
 		}
 		sb.HTTP2 = servicePortHTTP2(svc, sb.Port)
+		if lk.ServiceTLS != nil {
+			sb.TLS, sb.TLSProblem = lk.ServiceTLS(rb.Key, servicePortName(svc, sb.Port), sb.Host)
+		}
 		if routeKind == GRPCRouteKind && !sb.HTTP2 {
 			return fail(gwv1.RouteReasonUnsupportedProtocol, "%s", grpcToHTTP1ServiceMessage(svc, sb.Port))
 		}
@@ -183,6 +190,17 @@ func ResolveBackendRef(routeKind, routeNamespace string, ref gwv1.BackendRef, lk
 
 // servicePortHTTP2 is model.ServicePortHTTP2 of svc's port number port
 // (false when the Service has no such port).
+// servicePortName is the name of svc's port, "" when it has none or no
+// such port.
+func servicePortName(svc *corev1.Service, port int32) string {
+	for _, p := range svc.Spec.Ports {
+		if p.Port == port {
+			return p.Name
+		}
+	}
+	return ""
+}
+
 func servicePortHTTP2(svc *corev1.Service, port int32) bool {
 	for _, p := range svc.Spec.Ports {
 		if p.Port == port {

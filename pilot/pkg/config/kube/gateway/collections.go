@@ -4,6 +4,7 @@
 package gateway
 
 import (
+	"cmp"
 	"slices"
 	"strings"
 	"time"
@@ -42,6 +43,9 @@ type Inputs struct {
 	// (certificates.go); nil means none exist. Only a Secret's type and its
 	// tls.crt and tls.key are used (kube.TLSSecretTransform keeps no more).
 	Secrets krt.Collection[*corev1.Secret]
+	// BackendTLSPolicies give Service backends client TLS (backendtls.go),
+	// reading their CA ConfigMaps from ConfigMaps; nil means none exist.
+	BackendTLSPolicies krt.Collection[*gwv1.BackendTLSPolicy]
 }
 
 // Options are the controller's settings (pilot/pkg/features).
@@ -100,7 +104,15 @@ type Outputs struct {
 	ShadowServices krt.Collection[ShadowServiceApply]
 	// Translator is, per Gateway of ours, what the xDS translator needs.
 	Translator krt.Collection[model.Gateway]
+	// BackendTLSPolicyStatuses are our status.ancestors entries of each
+	// BackendTLSPolicy that targets a Service our routes send to; nil
+	// without Inputs.BackendTLSPolicies.
+	BackendTLSPolicyStatuses krt.Collection[BackendTLSPolicyStatus]
 }
+
+// BackendTLSPolicyStatus is our status.ancestors entries of one
+// BackendTLSPolicy.
+type BackendTLSPolicyStatus = writer.DesiredStatus[gwv1.PolicyAncestorStatus]
 
 // ResourceName is the krt key of a GatewayView: namespace/name.
 func (g GatewayView) ResourceName() string { return g.Gateway.String() }
@@ -269,6 +281,23 @@ func Build(in Inputs, opts Options) Outputs {
 		return v
 	}, with("Gateways")...)
 
+	var policiesByService krt.Index[string, BackendTLSPolicyView]
+	if in.BackendTLSPolicies != nil {
+		policies := krt.NewCollection(in.BackendTLSPolicies, func(ctx krt.HandlerContext, p *gwv1.BackendTLSPolicy) *BackendTLSPolicyView {
+			v := resolveBackendTLSPolicy(p, func(name string) *corev1.ConfigMap {
+				if in.ConfigMaps == nil {
+					return nil
+				}
+				if cm := krt.FetchOne(ctx, in.ConfigMaps, krt.FilterKey(p.Namespace+"/"+name)); cm != nil {
+					return *cm
+				}
+				return nil
+			})
+			return &v
+		}, with("BackendTLSPolicies")...)
+		policiesByService = krt.NewIndex(policies, "backendtlspolicies-by-service", policyTargetsService)
+	}
+
 	lookups := func(ctx krt.HandlerContext) (GatewayLookup, NamespaceLabels, BackendLookups) {
 		gateways := func(key types.NamespacedName) *GatewayView {
 			return krt.FetchOne(ctx, out.Gateways, krt.FilterKey(key.String()))
@@ -289,6 +318,11 @@ func Build(in Inputs, opts Options) Outputs {
 			ReferenceGrants: func(ns string) []*gwv1.ReferenceGrant {
 				return krt.Fetch(ctx, in.ReferenceGrants, krt.FilterNamespace(ns))
 			},
+		}
+		if policiesByService != nil {
+			backends.ServiceTLS = func(svc types.NamespacedName, portName, host string) (*model.EPPTLS, string) {
+				return serviceTLS(fetchPolicies(ctx, policiesByService, svc), svc, portName, host)
+			}
 		}
 		if pools != nil {
 			backends.Pool = func(key types.NamespacedName) *inferencev1.InferencePool {
@@ -405,6 +439,40 @@ func Build(in Inputs, opts Options) Outputs {
 	out.Translator = krt.NewCollection(out.Gateways, func(ctx krt.HandlerContext, gw GatewayView) *model.Gateway {
 		return TranslatorGateway(gw, routesByGateway.Fetch(ctx, gw.Gateway))
 	}, with("Translator")...)
+
+	if in.BackendTLSPolicies != nil {
+		routesByService := krt.NewIndex(out.Routes, "routes-by-service", backendServices)
+		out.BackendTLSPolicyStatuses = krt.NewCollection(in.BackendTLSPolicies, func(ctx krt.HandlerContext, p *gwv1.BackendTLSPolicy) *BackendTLSPolicyStatus {
+			var gateways []types.NamespacedName
+			var related []BackendTLSPolicyView
+			var self *BackendTLSPolicyView
+			for _, key := range policyTargetsService(resolveTargetsOnly(p)) {
+				ns, name, _ := strings.Cut(key, "/")
+				svc := types.NamespacedName{Namespace: ns, Name: name}
+				for _, r := range routesByService.Fetch(ctx, key) {
+					for _, parent := range r.Parents {
+						if parent.Accepted && !slices.Contains(gateways, parent.Gateway) {
+							gateways = append(gateways, parent.Gateway)
+						}
+					}
+				}
+				for _, o := range fetchPolicies(ctx, policiesByService, svc) {
+					if o.ResourceName() == p.Namespace+"/"+p.Name {
+						self = &o
+					}
+					if !slices.ContainsFunc(related, func(x BackendTLSPolicyView) bool { return x.ResourceName() == o.ResourceName() }) {
+						related = append(related, o)
+					}
+				}
+			}
+			if len(gateways) == 0 || self == nil {
+				return nil
+			}
+			slices.SortFunc(gateways, func(a, b types.NamespacedName) int { return cmp.Compare(a.String(), b.String()) })
+			return &BackendTLSPolicyStatus{Namespace: p.Namespace, Name: p.Name,
+				Parents: backendTLSPolicyAncestors(gateways, opts.ControllerName, backendTLSPolicyConditions(*self, related))}
+		}, with("BackendTLSPolicyStatuses")...)
+	}
 
 	if pools == nil {
 		return out

@@ -36,6 +36,7 @@ type pipeline struct {
 	pools    krt.StaticCollection[*inferencev1.InferencePool]
 	cms      krt.StaticCollection[*corev1.ConfigMap]
 	secrets  krt.StaticCollection[*corev1.Secret]
+	policies krt.StaticCollection[*gwv1.BackendTLSPolicy]
 	out      Outputs
 }
 
@@ -60,6 +61,7 @@ func newPipeline(t *testing.T, inference bool, objs ...any) *pipeline {
 		pools:    krt.NewStaticCollection[*inferencev1.InferencePool](nil, nil, stop),
 		cms:      krt.NewStaticCollection[*corev1.ConfigMap](nil, nil, stop),
 		secrets:  krt.NewStaticCollection[*corev1.Secret](nil, nil, stop),
+		policies: krt.NewStaticCollection[*gwv1.BackendTLSPolicy](nil, nil, stop),
 	}
 	for _, o := range objs {
 		p.add(o)
@@ -67,7 +69,7 @@ func newPipeline(t *testing.T, inference bool, objs ...any) *pipeline {
 	p.out = Build(Inputs{
 		GatewayClasses: p.classes, Gateways: p.gateways, HTTPRoutes: p.http, GRPCRoutes: p.grpc,
 		ReferenceGrants: p.grants, Namespaces: p.ns, Services: p.services, InferencePools: p.pools,
-		ConfigMaps: p.cms, Secrets: p.secrets,
+		ConfigMaps: p.cms, Secrets: p.secrets, BackendTLSPolicies: p.policies,
 	}, Options{ControllerName: controller, ClusterDomain: "cluster.local", InferenceEnabled: inference,
 		Krt: []krt.CollectionOption{stop}})
 	p.settle()
@@ -97,6 +99,8 @@ func (p *pipeline) add(o any) {
 		p.cms.UpdateObject(o)
 	case *corev1.Secret:
 		p.secrets.UpdateObject(o)
+	case *gwv1.BackendTLSPolicy:
+		p.policies.UpdateObject(o)
 	default:
 		p.t.Fatalf("unsupported object %T", o)
 	}

@@ -96,6 +96,7 @@ func NewController(cfg ControllerConfig) (*Controller, error) {
 		GatewayClasses: kc.GatewayClasses(), Gateways: kc.Gateways(), HTTPRoutes: kc.HTTPRoutes(),
 		GRPCRoutes: kc.GRPCRoutes(), ReferenceGrants: kc.ReferenceGrants(), Namespaces: kc.Namespaces(),
 		Services: kc.Services(), ConfigMaps: kc.ConfigMaps(), Secrets: kc.Secrets(),
+		BackendTLSPolicies: kc.BackendTLSPolicies(),
 	}
 	if f.EnableInferenceExtension {
 		in.InferencePools = kc.InferencePools()
@@ -141,6 +142,7 @@ func NewController(cfg ControllerConfig) (*Controller, error) {
 		if in.InferencePools != nil {
 			add(poolStatusWriter(cfg, c.PoolStatuses))
 		}
+		add(backendTLSPolicyStatusWriter(cfg, c.BackendTLSPolicyStatuses))
 	}
 	if err := errors.Join(errs...); err != nil {
 		return nil, err
@@ -317,6 +319,30 @@ func poolStatusWriter(cfg ControllerConfig, desired krt.Collection[PoolStatus]) 
 		func(p *inferencev1.InferencePool, ps []inferencev1.ParentStatus) *inferencev1.InferencePool {
 			p = p.DeepCopy()
 			p.Status.Parents = ps
+			return p
+		})
+}
+
+// PolicyAncestorAccess reads Gateway API policy status.ancestors entries:
+// an entry is identified by its ancestorRef.
+var PolicyAncestorAccess = status.ParentAccess[gwv1.PolicyAncestorStatus]{
+	Controller: func(p *gwv1.PolicyAncestorStatus) string { return string(p.ControllerName) },
+	Key: func(p *gwv1.PolicyAncestorStatus) string {
+		r := p.AncestorRef
+		return fmt.Sprintf("%s/%s/%s/%s/%s/%d", ptr.Deref(r.Group, GatewayGroup), ptr.Deref(r.Kind, GatewayKind),
+			ptr.Deref(r.Namespace, ""), r.Name, ptr.Deref(r.SectionName, ""), ptr.Deref(r.Port, 0))
+	},
+	Conditions: func(p *gwv1.PolicyAncestorStatus) *[]metav1.Condition { return &p.Conditions },
+}
+
+func backendTLSPolicyStatusWriter(cfg ControllerConfig, desired krt.Collection[BackendTLSPolicyStatus]) (func(context.Context), error) {
+	api := cfg.Client.GatewayAPI().GatewayV1()
+	return sharedStatusWriter(cfg, "backendtlspolicy-status", desired, cfg.Client.BackendTLSPolicies(), PolicyAncestorAccess,
+		func(ns string) statusObjectClient[*gwv1.BackendTLSPolicy] { return api.BackendTLSPolicies(ns) },
+		func(p *gwv1.BackendTLSPolicy) []gwv1.PolicyAncestorStatus { return p.Status.Ancestors },
+		func(p *gwv1.BackendTLSPolicy, a []gwv1.PolicyAncestorStatus) *gwv1.BackendTLSPolicy {
+			p = p.DeepCopy()
+			p.Status.Ancestors = a
 			return p
 		})
 }

@@ -319,8 +319,8 @@ func DesiredDeployment(gw *gwv1.Gateway, cfg ProxyConfig) (*GatewayDeployment, e
 		svcSpec.WithLoadBalancerIP(ips[0].String())
 	}
 	svcSpec.WithPorts(corev1ac.ServicePort().WithName(StatusPortName).WithProtocol(corev1.ProtocolTCP).
-			WithAppProtocol("tcp").WithPort(bootstrap.DefaultStatusPort).
-			WithTargetPort(intstr.FromInt32(bootstrap.DefaultStatusPort)))
+		WithAppProtocol("tcp").WithPort(bootstrap.DefaultStatusPort).
+		WithTargetPort(intstr.FromInt32(bootstrap.DefaultStatusPort)))
 	container := corev1ac.Container().WithName(ProxyContainerName).WithImage(cfg.Image).
 		WithArgs("-c", BootstrapDir+"/"+BootstrapKey, "--service-node", "$(POD_NAME).$(POD_NAMESPACE)").
 		WithEnv(

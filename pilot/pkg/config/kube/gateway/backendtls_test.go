@@ -1,0 +1,143 @@
+// Copyright infermesh authors
+// SPDX-License-Identifier: Apache-2.0
+
+package gateway
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
+
+	"github.com/infermesh/infermesh/pkg/test/seed"
+)
+
+func backendTLSPolicy(name string, created time.Time, section, caKind, caName string) *gwv1.BackendTLSPolicy {
+	target := gwv1.LocalPolicyTargetReferenceWithSectionName{LocalPolicyTargetReference: gwv1.LocalPolicyTargetReference{Kind: "Service", Name: "tls-backend"}}
+	if section != "" {
+		target.SectionName = ptr.To(gwv1.SectionName(section))
+	}
+	return &gwv1.BackendTLSPolicy{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "apps", Name: name, Generation: 3, CreationTimestamp: metav1.NewTime(created)},
+		Spec: gwv1.BackendTLSPolicySpec{
+			TargetRefs: []gwv1.LocalPolicyTargetReferenceWithSectionName{target},
+			Validation: gwv1.BackendTLSPolicyValidation{
+				CACertificateRefs: []gwv1.LocalObjectReference{{Kind: gwv1.Kind(caKind), Name: gwv1.ObjectName(caName)}},
+				Hostname:          "abc.example.com",
+			},
+		},
+	}
+}
+
+// TestBackendTLSPolicyForServices runs the pipeline (Build) with a route
+// sending /a to port btls (443) and /b to port other (8443) of Service
+// apps/tls-backend, and checks the Gateway API's BackendTLSPolicy rules as
+// the conformance tests BackendTLSPolicy, ...ConflictResolution,
+// ...InvalidCACertificateRef and ...InvalidKind check them: a policy naming
+// the port wins over one naming the Service; of two naming the same port
+// the older wins and the other is Accepted=False/Conflicted; an invalid
+// policy (a CA kind other than ConfigMap, a missing ConfigMap) is
+// Accepted=False/NoValidCACertificate with ResolvedRefs=False/InvalidKind or
+// InvalidCACertificateRef, and the ports it applies to get 500
+// (TLSProblem), never plaintext; status.ancestors names the Gateway the
+// route attaches to, with the policy's generation; a CA ConfigMap's change
+// follows.
+func TestBackendTLSPolicyForServices(t *testing.T) {
+	gw := seed.Gateway()
+	svc := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: "apps", Name: "tls-backend"}, Spec: corev1.ServiceSpec{Ports: []corev1.ServicePort{
+		{Name: "btls", Port: 443}, {Name: "other", Port: 8443}}}}
+	backendRef := func(port int32) gwv1.HTTPBackendRef {
+		return gwv1.HTTPBackendRef{BackendRef: gwv1.BackendRef{BackendObjectReference: gwv1.BackendObjectReference{
+			Name: "tls-backend", Port: ptr.To(gwv1.PortNumber(port))}}}
+	}
+	route := &gwv1.HTTPRoute{ObjectMeta: metav1.ObjectMeta{Namespace: "apps", Name: "r"}, Spec: gwv1.HTTPRouteSpec{
+		CommonRouteSpec: gwv1.CommonRouteSpec{ParentRefs: []gwv1.ParentReference{{Namespace: ptr.To(gwv1.Namespace(gw.Namespace)), Name: gwv1.ObjectName(gw.Name)}}},
+		Rules: []gwv1.HTTPRouteRule{
+			{Matches: []gwv1.HTTPRouteMatch{{Path: &gwv1.HTTPPathMatch{Value: ptr.To("/a")}}}, BackendRefs: []gwv1.HTTPBackendRef{backendRef(443)}},
+			{Matches: []gwv1.HTTPRouteMatch{{Path: &gwv1.HTTPPathMatch{Value: ptr.To("/b")}}}, BackendRefs: []gwv1.HTTPBackendRef{backendRef(8443)}},
+		},
+	}}
+	ca := caConfigMap(t, "apps", "ca")
+	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	older := backendTLSPolicy("older", t0, "btls", "ConfigMap", "ca")
+	newer := backendTLSPolicy("newer", t0.Add(time.Hour), "btls", "ConfigMap", "ca")
+	whole := backendTLSPolicy("whole", t0, "", "Secret", "ca")
+	p := newPipeline(t, false, seed.GatewayClassObject(), gw, svc, route, ca, older, newer, whole)
+	gwKey := gw.Namespace + "/" + gw.Name
+
+	// backends is each rule's Service TLS as "<SNI>" or "problem".
+	backends := func() string {
+		m := p.out.Translator.GetKey(gwKey)
+		if m == nil || len(m.Listeners) != 1 || len(m.Listeners[0].Routes) != 1 {
+			return "no route"
+		}
+		var out []string
+		for _, rule := range m.Listeners[0].Routes[0].Rules {
+			sb := rule.Backends[0].Service
+			switch {
+			case sb == nil:
+				out = append(out, "none")
+			case sb.TLSProblem != "":
+				out = append(out, "problem")
+			case sb.TLS != nil:
+				out = append(out, fmt.Sprintf("%s(%s)", sb.TLS.SNI, sb.TLS.Source[strings.LastIndex(sb.TLS.Source, "/")+1:]))
+			default:
+				out = append(out, "plaintext")
+			}
+		}
+		return strings.Join(out, ",")
+	}
+	status := func(name string) string {
+		st := p.out.BackendTLSPolicyStatuses.GetKey("apps/" + name)
+		if st == nil {
+			return "none"
+		}
+		var out []string
+		for _, a := range st.Parents {
+			s := fmt.Sprintf("%s/%s:", *a.AncestorRef.Namespace, a.AncestorRef.Name)
+			for _, c := range a.Conditions {
+				s += fmt.Sprintf(" %s=%s/%s@%d", c.Type, c.Status, c.Reason, c.ObservedGeneration)
+			}
+			out = append(out, s)
+		}
+		return strings.Join(out, "; ")
+	}
+	expect := func(what string, got func() string, want string) {
+		t.Helper()
+		p.eventually(what, func() bool { return got() == want }, got)
+	}
+	expect("backends", backends, "abc.example.com(older),problem")
+	anc := gwKey + ":"
+	expect("older", func() string { return status("older") }, anc+" Accepted=True/Accepted@3 ResolvedRefs=True/ResolvedRefs@3")
+	expect("newer", func() string { return status("newer") }, anc+" Accepted=False/Conflicted@3 ResolvedRefs=True/ResolvedRefs@3")
+	expect("whole", func() string { return status("whole") }, anc+" Accepted=False/NoValidCACertificate@3 ResolvedRefs=False/InvalidKind@3")
+
+	// The CA ConfigMap loses its certificate: both port policies are invalid.
+	p.add(&corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "apps", Name: "ca"}, Data: map[string]string{"ca.crt": ""}})
+	expect("older without its CA", func() string { return status("older") },
+		anc+" Accepted=False/NoValidCACertificate@3 ResolvedRefs=False/InvalidCACertificateRef@3")
+	expect("backends without the CA", backends, "problem,problem")
+	p.add(ca)
+	expect("backends with the CA again", backends, "abc.example.com(older),problem")
+
+	// Without the port policies, the Service's policy applies to both ports;
+	// a valid one gives both TLS.
+	p.policies.DeleteObject("apps/older")
+	p.policies.DeleteObject("apps/newer")
+	p.add(backendTLSPolicy("whole", t0, "", "ConfigMap", "ca"))
+	expect("backends from the Service's policy", backends, "abc.example.com(whole),abc.example.com(whole)")
+
+	// A policy for a Service no route uses has no ancestors.
+	unused := backendTLSPolicy("unused", t0, "", "ConfigMap", "ca")
+	unused.Spec.TargetRefs[0].Name = "elsewhere"
+	p.add(unused)
+	expect("whole still", func() string { return status("whole") }, anc+" Accepted=True/Accepted@3 ResolvedRefs=True/ResolvedRefs@3")
+	if s := status("unused"); s != "none" {
+		t.Errorf("unused policy has ancestors: %s", s)
+	}
+}

@@ -1,0 +1,95 @@
+// Copyright infermesh authors
+// SPDX-License-Identifier: Apache-2.0
+
+package dataplane
+
+import (
+	"crypto/tls"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"testing"
+	"time"
+
+	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
+
+	"github.com/infermesh/infermesh/pilot/pkg/model"
+	"github.com/infermesh/infermesh/pilot/pkg/networking/core"
+)
+
+// tlsBackend is an HTTPS server on loopback with cert, answering with the
+// SNI it was sent in header x-seen-sni.
+func tlsBackend(t *testing.T, cert tls.Certificate) *httptest.Server {
+	t.Helper()
+	s := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("x-seen-sni", r.TLS.ServerName)
+		_, _ = io.WriteString(w, "tls-backend")
+	}))
+	s.TLS = &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}
+	s.StartTLS()
+	t.Cleanup(s.Close)
+	return s
+}
+
+// TestServiceBackendTLS checks TLS to a Service backend as a
+// BackendTLSPolicy asks it (ServiceBackend.TLS, translated by core into the
+// cluster's UpstreamTlsContext), through the data plane's upstream TLS,
+// which follows Envoy's (source/common/tls/cert_validator/
+// default_validator.cc: the chain against trusted_ca, then
+// match_typed_subject_alt_names, any matcher matching any SAN of its type;
+// UpstreamTlsContext.sni sent as the server name). A backend whose
+// certificate fails is a connection failure, 503 (Envoy's
+// upstream_reset_before_response_started{connection_failure}); a backend
+// whose policy is invalid (TLSProblem) is 500 without a connection.
+func TestServiceBackendTLS(t *testing.T) {
+	ca, other := newTestCA(t), newTestCA(t)
+	const host = "tls-backend.ns.svc.cluster.local"
+	for _, tc := range []struct {
+		name    string
+		cert    tls.Certificate
+		tls     *model.EPPTLS
+		problem string
+		want    int
+	}{
+		{"hostname is SNI and SAN", ca.serverCert(t, "abc.example.com"),
+			&model.EPPTLS{SNI: "abc.example.com", CACertificates: ca.pem, SubjectAltNames: []string{"abc.example.com"}}, "", 200},
+		{"certificate for another name", ca.serverCert(t, "other.example.com"),
+			&model.EPPTLS{SNI: "abc.example.com", CACertificates: ca.pem, SubjectAltNames: []string{"abc.example.com"}}, "", 503},
+		{"certificate of another CA", other.serverCert(t, "abc.example.com"),
+			&model.EPPTLS{SNI: "abc.example.com", CACertificates: ca.pem, SubjectAltNames: []string{"abc.example.com"}}, "", 503},
+		{"URI SAN matches", ca.serverCertWithURIs(t, []string{"spiffe://abc.example.com/test-identity"}, "abc.example.com"),
+			&model.EPPTLS{SNI: "abc.example.com", CACertificates: ca.pem, URISubjectAltNames: []string{"spiffe://abc.example.com/test-identity"}}, "", 200},
+		{"URI SAN differs", ca.serverCertWithURIs(t, []string{"spiffe://abc.example.com/test-identity"}, "abc.example.com"),
+			&model.EPPTLS{SNI: "abc.example.com", CACertificates: ca.pem, URISubjectAltNames: []string{"spiffe://def.example.com/test-identity"}}, "", 503},
+		{"one of a DNS and a URI SAN", ca.serverCert(t, "abc.example.com"),
+			&model.EPPTLS{SNI: "abc.example.com", CACertificates: ca.pem, SubjectAltNames: []string{"abc.example.com"},
+				URISubjectAltNames: []string{"spiffe://def.example.com/x"}}, "", 200},
+		{"invalid policy", ca.serverCert(t, "abc.example.com"), nil, "BackendTLSPolicy ns/p is invalid", 500},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			be := tlsBackend(t, tc.cert)
+			svc := &model.ServiceBackend{Host: host, Port: 443, TLS: tc.tls, TLSProblem: tc.problem}
+			if tc.tls != nil {
+				svc.TLS.Host = host
+			}
+			gw := model.Gateway{Namespace: "ns", Name: "gw", Listeners: []model.Listener{{Name: "http", Port: 80, Protocol: gwv1.HTTPProtocolType,
+				Routes: []*model.Route{{Kind: "HTTPRoute", Namespace: "ns", Name: "r", CreationTimestamp: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC),
+					Rules: []model.Rule{{HTTP: &gwv1.HTTPRouteRule{}, Backends: []model.Backend{{Weight: 1, Service: svc}}}}}}}}}
+			res, err := core.BuildGateway(&gw, core.Inputs{Endpoints: map[string][]core.Endpoint{
+				core.ClusterName(443, host): {{Address: "10.0.0.1", Port: 8443}},
+			}}, core.Options{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			dp := newTestDP(t, Options{Dial: redirect(map[string]string{"10.0.0.1:8443": be.Listener.Addr().String()})})
+			load(t, dp, resourcesOf(res)...)
+			resp := get(t, dp, 80, "GET", "any.example.com", "/", nil)
+			if resp.StatusCode != tc.want {
+				t.Fatalf("status %d (%q), want %d", resp.StatusCode, bodyOf(resp), tc.want)
+			}
+			if tc.want == 200 && resp.Header.Get("x-seen-sni") != "abc.example.com" {
+				t.Errorf("backend saw SNI %q, want the policy's hostname", resp.Header.Get("x-seen-sni"))
+			}
+		})
+	}
+}
