@@ -172,7 +172,7 @@ func (s *adsSource) Fetch(ctx context.Context, gw gatewayRef) (proxyResources, e
 		}
 		res.Routes = append(res.Routes, r)
 	}
-	sds, err := core.SecretNames(res.Listeners)
+	sds, err := core.SecretNames(res.Listeners, res.Clusters)
 	if err != nil {
 		return proxyResources{}, err
 	}

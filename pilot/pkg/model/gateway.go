@@ -44,6 +44,11 @@ type Gateway struct {
 	// translator refuses the Gateway, so its proxies keep their last
 	// configuration and a new proxy gets none.
 	ClassParametersError string
+	// BackendClientCertificate is the Secret (namespace/name, kubernetes.io/tls)
+	// of spec.tls.backend.clientCertificateRef: the client certificate the
+	// Gateway presents to the Service backends it reaches over TLS (a
+	// BackendTLSPolicy's). "" for none.
+	BackendClientCertificate string
 }
 
 // EPPBodyMode selects the ext_proc body modes of a Gateway's pool routes

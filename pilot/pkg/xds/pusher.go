@@ -369,7 +369,7 @@ func (p *pusher) pushGateway(key string, u update, unlinked map[string]bool) {
 		}
 	}
 	sort.Strings(edsNames)
-	sdsNames, err := core.SecretNames(res.Listeners)
+	sdsNames, err := core.SecretNames(res.Listeners, res.Clusters)
 	if err != nil {
 		p.refuseAll(key, "gateway", err)
 		return

@@ -5,16 +5,21 @@ package dataplane
 
 import (
 	"crypto/tls"
+	"crypto/x509"
 	"io"
 	"net/http"
 	"net/http/httptest"
 	"testing"
 	"time"
 
+	tlsv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/transport_sockets/tls/v3"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
 
 	"github.com/infermesh/infermesh/pilot/pkg/model"
 	"github.com/infermesh/infermesh/pilot/pkg/networking/core"
+	"github.com/infermesh/infermesh/pkg/test/certs"
 )
 
 // tlsBackend is an HTTPS server on loopback with cert, answering with the
@@ -91,5 +96,80 @@ func TestServiceBackendTLS(t *testing.T) {
 				t.Errorf("backend saw SNI %q, want the policy's hostname", resp.Header.Get("x-seen-sni"))
 			}
 		})
+	}
+}
+
+// TestServiceBackendClientCertificate checks the Gateway's backend client
+// certificate (spec.tls.backend.clientCertificateRef, translated by core
+// into the cluster's tls_certificate_sds_secret_configs) through the data
+// plane, as Envoy handles an upstream SDS certificate: the cluster does not
+// serve before its secret arrives (the SDS subscription is an init target
+// of the cluster, source/common/secret/sds_api.cc), the certificate is
+// presented to a backend that asks for one, and a new version of the
+// secret is presented by the next connection.
+func TestServiceBackendClientCertificate(t *testing.T) {
+	ca := newTestCA(t)
+	const host = "tls-backend.ns.svc.cluster.local"
+	clientSecret := func(cn string) (*tlsv3.Secret, *x509.Certificate) {
+		t.Helper()
+		crt, key, err := certs.SelfSignedClient(cn, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		s, err := core.BuildSecret(&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "client"}, Type: corev1.SecretTypeTLS,
+			Data: map[string][]byte{"tls.crt": crt, "tls.key": key}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		leaf, err := x509.ParseCertificate(mustPEMBlock(t, crt))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return s, leaf
+	}
+	first, firstLeaf := clientSecret("first")
+	second, secondLeaf := clientSecret("second")
+	pool := x509.NewCertPool()
+	pool.AddCert(firstLeaf)
+	pool.AddCert(secondLeaf)
+	be := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("x-seen-client", r.TLS.PeerCertificates[0].Subject.CommonName)
+	}))
+	be.TLS = &tls.Config{Certificates: []tls.Certificate{ca.serverCert(t, "abc.example.com")}, MinVersion: tls.VersionTLS12,
+		ClientAuth: tls.RequireAndVerifyClientCert, ClientCAs: pool}
+	be.StartTLS()
+	t.Cleanup(be.Close)
+
+	svc := &model.ServiceBackend{Host: host, Port: 443, TLS: &model.EPPTLS{Host: host, SNI: "abc.example.com", CACertificates: ca.pem}}
+	gw := model.Gateway{Namespace: "ns", Name: "gw", BackendClientCertificate: "ns/client", Listeners: []model.Listener{{Name: "http", Port: 80,
+		Protocol: gwv1.HTTPProtocolType, Routes: []*model.Route{{Kind: "HTTPRoute", Namespace: "ns", Name: "r",
+			CreationTimestamp: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC),
+			Rules:             []model.Rule{{HTTP: &gwv1.HTTPRouteRule{}, Backends: []model.Backend{{Weight: 1, Service: svc}}}}}}}}}
+	res, err := core.BuildGateway(&gw, core.Inputs{Endpoints: map[string][]core.Endpoint{
+		core.ClusterName(443, host): {{Address: "10.0.0.1", Port: 8443}},
+	}}, core.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if names, err := core.SecretNames(res.Listeners, res.Clusters); err != nil || len(names) != 1 || names[0] != first.GetName() {
+		t.Fatalf("SDS names %v %v, want the client certificate's", names, err)
+	}
+	dp := newTestDP(t, Options{Dial: redirect(map[string]string{"10.0.0.1:8443": be.Listener.Addr().String()})})
+	load(t, dp, resourcesOf(res)...)
+	if _, ok := dp.Snapshot().Clusters[core.ClusterName(443, host)]; ok {
+		t.Fatal("the cluster is active before its client certificate arrived")
+	}
+	load(t, dp, first)
+	if resp := get(t, dp, 80, "GET", "any.example.com", "/", nil); resp.StatusCode != http.StatusOK || resp.Header.Get("x-seen-client") != "first" {
+		t.Fatalf("status %d, backend saw client %q; want 200 with the first certificate", resp.StatusCode, resp.Header.Get("x-seen-client"))
+	}
+	load(t, dp, second)
+	dp.mu.Lock()
+	for _, rt := range dp.clusters {
+		rt.close() // new connections from here on
+	}
+	dp.mu.Unlock()
+	if resp := get(t, dp, 80, "GET", "any.example.com", "/", nil); resp.StatusCode != http.StatusOK || resp.Header.Get("x-seen-client") != "second" {
+		t.Fatalf("after rotation: status %d, backend saw client %q; want the second certificate", resp.StatusCode, resp.Header.Get("x-seen-client"))
 	}
 }

@@ -133,9 +133,13 @@ func (t *adsTarget) fromStaticCluster(bs *bootstrapv3.Bootstrap, name string) er
 		t.keepalive = sc.cfg.tcpKeepalive
 	}
 	if ts := c.GetTransportSocket(); ts != nil {
-		tc, err := compileUpstreamTLS(ts)
+		tc, sds, err := compileUpstreamTLS(ts)
 		if err != nil {
 			return fmt.Errorf("bootstrap: ADS cluster %q: %w", name, err)
+		}
+		if sds != "" {
+			// The ADS connection cannot wait for a secret it would fetch.
+			return fmt.Errorf("bootstrap: ADS cluster %q: a client certificate over SDS not implemented", name)
 		}
 		t.tls = tc
 	}

@@ -47,11 +47,15 @@ type clusterConfig struct {
 	initialFetchTimeout time.Duration
 	http2               bool
 	tls                 *tls.Config // nil: plaintext
-	maxConnections      uint32
-	maxPending          uint32
-	maxRequests         uint32
-	maxRetries          uint32
-	overrideHost        *overrideHostPolicy
+	// clientCertSDS is the SDS secret whose certificate the upstream TLS
+	// presents (tls_certificate_sds_secret_configs); "" for none. The
+	// cluster warms until it has arrived (activeClusterLocked).
+	clientCertSDS  string
+	maxConnections uint32
+	maxPending     uint32
+	maxRequests    uint32
+	maxRetries     uint32
+	overrideHost   *overrideHostPolicy
 	// tcpKeepalive is upstream_connection_options.tcp_keepalive (bootstrap
 	// clusters only); nil leaves Go's default.
 	tcpKeepalive *net.KeepAliveConfig
@@ -157,11 +161,11 @@ func compileClusterCommon(c *clusterv3.Cluster) (*clusterConfig, error) {
 		}
 	}
 	if ts := c.GetTransportSocket(); ts != nil {
-		tc, err := compileUpstreamTLS(ts)
+		tc, sds, err := compileUpstreamTLS(ts)
 		if err != nil {
 			return nil, fmt.Errorf("transport_socket: %w", err)
 		}
-		cc.tls = tc
+		cc.tls, cc.clientCertSDS = tc, sds
 	}
 	return cc, nil
 }
@@ -243,22 +247,42 @@ func toMetadataPath(k *metadatav3.MetadataKey) metadataPath {
 	return mp
 }
 
-// compileUpstreamTLS is UpstreamTlsContext: sni, ALPN, and the server
-// certificate verified as Envoy does: against trusted_ca and the subject
-// alternative name matchers only (never against sni), and not at all
-// without a validation context.
-func compileUpstreamTLS(ts *corev3.TransportSocket) (*tls.Config, error) {
+// compileUpstreamTLS compiles an UpstreamTlsContext: the server
+// name, ALPN, server verification, and the client certificate's SDS name
+// (one tls_certificate_sds_secret_configs entry over ADS, fetched as a
+// listener's: Envoy's cluster waits for it, source/common/secret/sds_api.cc
+// being an init target of the cluster's transport socket factory).
+func compileUpstreamTLS(ts *corev3.TransportSocket) (*tls.Config, string, error) {
 	if ts.GetName() != transportSocketTLS {
-		return nil, fmt.Errorf("transport socket %q not implemented", ts.GetName())
+		return nil, "", fmt.Errorf("transport socket %q not implemented", ts.GetName())
 	}
 	var u tlsv3.UpstreamTlsContext
 	if err := ts.GetTypedConfig().UnmarshalTo(&u); err != nil {
-		return nil, err
+		return nil, "", err
 	}
-	if len(u.GetCommonTlsContext().GetTlsCertificateSdsSecretConfigs()) > 0 {
-		// allowed.go admits the field for listeners (tls.go).
-		return nil, errors.New("client certificates (tls_certificate_sds_secret_configs) not implemented upstream")
+	var sdsName string
+	switch sds := u.GetCommonTlsContext().GetTlsCertificateSdsSecretConfigs(); {
+	case len(sds) > 1:
+		return nil, "", fmt.Errorf("exactly one client certificate (tls_certificate_sds_secret_configs) is implemented upstream, got %d", len(sds))
+	case len(sds) == 1:
+		src := sds[0].GetSdsConfig()
+		if src.GetAds() == nil {
+			return nil, "", errors.New("the client certificate's SDS secret must come over ADS")
+		}
+		if t := src.GetInitialFetchTimeout(); t != nil && t.AsDuration() != 0 {
+			return nil, "", errors.New("sds_config.initial_fetch_timeout other than 0 not implemented")
+		}
+		sdsName = sds[0].GetName()
 	}
+	cfg, err := upstreamServerVerification(&u)
+	return cfg, sdsName, err
+}
+
+// upstreamServerVerification is the tls.Config of u without its client
+// certificate: sni, ALPN, and the server certificate verified as Envoy
+// does: against trusted_ca and the subject alternative name matchers only
+// (never against sni), and not at all without a validation context.
+func upstreamServerVerification(u *tlsv3.UpstreamTlsContext) (*tls.Config, error) {
 	cfg := &tls.Config{
 		ServerName:         u.GetSni(),
 		NextProtos:         u.GetCommonTlsContext().GetAlpnProtocols(),

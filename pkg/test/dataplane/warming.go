@@ -4,6 +4,8 @@
 package dataplane
 
 import (
+	"crypto/tls"
+	"fmt"
 	"time"
 
 	clusterv3 "github.com/envoyproxy/go-control-plane/envoy/config/cluster/v3"
@@ -114,13 +116,16 @@ func (dp *DataPlane) pruneWarmLocked() {
 // the cluster it replaces, or nothing. dp.mu is held.
 func (dp *DataPlane) activeClusterLocked(name string, c *clusterEntry, prev *activeConfig) *activeCluster {
 	w := dp.warm[name]
-	if w != nil && w.ready() {
+	// A client certificate over SDS is an init target of the cluster too:
+	// it does not serve before the secret has arrived.
+	secretReady := c.cfg.clientCertSDS == "" || dp.store.secrets[c.cfg.clientCertSDS] != nil
+	if w != nil && w.ready() && secretReady {
 		rt := dp.clusters[name]
 		if rt == nil || !proto.Equal(rt.pb, c.pb) {
 			if rt != nil {
 				rt.close()
 			}
-			rt = newClusterRuntime(c.pb, c.cfg, dp.opts.Dial)
+			rt = newClusterRuntime(c.pb, dp.withClientCert(c.cfg), dp.opts.Dial)
 			dp.clusters[name] = rt
 		}
 		var addrs []string
@@ -138,4 +143,27 @@ func (dp *DataPlane) activeClusterLocked(name string, c *clusterEntry, prev *act
 		addrs = e.addrs
 	}
 	return &activeCluster{rt: old.rt, addrs: addrs}
+}
+
+// withClientCert is cfg with its upstream TLS presenting the certificate
+// of its SDS secret as it is at each handshake: a new version of the
+// secret is used by the next connection, as Envoy's SDS update of a
+// transport socket factory (source/common/secret/sds_api.cc) applies to
+// new connections only. cfg itself is not modified.
+func (dp *DataPlane) withClientCert(cfg *clusterConfig) *clusterConfig {
+	if cfg.clientCertSDS == "" || cfg.tls == nil {
+		return cfg
+	}
+	out := *cfg
+	out.tls = cfg.tls.Clone()
+	name := cfg.clientCertSDS
+	out.tls.GetClientCertificate = func(*tls.CertificateRequestInfo) (*tls.Certificate, error) {
+		if ac := dp.active.Load(); ac != nil {
+			if cert := ac.secrets[name]; cert != nil {
+				return cert, nil
+			}
+		}
+		return nil, fmt.Errorf("client certificate secret %s missing", name)
+	}
+	return &out
 }

@@ -254,7 +254,7 @@ func (s *store) names(typeURL string) []string {
 }
 
 // wantedNames are the RDS and SDS names the accepted listeners use and the
-// EDS names the accepted clusters use.
+// EDS and SDS names the accepted clusters use.
 func (s *store) wantedNames(typeURL string) map[string]bool {
 	out := map[string]bool{}
 	switch typeURL {
@@ -268,6 +268,11 @@ func (s *store) wantedNames(typeURL string) map[string]bool {
 		for _, l := range s.listeners {
 			for _, n := range l.cfg.sdsNames() {
 				out[n] = true
+			}
+		}
+		for _, c := range s.clusters {
+			if c.cfg.clientCertSDS != "" {
+				out[c.cfg.clientCertSDS] = true
 			}
 		}
 	case resourcev3.EndpointType:

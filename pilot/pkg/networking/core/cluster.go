@@ -39,6 +39,9 @@ type clusterSpec struct {
 	// tls is a Service cluster's client TLS (ServiceBackend.TLS, from a
 	// BackendTLSPolicy); nil for plaintext.
 	tls *EPPTLS
+	// clientCert is the Gateway's client certificate for tls
+	// (model.Gateway.BackendClientCertificate), "" for none.
+	clientCert string
 }
 
 // clusterSpecs walks every rule of every route that attaches through some
@@ -75,8 +78,8 @@ func clusterSpecs(gw *model.Gateway, opts Options) map[string]*clusterSpec {
 						// The Service port's protocol and TLS, never the
 						// route's.
 						s.http2 = s.http2 || b.Service.HTTP2
-						if s.tls == nil {
-							s.tls = b.Service.TLS
+						if s.tls == nil && b.Service.TLS != nil {
+							s.tls, s.clientCert = b.Service.TLS, gw.BackendClientCertificate
 						}
 						continue
 					}
@@ -225,7 +228,7 @@ func buildCluster(s *clusterSpec, in Inputs, opts Options, packed packedClusterC
 		if s.http2 {
 			alpn = []string{"h2"}
 		}
-		ts, err := upstreamTransportSocket(s.tls.Host, s.tls, alpn, opts.SystemCAFile)
+		ts, err := upstreamTransportSocket(s.tls.Host, s.tls, alpn, opts.SystemCAFile, s.clientCert)
 		if err != nil {
 			return nil, err
 		}
@@ -234,7 +237,7 @@ func buildCluster(s *clusterSpec, in Inputs, opts Options, packed packedClusterC
 	}
 	if s.eppHost != "" {
 		if t := in.EPPTLS[s.eppHost]; t != nil {
-			ts, err := upstreamTransportSocket(s.eppHost, t, []string{"h2"}, opts.SystemCAFile)
+			ts, err := upstreamTransportSocket(s.eppHost, t, []string{"h2"}, opts.SystemCAFile, "")
 			if err != nil {
 				return nil, err
 			}
@@ -294,8 +297,9 @@ func overrideHostPolicy() (*clusterv3.LoadBalancingPolicy, error) {
 
 // upstreamTransportSocket is TLS towards an Endpoint Picker or a Service
 // port a BackendTLSPolicy targets (transport socket
-// envoy.transport_sockets.tls, UpstreamTlsContext), offering alpn. The
-// server certificate
+// envoy.transport_sockets.tls, UpstreamTlsContext), offering alpn and
+// presenting the client certificate of the SDS secret clientCert (a
+// Secret key) when set. The server certificate
 // is verified against CACertificates (inline trusted_ca) when given, not at
 // all when InsecureSkipVerify, and otherwise against the proxy's system
 // trust store, the file systemCA (trusted_ca.filename): what a DestinationRule
@@ -310,7 +314,7 @@ func overrideHostPolicy() (*clusterv3.LoadBalancingPolicy, error) {
 // name auto_san_validation would check against auto_sni's SNI in Istio; the
 // EPP cluster cannot use auto_sni, whose SNI would be the gRPC stream's
 // :authority, the cluster name.
-func upstreamTransportSocket(host string, t *EPPTLS, alpn []string, systemCA string) (*corev3.TransportSocket, error) {
+func upstreamTransportSocket(host string, t *EPPTLS, alpn []string, systemCA, clientCert string) (*corev3.TransportSocket, error) {
 	sni := t.SNI
 	if sni == "" {
 		sni = host
@@ -318,6 +322,11 @@ func upstreamTransportSocket(host string, t *EPPTLS, alpn []string, systemCA str
 	ctx := &tlsv3.UpstreamTlsContext{
 		Sni:              sni,
 		CommonTlsContext: &tlsv3.CommonTlsContext{AlpnProtocols: alpn},
+	}
+	if clientCert != "" {
+		// The same SDS secret as a listener certificate, fetched over ADS;
+		// Envoy warms the cluster until it arrives.
+		ctx.CommonTlsContext.TlsCertificateSdsSecretConfigs = []*tlsv3.SdsSecretConfig{{Name: SecretName(clientCert), SdsConfig: adsConfigSource()}}
 	}
 	if len(t.CACertificates) > 0 || !t.InsecureSkipVerify {
 		vc := &tlsv3.CertificateValidationContext{

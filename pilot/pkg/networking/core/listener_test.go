@@ -139,7 +139,7 @@ func TestHTTPSListenerTerminatesTLSPerHostname(t *testing.T) {
 			t.Errorf("chain %d ALPN %v", i, alpn)
 		}
 	}
-	names, err := SecretNames(res.Listeners)
+	names, err := SecretNames(res.Listeners, res.Clusters)
 	if err != nil || !slices.Equal(names, []string{"kubernetes-gateway://certs/any-cert", "kubernetes-gateway://ns/a-cert", "kubernetes-gateway://ns/b-cert"}) {
 		t.Errorf("SecretNames = %v, %v", names, err)
 	}

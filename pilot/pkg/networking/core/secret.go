@@ -12,6 +12,7 @@ import (
 	"sort"
 	"strings"
 
+	clusterv3 "github.com/envoyproxy/go-control-plane/envoy/config/cluster/v3"
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	listenerv3 "github.com/envoyproxy/go-control-plane/envoy/config/listener/v3"
 	tlsv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/transport_sockets/tls/v3"
@@ -108,12 +109,28 @@ func BuildSecret(s *corev1.Secret) (*tlsv3.Secret, error) {
 	}, nil
 }
 
-// SecretNames are the SDS names the listeners' filter chains fetch
-// (tls_certificate_sds_secret_configs of their DownstreamTlsContexts),
-// sorted and unique.
-func SecretNames(listeners []*listenerv3.Listener) ([]string, error) {
+// SecretNames are the SDS names the listeners' filter chains and the
+// clusters fetch (tls_certificate_sds_secret_configs of their
+// DownstreamTlsContexts and UpstreamTlsContexts), sorted and unique.
+func SecretNames(listeners []*listenerv3.Listener, clusters []*clusterv3.Cluster) ([]string, error) {
 	seen := map[string]bool{}
 	var out []string
+	for _, c := range clusters {
+		ts := c.GetTransportSocket()
+		if ts == nil {
+			continue
+		}
+		var ctx tlsv3.UpstreamTlsContext
+		if err := ts.GetTypedConfig().UnmarshalTo(&ctx); err != nil {
+			return nil, fmt.Errorf("cluster %s: %w", c.GetName(), err)
+		}
+		for _, s := range ctx.GetCommonTlsContext().GetTlsCertificateSdsSecretConfigs() {
+			if !seen[s.GetName()] {
+				seen[s.GetName()] = true
+				out = append(out, s.GetName())
+			}
+		}
+	}
 	for _, l := range listeners {
 		for _, fc := range l.GetFilterChains() {
 			ts := fc.GetTransportSocket()

@@ -141,3 +141,67 @@ func TestBackendTLSPolicyForServices(t *testing.T) {
 		t.Errorf("unused policy has ancestors: %s", s)
 	}
 }
+
+// TestGatewayBackendClientCertificate covers spec.tls.backend.clientCertificateRef
+// as the conformance tests GatewayTLSBackendClientCertificate and
+// GatewayInvalidTLSBackendConfiguration check it: a reference that resolves
+// makes the Gateway ResolvedRefs=True and reaches the translator; a
+// missing or malformed Secret, another group or kind is
+// ResolvedRefs=False/InvalidClientCertificateRef, another namespace without
+// a ReferenceGrant RefNotPermitted; the Gateway stays Accepted.
+func TestGatewayBackendClientCertificate(t *testing.T) {
+	good, other := tlsSecret(t, "gw-ns", "client"), tlsSecret(t, "certs", "client")
+	malformed := tlsSecret(t, "gw-ns", "malformed")
+	malformed.Data[corev1.TLSCertKey] = []byte("not a certificate")
+	secrets := []*corev1.Secret{good, other, malformed}
+	ref := func(ns, group, kind, name string) *gwv1.SecretObjectReference {
+		r := &gwv1.SecretObjectReference{Group: ptr.To(gwv1.Group(group)), Kind: ptr.To(gwv1.Kind(kind)), Name: gwv1.ObjectName(name)}
+		if ns != "" {
+			r.Namespace = ptr.To(gwv1.Namespace(ns))
+		}
+		return r
+	}
+	for _, tc := range []struct {
+		name   string
+		ref    *gwv1.SecretObjectReference
+		grants []*gwv1.ReferenceGrant
+		want   string // the Gateway's ResolvedRefs, "" for none
+		secret string // the translator's BackendClientCertificate
+	}{
+		{"unset", nil, nil, "", ""},
+		{"resolves", ref("", "", "Secret", "client"), nil, "True/ResolvedRefs", "gw-ns/client"},
+		{"missing", ref("", "", "Secret", "nonexistent"), nil, "False/InvalidClientCertificateRef", ""},
+		{"malformed", ref("", "", "Secret", "malformed"), nil, "False/InvalidClientCertificateRef", ""},
+		{"another group", ref("", "wrong.group.company.io", "Secret", "client"), nil, "False/InvalidClientCertificateRef", ""},
+		{"another kind", ref("", "", "WrongKind", "client"), nil, "False/InvalidClientCertificateRef", ""},
+		{"another namespace without grant", ref("certs", "", "Secret", "client"), nil, "False/RefNotPermitted", ""},
+		{"another namespace with grant", ref("certs", "", "Secret", "client"), []*gwv1.ReferenceGrant{secretGrant("certs", "gw-ns", nil)},
+			"True/ResolvedRefs", "certs/client"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			gw := &gwv1.Gateway{ObjectMeta: metav1.ObjectMeta{Namespace: "gw-ns", Name: "gw"}, Spec: gwv1.GatewaySpec{
+				Listeners: []gwv1.Listener{{Name: "http", Port: 80, Protocol: gwv1.HTTPProtocolType}}}}
+			if tc.ref != nil {
+				gw.Spec.TLS = &gwv1.GatewayTLSConfig{Backend: &gwv1.GatewayBackendTLS{ClientCertificateRef: tc.ref}}
+			}
+			view := NewGatewayView(gw, certLookups(secrets, tc.grants))
+			st := GatewayStatus(view, nil, true, metav1.Time{})
+			got := ""
+			if c := findCondition(st.Conditions, "ResolvedRefs"); c.Type != "" {
+				got = string(c.Status) + "/" + c.Reason
+				if c.Status != metav1.ConditionTrue && !strings.Contains(c.Message, "clientCertificateRef") {
+					t.Errorf("message %q does not name the field", c.Message)
+				}
+			}
+			if got != tc.want {
+				t.Errorf("ResolvedRefs %q, want %q", got, tc.want)
+			}
+			if a := findCondition(st.Conditions, "Accepted"); a.Status != metav1.ConditionTrue {
+				t.Errorf("Accepted %s/%s, want True", a.Status, a.Reason)
+			}
+			if m := TranslatorGateway(*view, nil); m.BackendClientCertificate != tc.secret {
+				t.Errorf("translator client certificate %q, want %q", m.BackendClientCertificate, tc.secret)
+			}
+		})
+	}
+}

@@ -634,6 +634,9 @@ func RouteParentStatuses(r RouteResult, controller string) []gwv1.RouteParentSta
 func TranslatorGateway(gw GatewayView, routes []RouteResult) *model.Gateway {
 	out := &model.Gateway{Namespace: gw.Gateway.Namespace, Name: gw.Gateway.Name,
 		EPPBodyMode: gw.EPPBodyMode, ClassParametersError: gw.ClassProblem}
+	if gw.BackendClientCert.Name != "" {
+		out.BackendClientCertificate = gw.BackendClientCert.String()
+	}
 	if out.ClassParametersError == "" && gw.ParametersProblem != "" {
 		out.ClassParametersError = gw.ParametersProblem
 	}

@@ -25,7 +25,9 @@ import (
 // programmed (False/Invalid for a listener that is not accepted, is
 // conflicted, or is HTTPS without a certificate that resolves: Served).
 // InsecureFrontendValidationMode=True/ConfigurationChanged while the
-// Gateway's spec.tls.frontend uses AllowInsecureFallback.
+// Gateway's spec.tls.frontend uses AllowInsecureFallback. With
+// spec.tls.backend.clientCertificateRef set, the Gateway's ResolvedRefs:
+// True, or False with InvalidClientCertificateRef or RefNotPermitted.
 // A listener whose certificateRef does not resolve stays Accepted (routes
 // attach and count) with ResolvedRefs=False. A conflicted listener keeps its Accepted condition. Conditions carry the
 // Gateway's generation and lastTransitionTime now (the writer keeps the live
@@ -85,6 +87,15 @@ func GatewayStatus(gw *GatewayView, attached map[gwv1.SectionName]int32, program
 			fmt.Sprintf("%d of %d listeners are not valid", n-valid, n)))
 	default:
 		st.Conditions = append(st.Conditions, cond(string(gwv1.GatewayConditionAccepted), false, string(gwv1.GatewayReasonListenersNotValid), "no valid listener"))
+	}
+	if gw.BackendClientCertSet {
+		if gw.BackendClientCert.Name != "" {
+			st.Conditions = append(st.Conditions, cond(string(gwv1.GatewayConditionResolvedRefs), true,
+				string(gwv1.GatewayReasonResolvedRefs), "references resolved"))
+		} else {
+			st.Conditions = append(st.Conditions, cond(string(gwv1.GatewayConditionResolvedRefs), false,
+				string(gw.BackendClientCertReason), gw.BackendClientCertMessage+"; backends are reached without a client certificate"))
+		}
 	}
 	if gw.InsecureFrontend {
 		// Present only while the mode is in use: the condition goes when

@@ -53,6 +53,16 @@ type GatewayView struct {
 	// the Gateway is Accepted=False/UnsupportedAddress, gets no deployment
 	// and is refused by the translator.
 	AddressProblem string
+	// BackendClientCert is the Secret of spec.tls.backend.clientCertificateRef
+	// once it resolves: the certificate the Gateway presents to backends
+	// it reaches over TLS (a BackendTLSPolicy's). BackendClientCertSet says
+	// the reference is set; BackendClientCertReason and ...Message say why it
+	// does not resolve (the Gateway's ResolvedRefs=False; the Gateway stays
+	// Accepted and reaches its TLS backends without a client certificate).
+	BackendClientCert        types.NamespacedName
+	BackendClientCertSet     bool
+	BackendClientCertReason  gwv1.GatewayConditionReason
+	BackendClientCertMessage string
 }
 
 // ListenerView is one Gateway API Listener as we validated it.
@@ -120,6 +130,18 @@ func NewGatewayView(gw *gwv1.Gateway, certs CertificateLookups) *GatewayView {
 		v.Listeners = append(v.Listeners, newListenerView(gw, l, certs))
 	}
 	v.InsecureFrontend = InsecureFrontendValidation(gw)
+	if gw.Spec.TLS != nil && gw.Spec.TLS.Backend != nil && gw.Spec.TLS.Backend.ClientCertificateRef != nil {
+		v.BackendClientCertSet = true
+		key, problem := ResolveCertificateRef(gw.Namespace, *gw.Spec.TLS.Backend.ClientCertificateRef, certs)
+		switch {
+		case problem == nil:
+			v.BackendClientCert = key
+		case problem.reason == gwv1.ListenerReasonRefNotPermitted:
+			v.BackendClientCertReason, v.BackendClientCertMessage = gwv1.GatewayReasonRefNotPermitted, "spec.tls.backend.clientCertificateRef: "+problem.message
+		default:
+			v.BackendClientCertReason, v.BackendClientCertMessage = gwv1.GatewayReasonInvalidClientCertificateRef, "spec.tls.backend.clientCertificateRef: "+problem.message
+		}
+	}
 	markConflicts(v.Listeners)
 	return v
 }
