@@ -89,7 +89,8 @@ integ:
 # The GIE v1.6.0 conformance suite on this machine (conformance/README.md).
 # One test: `make conformance RUN_TEST=InferencePoolAccepted`; the class
 # without body-mode parameters: `make conformance EPP_BODY_MODE=default`.
-# `make conformance SUITE=gateway-api` is `make conformance-gateway-api`.
+# `make conformance SUITE=gateway-api` is `make conformance-gateway-api`;
+# `make conformance SUITE=all` runs both suites, one after the other.
 SUITE ?= gie
 RUN_TEST ?=
 SKIP_TESTS ?=

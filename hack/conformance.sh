@@ -15,7 +15,8 @@
 # from Go's verdicts, the report cross-checked).
 #
 # Environment:
-#   SUITE            gie (default) or gateway-api
+#   SUITE            gie (default), gateway-api, or all (both, in turn; the
+#                    exit status fails if either does)
 #   RUN_TEST         one test's short name, passed to the suite's -run-test
 #                    (for example InferencePoolAccepted); empty runs all
 #   SKIP_TESTS       short names, comma-separated, passed to the suite's
@@ -40,6 +41,19 @@ EPP_BODY_MODE=${EPP_BODY_MODE:-Streamed}
 GIE_CONFORMANCE_VERSION=${GIE_CONFORMANCE_VERSION:-v1.6.0}
 GWAPI_CONFORMANCE_VERSION=${GWAPI_CONFORMANCE_VERSION:-v1.6.1}
 CACHE_ROOT=${INFERMESH_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/infermesh}
+if [ "$SUITE" = all ]; then
+	# Both suites, one after the other (they share the service network, so
+	# never at once), each with its own report; RUN_TEST, SKIP_TESTS and
+	# REPORT name one suite's tests and file, so they are refused here.
+	if [ -n "$RUN_TEST$SKIP_TESTS${REPORT:-}" ]; then
+		echo "conformance: SUITE=all takes no RUN_TEST, SKIP_TESTS or REPORT; run one suite for those" >&2
+		exit 1
+	fi
+	rc=0
+	SUITE=gie "$0" || rc=1
+	SUITE=gateway-api "$0" || rc=1
+	exit $rc
+fi
 case $SUITE in
 gie)
 	HARNESS_TEST=TestGIEConformance version=$GIE_CONFORMANCE_VERSION
@@ -52,7 +66,7 @@ gateway-api)
 	test_list=$(dirname "$(dirname "$suite")")/tests.tsv
 	;;
 *)
-	echo "conformance: SUITE must be gie or gateway-api, got '$SUITE'" >&2
+	echo "conformance: SUITE must be gie, gateway-api or all, got '$SUITE'" >&2
 	exit 1
 	;;
 esac
