@@ -31,10 +31,11 @@ const (
 
 // gatewayAPIArgs are the Gateway API suite's flags beyond suiteArgs: the
 // profiles, and every core and extended feature of them as
-// -supported-features. Our controller publishes no supportedFeatures in
-// its GatewayClass status, so the suite would refuse to infer them; the
-// flag claims every feature so that every extended test runs and the
-// failures show what infermesh lacks (gateway-api-conformance.md, Setup).
+// -supported-features. Our controller publishes in its GatewayClass status
+// only the features it passes (gateway.SupportedFeatures, without
+// ListenerSet); the flag claims every feature of the profiles instead, so
+// that every extended test runs and the failures show what infermesh
+// lacks (gateway-api-conformance.md, Setup).
 func gatewayAPIArgs(cfg config, list TestList) ([]string, error) {
 	features, err := list.Features(gatewayAPIProfiles)
 	if err != nil {

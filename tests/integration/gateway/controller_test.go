@@ -10,6 +10,7 @@ package gateway_test
 
 import (
 	"fmt"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -199,7 +200,8 @@ func TestSeedShadowServiceAndStatus(t *testing.T) {
 	poll.Until(t, wait, "the default GatewayClass, accepted", func() bool {
 		gc, err := c.gateway.GatewayV1().GatewayClasses().Get(ctx, "istio", metav1.GetOptions{})
 		return err == nil && gc.Spec.ControllerName == "istio.io/gateway-controller" &&
-			conditions(gc.Status.Conditions) == "Accepted=True (Accepted)"
+			conditions(gc.Status.Conditions) == "Accepted=True (Accepted)" &&
+			reflect.DeepEqual(gc.Status.SupportedFeatures, gateway.SupportedFeatures)
 	})
 
 	t.Run("recompute without changes writes nothing", func(t *testing.T) {

@@ -359,7 +359,7 @@ func classStatusWriter(cfg ControllerConfig, desired krt.Collection[ClassStatus]
 		Build: func(live *gwv1.GatewayClass, d ClassStatus) (ac, error) {
 			conds := stampConditions([]metav1.Condition{d.Condition}, live.Status.Conditions)
 			st := gwv1ac.GatewayClassStatus()
-			if err := convertJSON(gwv1.GatewayClassStatus{Conditions: conds}, st); err != nil {
+			if err := convertJSON(gwv1.GatewayClassStatus{Conditions: conds, SupportedFeatures: SupportedFeatures}, st); err != nil {
 				return nil, err
 			}
 			return gwv1ac.GatewayClass(live.Name).WithStatus(st), nil

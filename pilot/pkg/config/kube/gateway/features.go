@@ -1,0 +1,53 @@
+// Copyright infermesh authors
+// SPDX-License-Identifier: Apache-2.0
+
+package gateway
+
+import (
+	"slices"
+
+	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
+	"sigs.k8s.io/gateway-api/pkg/features"
+)
+
+// SupportedFeatures are the Gateway API features our GatewayClasses
+// publish in status.supportedFeatures, sorted by name as the field
+// requires: the core and extended features of the conformance profiles
+// GATEWAY-HTTP and GATEWAY-GRPC that the unmodified v1.6.1 suite passes
+// on this implementation (conformance/README.md, "Gateway API suite").
+// ListenerSet is left out: not implemented. A feature goes in only with
+// the conformance run that passes its tests.
+var SupportedFeatures = sortedFeatures(
+	features.SupportGateway, features.SupportHTTPRoute, features.SupportGRPCRoute, features.SupportReferenceGrant,
+	features.SupportBackendTLSPolicy, features.SupportBackendTLSPolicySANValidation,
+	features.SupportGatewayAddressEmpty, features.SupportGatewayBackendClientCertificate,
+	features.SupportGatewayFrontendClientCertificateValidation, features.SupportGatewayFrontendClientCertificateValidationInsecureFallback,
+	features.SupportGatewayHTTPListenerIsolation, features.SupportGatewayHTTPSListenerDetectMisdirectedRequests,
+	features.SupportGatewayInfrastructurePropagation, features.SupportGatewayPort8080, features.SupportGatewayStaticAddresses,
+	features.SupportHTTPRoute303RedirectStatusCode, features.SupportHTTPRoute307RedirectStatusCode, features.SupportHTTPRoute308RedirectStatusCode,
+	features.SupportHTTPRouteBackendProtocolH2C, features.SupportHTTPRouteBackendProtocolWebSocket,
+	features.SupportHTTPRouteBackendRequestHeaderModification, features.SupportHTTPRouteBackendTimeout, features.SupportHTTPRouteCORS,
+	features.SupportHTTPRouteDestinationPortMatching, features.SupportHTTPRouteHostRewrite, features.SupportHTTPRouteMethodMatching,
+	features.SupportHTTPRouteNamedRouteRule, features.SupportHTTPRouteParentRefPort, features.SupportHTTPRoutePathRedirect,
+	features.SupportHTTPRoutePathRewrite, features.SupportHTTPRoutePortRedirect, features.SupportHTTPRouteQueryParamMatching,
+	features.SupportHTTPRouteRequestMirror, features.SupportHTTPRouteRequestMultipleMirrors, features.SupportHTTPRouteRequestPercentageMirror,
+	features.SupportHTTPRouteRequestTimeout, features.SupportHTTPRouteResponseHeaderModification, features.SupportHTTPRouteRetry,
+	features.SupportHTTPRouteRetryBackendTimeout, features.SupportHTTPRouteRetryConnectionError, features.SupportHTTPRouteSchemeRedirect,
+)
+
+func sortedFeatures(names ...features.FeatureName) []gwv1.SupportedFeature {
+	out := make([]gwv1.SupportedFeature, 0, len(names))
+	for _, n := range names {
+		out = append(out, gwv1.SupportedFeature{Name: gwv1.FeatureName(n)})
+	}
+	slices.SortFunc(out, func(a, b gwv1.SupportedFeature) int {
+		switch {
+		case a.Name < b.Name:
+			return -1
+		case a.Name > b.Name:
+			return 1
+		}
+		return 0
+	})
+	return slices.CompactFunc(out, func(a, b gwv1.SupportedFeature) bool { return a.Name == b.Name })
+}

@@ -1,0 +1,49 @@
+// Copyright infermesh authors
+// SPDX-License-Identifier: Apache-2.0
+
+package gateway
+
+import (
+	"slices"
+	"testing"
+
+	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
+	"sigs.k8s.io/gateway-api/pkg/features"
+)
+
+// TestSupportedFeatures: status.supportedFeatures is sorted by name and
+// unique (the field's rule), names only features the Gateway API knows,
+// and leaves out ListenerSet, which is not implemented.
+func TestSupportedFeatures(t *testing.T) {
+	if !slices.IsSortedFunc(SupportedFeatures, func(a, b gwv1.SupportedFeature) int {
+		if a.Name < b.Name {
+			return -1
+		}
+		if a.Name > b.Name {
+			return 1
+		}
+		return 0
+	}) {
+		t.Error("not sorted by name")
+	}
+	known := map[features.FeatureName]bool{}
+	for f := range features.AllFeatures {
+		known[f.Name] = true
+	}
+	seen := map[gwv1.FeatureName]bool{}
+	for _, f := range SupportedFeatures {
+		if seen[f.Name] {
+			t.Errorf("%s twice", f.Name)
+		}
+		seen[f.Name] = true
+		if !known[features.FeatureName(f.Name)] {
+			t.Errorf("%s is not a Gateway API feature", f.Name)
+		}
+	}
+	if seen[gwv1.FeatureName(features.SupportListenerSet)] {
+		t.Error("ListenerSet is claimed but not implemented")
+	}
+	if len(SupportedFeatures) != 41 {
+		t.Errorf("%d features, want the 41 of GATEWAY-HTTP and GATEWAY-GRPC but ListenerSet", len(SupportedFeatures))
+	}
+}
