@@ -36,6 +36,25 @@ func tlsBackend(t *testing.T, cert tls.Certificate) *httptest.Server {
 	return s
 }
 
+// serviceBackendResources translates a Gateway with one HTTP listener on
+// 80 whose one route sends everything to svc, its cluster's one endpoint
+// 10.0.0.1:8443, and clientCert as the Gateway's backend client
+// certificate ("" for none).
+func serviceBackendResources(t *testing.T, svc *model.ServiceBackend, clientCert string) core.Resources {
+	t.Helper()
+	gw := model.Gateway{Namespace: "ns", Name: "gw", BackendClientCertificate: clientCert, Listeners: []model.Listener{{Name: "http", Port: 80,
+		Protocol: gwv1.HTTPProtocolType, Routes: []*model.Route{{Kind: "HTTPRoute", Namespace: "ns", Name: "r",
+			CreationTimestamp: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC),
+			Rules:             []model.Rule{{HTTP: &gwv1.HTTPRouteRule{}, Backends: []model.Backend{{Weight: 1, Service: svc}}}}}}}}}
+	res, err := core.BuildGateway(&gw, core.Inputs{Endpoints: map[string][]core.Endpoint{
+		core.ClusterName(uint32(svc.Port), svc.Host): {{Address: "10.0.0.1", Port: 8443}},
+	}}, core.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return res
+}
+
 // TestServiceBackendTLS checks TLS to a Service backend as a
 // BackendTLSPolicy asks it (ServiceBackend.TLS, translated by core into the
 // cluster's UpstreamTlsContext), through the data plane's upstream TLS,
@@ -77,15 +96,7 @@ func TestServiceBackendTLS(t *testing.T) {
 			if tc.tls != nil {
 				svc.TLS.Host = host
 			}
-			gw := model.Gateway{Namespace: "ns", Name: "gw", Listeners: []model.Listener{{Name: "http", Port: 80, Protocol: gwv1.HTTPProtocolType,
-				Routes: []*model.Route{{Kind: "HTTPRoute", Namespace: "ns", Name: "r", CreationTimestamp: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC),
-					Rules: []model.Rule{{HTTP: &gwv1.HTTPRouteRule{}, Backends: []model.Backend{{Weight: 1, Service: svc}}}}}}}}}
-			res, err := core.BuildGateway(&gw, core.Inputs{Endpoints: map[string][]core.Endpoint{
-				core.ClusterName(443, host): {{Address: "10.0.0.1", Port: 8443}},
-			}}, core.Options{})
-			if err != nil {
-				t.Fatal(err)
-			}
+			res := serviceBackendResources(t, svc, "")
 			dp := newTestDP(t, Options{Dial: redirect(map[string]string{"10.0.0.1:8443": be.Listener.Addr().String()})})
 			load(t, dp, resourcesOf(res)...)
 			resp := get(t, dp, 80, "GET", "any.example.com", "/", nil)
@@ -141,16 +152,7 @@ func TestServiceBackendClientCertificate(t *testing.T) {
 	t.Cleanup(be.Close)
 
 	svc := &model.ServiceBackend{Host: host, Port: 443, TLS: &model.EPPTLS{Host: host, SNI: "abc.example.com", CACertificates: ca.pem}}
-	gw := model.Gateway{Namespace: "ns", Name: "gw", BackendClientCertificate: "ns/client", Listeners: []model.Listener{{Name: "http", Port: 80,
-		Protocol: gwv1.HTTPProtocolType, Routes: []*model.Route{{Kind: "HTTPRoute", Namespace: "ns", Name: "r",
-			CreationTimestamp: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC),
-			Rules:             []model.Rule{{HTTP: &gwv1.HTTPRouteRule{}, Backends: []model.Backend{{Weight: 1, Service: svc}}}}}}}}}
-	res, err := core.BuildGateway(&gw, core.Inputs{Endpoints: map[string][]core.Endpoint{
-		core.ClusterName(443, host): {{Address: "10.0.0.1", Port: 8443}},
-	}}, core.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	res := serviceBackendResources(t, svc, "ns/client")
 	if names, err := core.SecretNames(res.Listeners, res.Clusters); err != nil || len(names) != 1 || names[0] != first.GetName() {
 		t.Fatalf("SDS names %v %v, want the client certificate's", names, err)
 	}

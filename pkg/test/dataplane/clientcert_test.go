@@ -127,16 +127,7 @@ func mutateDownstreamTLS(t *testing.T, l *listenerv3.Listener, f func(*tlsv3.Dow
 	t.Helper()
 	out := proto.Clone(l).(*listenerv3.Listener)
 	ts := out.GetFilterChains()[0].GetTransportSocket()
-	var d tlsv3.DownstreamTlsContext
-	if err := ts.GetTypedConfig().UnmarshalTo(&d); err != nil {
-		t.Fatal(err)
-	}
-	f(&d)
-	a, err := anypb.New(&d)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ts.ConfigType = &corev3.TransportSocket_TypedConfig{TypedConfig: a}
+	ts.ConfigType = &corev3.TransportSocket_TypedConfig{TypedConfig: editAny(t, ts.GetTypedConfig(), &tlsv3.DownstreamTlsContext{}, f)}
 	return out
 }
 

@@ -190,16 +190,23 @@ func withHCMField(t *testing.T, f *listenerv3.Filter) *listenerv3.Filter {
 // setHCM returns f with its HttpConnectionManager changed by edit.
 func setHCM(t *testing.T, f *listenerv3.Filter, edit func(*hcmv3.HttpConnectionManager)) *listenerv3.Filter {
 	t.Helper()
-	var hcm hcmv3.HttpConnectionManager
-	if err := f.GetTypedConfig().UnmarshalTo(&hcm); err != nil {
+	a := editAny(t, f.GetTypedConfig(), &hcmv3.HttpConnectionManager{}, edit)
+	return &listenerv3.Filter{Name: f.GetName(), ConfigType: &listenerv3.Filter_TypedConfig{TypedConfig: a}}
+}
+
+// editAny unpacks a into msg, changes it with edit and packs it anew; a is
+// not modified.
+func editAny[M proto.Message](t *testing.T, a *anypb.Any, msg M, edit func(M)) *anypb.Any {
+	t.Helper()
+	if err := a.UnmarshalTo(msg); err != nil {
 		t.Fatal(err)
 	}
-	edit(&hcm)
-	a, err := anypb.New(&hcm)
+	edit(msg)
+	out, err := anypb.New(msg)
 	if err != nil {
 		t.Fatal(err)
 	}
-	return &listenerv3.Filter{Name: f.GetName(), ConfigType: &listenerv3.Filter_TypedConfig{TypedConfig: a}}
+	return out
 }
 
 func seedGateway() model.Gateway { return seedmodel.Gateway() }
