@@ -35,6 +35,21 @@ type certificateProblem struct {
 	message string
 }
 
+// gatewayMayUse reports whether a Gateway of namespace gwNamespace may use
+// the core object of kind called key: in its own namespace always, in
+// another only with a ReferenceGrant there from Gateways of gwNamespace.
+func gatewayMayUse(lk CertificateLookups, gwNamespace, kind string, key types.NamespacedName) bool {
+	if key.Namespace == gwNamespace {
+		return true
+	}
+	var grants []*gwv1.ReferenceGrant
+	if lk.ReferenceGrants != nil {
+		grants = lk.ReferenceGrants(key.Namespace)
+	}
+	return ReferenceGrantAllows(grants, key.Namespace, GroupKind{Group: GatewayGroup, Kind: "Gateway"}, gwNamespace,
+		GroupKind{Kind: kind}, key.Name)
+}
+
 // ResolveCertificateRef resolves one tls.certificateRefs entry of a listener
 // of a Gateway in gwNamespace (Gateway API GatewayTLSConfig.certificateRefs):
 // it must name a core Secret (group "", kind Secret); a Secret in another
@@ -55,16 +70,9 @@ func ResolveCertificateRef(gwNamespace string, ref gwv1.SecretObjectReference, l
 	if group != "" || kind != "Secret" {
 		return invalid("certificateRef %s/%s %s: only core Secrets (group \"\", kind Secret) are supported", group, kind, key)
 	}
-	if ns != gwNamespace {
-		var grants []*gwv1.ReferenceGrant
-		if lk.ReferenceGrants != nil {
-			grants = lk.ReferenceGrants(ns)
-		}
-		if !ReferenceGrantAllows(grants, ns, GroupKind{Group: GatewayGroup, Kind: "Gateway"}, gwNamespace,
-			GroupKind{Kind: "Secret"}, key.Name) {
-			return key, &certificateProblem{reason: gwv1.ListenerReasonRefNotPermitted,
-				message: fmt.Sprintf("certificateRef to Secret %s is not permitted: no ReferenceGrant in namespace %s allows Gateways of namespace %s to use it", key, ns, gwNamespace)}
-		}
+	if !gatewayMayUse(lk, gwNamespace, "Secret", key) {
+		return key, &certificateProblem{reason: gwv1.ListenerReasonRefNotPermitted,
+			message: fmt.Sprintf("certificateRef to Secret %s is not permitted: no ReferenceGrant in namespace %s allows Gateways of namespace %s to use it", key, ns, gwNamespace)}
 	}
 	var s *corev1.Secret
 	if lk.Secret != nil {

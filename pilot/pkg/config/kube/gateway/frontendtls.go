@@ -95,16 +95,9 @@ func resolveFrontendValidation(gwNamespace string, v *gwv1.FrontendTLSValidation
 			problem(gwv1.ListenerReasonInvalidCACertificateKind, "kind %q in group %q is not supported: only ConfigMaps (group \"\", kind ConfigMap)", ref.Kind, ref.Group)
 			continue
 		}
-		if ns != gwNamespace {
-			var grants []*gwv1.ReferenceGrant
-			if lk.ReferenceGrants != nil {
-				grants = lk.ReferenceGrants(ns)
-			}
-			if !ReferenceGrantAllows(grants, ns, GroupKind{Group: GatewayGroup, Kind: "Gateway"}, gwNamespace,
-				GroupKind{Kind: "ConfigMap"}, key.Name) {
-				problem(gwv1.ListenerReasonRefNotPermitted, "ConfigMap %s is not permitted: no ReferenceGrant in namespace %s allows Gateways of namespace %s to use it", key, ns, gwNamespace)
-				continue
-			}
+		if !gatewayMayUse(lk, gwNamespace, "ConfigMap", key) {
+			problem(gwv1.ListenerReasonRefNotPermitted, "ConfigMap %s is not permitted: no ReferenceGrant in namespace %s allows Gateways of namespace %s to use it", key, ns, gwNamespace)
+			continue
 		}
 		var cm *corev1.ConfigMap
 		if lk.ConfigMap != nil {
