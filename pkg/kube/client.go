@@ -182,8 +182,8 @@ func (c *Client) Dynamic() dynamic.Interface { return c.dynamic }
 func (c *Client) KubeInformers() informers.SharedInformerFactory { return c.kubeInformers }
 
 // GatewayInformers returns the shared informer factory of Gateway API types.
-// Its informers strip managedFields. GRPCRoute and BackendTLSPolicy are
-// optional CRDs: use GRPCRoutes and BackendTLSPolicies rather than this
+// Its informers strip managedFields. GRPCRoute, BackendTLSPolicy and ListenerSet
+// are optional CRDs: use GRPCRoutes, BackendTLSPolicies and ListenerSets rather than this
 // factory, whose informers would never sync on a cluster without them.
 func (c *Client) GatewayInformers() gatewayinformers.SharedInformerFactory { return c.gatewayInformers }
 

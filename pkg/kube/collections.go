@@ -23,7 +23,7 @@ import (
 // Required types (core, Gateway, GatewayClass, HTTPRoute, ReferenceGrant) are
 // krt.NewInformer over the shared factories: their CRDs are a precondition,
 // and without them the collection never syncs. Optional types (InferencePool,
-// GRPCRoute, BackendTLSPolicy, DestinationRule) wait for their CRD
+// GRPCRoute, BackendTLSPolicy, DestinationRule, ListenerSet) wait for their CRD
 // (optional.go): synced and empty while it is absent.
 
 // Pods returns all Pods.
@@ -119,6 +119,14 @@ func (c *Client) BackendTLSPolicies() krt.Collection[*gatewayv1.BackendTLSPolicy
 	return optionalCollectionFor(c, "BackendTLSPolicies", backendTLSPolicyCRD, func() cache.SharedIndexInformer {
 		return c.typedInformer(gatewayv1informers.NewBackendTLSPolicyInformer(c.gateway, "", c.opts.resync, cache.Indexers{}))
 	}, typedConvert[*gatewayv1.BackendTLSPolicy]("BackendTLSPolicies"))
+}
+
+// ListenerSets returns all ListenerSets (gateway.networking.k8s.io/v1);
+// optional.
+func (c *Client) ListenerSets() krt.Collection[*gatewayv1.ListenerSet] {
+	return optionalCollectionFor(c, "ListenerSets", listenerSetCRD, func() cache.SharedIndexInformer {
+		return c.typedInformer(gatewayv1informers.NewListenerSetInformer(c.gateway, "", c.opts.resync, cache.Indexers{}))
+	}, typedConvert[*gatewayv1.ListenerSet]("ListenerSets"))
 }
 
 // InferencePools returns all InferencePools (inference.networking.k8s.io/v1);

@@ -41,9 +41,10 @@ var (
 	grpcRouteCRD        = crdKind{group: "gateway.networking.k8s.io", resource: "grpcroutes", version: "v1"}
 	backendTLSPolicyCRD = crdKind{group: "gateway.networking.k8s.io", resource: "backendtlspolicies", version: "v1"}
 	destinationRuleCRD  = crdKind{group: "networking.istio.io", resource: "destinationrules", version: "v1"}
+	listenerSetCRD      = crdKind{group: "gateway.networking.k8s.io", resource: "listenersets", version: "v1"}
 )
 
-var optionalCRDs = []crdKind{inferencePoolCRD, grpcRouteCRD, backendTLSPolicyCRD, destinationRuleCRD}
+var optionalCRDs = []crdKind{inferencePoolCRD, grpcRouteCRD, backendTLSPolicyCRD, destinationRuleCRD, listenerSetCRD}
 
 // crdState is all the CRD informer keeps of a CRD (whose full object, with
 // its OpenAPI schema, is often over 100 kB): the name, the resourceVersion,

@@ -29,13 +29,24 @@ type Route struct {
 // missing or not of one of our classes.
 type GatewayLookup func(key types.NamespacedName) *GatewayView
 
+// ListenerSetLookup returns the Gateway that the ListenerSet key names as
+// its parent; ok is false when the ListenerSet is missing or names no
+// Gateway.
+type ListenerSetLookup func(key types.NamespacedName) (gateway types.NamespacedName, ok bool)
+
 // ParentResult is the attachment of one route to one parentRef that names a
-// Gateway of ours: the route's status.parents[] entry for it.
+// Gateway of ours, or a ListenerSet of one: the route's status.parents[]
+// entry for it.
 type ParentResult struct {
 	// ParentRef is the parentRef as written in the route.
 	ParentRef gwv1.ParentReference
-	// Gateway is the parentRef resolved: namespace defaulted to the route's.
+	// Gateway is the parentRef resolved: namespace defaulted to the route's;
+	// for a parentRef naming a ListenerSet, the ListenerSet's Gateway.
 	Gateway types.NamespacedName
+	// ListenerSet is, for a parentRef naming a ListenerSet, that
+	// ListenerSet (namespace defaulted to the route's); zero otherwise.
+	// Listeners are then the ListenerSet's.
+	ListenerSet types.NamespacedName
 	// Accepted with Reason (RouteReasonAccepted, NotAllowedByListeners,
 	// NoMatchingListenerHostname, NoMatchingParent) and Message.
 	Accepted bool
@@ -70,30 +81,72 @@ const (
 // NoMatchingListenerHostname if some failed at hostnames, else
 // NoMatchingParent.
 func AttachRoute(route Route, gateways GatewayLookup, nsLabels NamespaceLabels) []ParentResult {
+	return AttachRouteWithListenerSets(route, gateways, nil, nsLabels)
+}
+
+// AttachRouteWithListenerSets is AttachRoute where a parentRef may also
+// name a ListenerSet (group gateway.networking.k8s.io, kind ListenerSet,
+// namespace defaulted to the route's) whose parent is a Gateway of ours
+// (sets resolves it; nil resolves none). Such a parentRef is attached to the
+// ListenerSet's listeners only, by the same rules, and a parentRef naming
+// the Gateway to the Gateway's own listeners only; each resolves on its
+// own. A ListenerSet the Gateway has not accepted takes no route
+// (NoMatchingParent).
+func AttachRouteWithListenerSets(route Route, gateways GatewayLookup, sets ListenerSetLookup, nsLabels NamespaceLabels) []ParentResult {
 	var out []ParentResult
 	for _, ref := range route.ParentRefs {
-		if string(ptr.Deref(ref.Group, GatewayGroup)) != GatewayGroup || string(ptr.Deref(ref.Kind, GatewayKind)) != GatewayKind {
+		if string(ptr.Deref(ref.Group, GatewayGroup)) != GatewayGroup {
 			continue
 		}
 		key := types.NamespacedName{Namespace: string(ptr.Deref(ref.Namespace, gwv1.Namespace(route.Namespace))), Name: string(ref.Name)}
-		gw := gateways(key)
-		if gw == nil {
-			continue
+		switch string(ptr.Deref(ref.Kind, GatewayKind)) {
+		case GatewayKind:
+			gw := gateways(key)
+			if gw == nil {
+				continue
+			}
+			res := ParentResult{ParentRef: ref, Gateway: key}
+			out = append(out, attachToListeners(route, res, "Gateway "+key.String(), gw.Listeners, nsLabels))
+		case ListenerSetKind:
+			if sets == nil {
+				continue
+			}
+			parent, ok := sets(key)
+			if !ok {
+				continue
+			}
+			gw := gateways(parent)
+			if gw == nil {
+				continue
+			}
+			ls := gw.ListenerSet(key)
+			if ls == nil {
+				continue
+			}
+			res := ParentResult{ParentRef: ref, Gateway: parent, ListenerSet: key}
+			if !ls.Accepted() {
+				res.Reason = gwv1.RouteReasonNoMatchingParent
+				res.Message = fmt.Sprintf("ListenerSet %s is not accepted by Gateway %s (see its status)", key, parent)
+				out = append(out, res)
+				continue
+			}
+			out = append(out, attachToListeners(route, res, "ListenerSet "+key.String(), ls.Listeners, nsLabels))
 		}
-		out = append(out, attachToGateway(route, ref, key, gw, nsLabels))
 	}
 	return out
 }
 
-func attachToGateway(route Route, ref gwv1.ParentReference, key types.NamespacedName, gw *GatewayView, nsLabels NamespaceLabels) ParentResult {
-	res := ParentResult{ParentRef: ref, Gateway: key}
+// attachToListeners attaches route through res.ParentRef to listeners, those
+// of the parent that parent (e.g. "Gateway ns/name") describes in messages.
+func attachToListeners(route Route, res ParentResult, parent string, listeners []ListenerView, nsLabels NamespaceLabels) ParentResult {
+	ref := res.ParentRef
 	hostnames := make([]string, len(route.Hostnames))
 	for i, h := range route.Hostnames {
 		hostnames[i] = string(h)
 	}
 	stage := stageNone
-	for i := range gw.Listeners {
-		l := &gw.Listeners[i]
+	for i := range listeners {
+		l := &listeners[i]
 		if ref.SectionName != nil && *ref.SectionName != l.Name {
 			continue
 		}
@@ -115,19 +168,19 @@ func attachToGateway(route Route, ref gwv1.ParentReference, key types.Namespaced
 	}
 	if len(res.Listeners) > 0 {
 		res.Accepted, res.Reason = true, gwv1.RouteReasonAccepted
-		res.Message = fmt.Sprintf("attached to Gateway %s listener(s) %s", key, joinSections(res.Listeners))
+		res.Message = fmt.Sprintf("attached to %s listener(s) %s", parent, joinSections(res.Listeners))
 		return res
 	}
 	switch stage {
 	case stageHostname:
 		res.Reason = gwv1.RouteReasonNotAllowedByListeners
-		res.Message = fmt.Sprintf("no listener of Gateway %s%s allows a %s in namespace %s", key, refScope(ref), route.Kind, route.Namespace)
+		res.Message = fmt.Sprintf("no listener of %s%s allows a %s in namespace %s", parent, refScope(ref), route.Kind, route.Namespace)
 	case stageSelected:
 		res.Reason = gwv1.RouteReasonNoMatchingListenerHostname
-		res.Message = fmt.Sprintf("no listener of Gateway %s%s has a hostname matching %q", key, refScope(ref), hostnames)
+		res.Message = fmt.Sprintf("no listener of %s%s has a hostname matching %q", parent, refScope(ref), hostnames)
 	default:
 		res.Reason = gwv1.RouteReasonNoMatchingParent
-		res.Message = fmt.Sprintf("Gateway %s has no accepted, unconflicted listener%s", key, refScope(ref))
+		res.Message = fmt.Sprintf("%s has no accepted, unconflicted listener%s", parent, refScope(ref))
 	}
 	return res
 }
@@ -169,6 +222,7 @@ func (r ParentResult) RouteAttachment(route Route) RouteAttachment {
 
 // AttachedRoutes counts, per Gateway and listener, the routes attached to it
 // (Gateway API status.listeners[].attachedRoutes): each accepted result
+// naming the Gateway (not one of its ListenerSets: ListenerSetAttachedRoutes)
 // counts once for every listener in its Listeners. A route attaching to the
 // same listener through two parentRefs counts once, so results must be
 // grouped per route: results[i] are route i's results.
@@ -177,7 +231,7 @@ func AttachedRoutes(results [][]ParentResult) map[types.NamespacedName]map[gwv1.
 	for _, route := range results {
 		seen := map[types.NamespacedName][]gwv1.SectionName{}
 		for _, r := range route {
-			if !r.Accepted {
+			if !r.Accepted || r.ListenerSet.Name != "" {
 				continue
 			}
 			for _, l := range r.Listeners {

@@ -25,6 +25,10 @@ type CertificateLookups struct {
 	// ConfigMap returns the ConfigMap called key, or nil: the CA bundles
 	// of the Gateway's spec.tls.frontend (frontendtls.go).
 	ConfigMap func(key types.NamespacedName) *corev1.ConfigMap
+	// FromKind is the kind whose ReferenceGrants permit a reference to
+	// another namespace: "" means Gateway; a ListenerSet's listeners
+	// resolve their certificateRefs with ListenerSetKind.
+	FromKind string
 }
 
 // certificateProblem is why one certificateRef does not resolve: the
@@ -37,7 +41,8 @@ type certificateProblem struct {
 
 // gatewayMayUse reports whether a Gateway of namespace gwNamespace may use
 // the core object of kind called key: in its own namespace always, in
-// another only with a ReferenceGrant there from Gateways of gwNamespace.
+// another only with a ReferenceGrant there from Gateways of gwNamespace
+// (from ListenerSets of gwNamespace when lk.FromKind is ListenerSetKind).
 func gatewayMayUse(lk CertificateLookups, gwNamespace, kind string, key types.NamespacedName) bool {
 	if key.Namespace == gwNamespace {
 		return true
@@ -46,7 +51,11 @@ func gatewayMayUse(lk CertificateLookups, gwNamespace, kind string, key types.Na
 	if lk.ReferenceGrants != nil {
 		grants = lk.ReferenceGrants(key.Namespace)
 	}
-	return ReferenceGrantAllows(grants, key.Namespace, GroupKind{Group: GatewayGroup, Kind: "Gateway"}, gwNamespace,
+	from := lk.FromKind
+	if from == "" {
+		from = GatewayKind
+	}
+	return ReferenceGrantAllows(grants, key.Namespace, GroupKind{Group: GatewayGroup, Kind: from}, gwNamespace,
 		GroupKind{Kind: kind}, key.Name)
 }
 
@@ -72,7 +81,7 @@ func ResolveCertificateRef(gwNamespace string, ref gwv1.SecretObjectReference, l
 	}
 	if !gatewayMayUse(lk, gwNamespace, "Secret", key) {
 		return key, &certificateProblem{reason: gwv1.ListenerReasonRefNotPermitted,
-			message: fmt.Sprintf("certificateRef to Secret %s is not permitted: no ReferenceGrant in namespace %s allows Gateways of namespace %s to use it", key, ns, gwNamespace)}
+			message: fmt.Sprintf("certificateRef to Secret %s is not permitted: no ReferenceGrant in namespace %s allows %ss of namespace %s to use it", key, ns, fromKindName(lk), gwNamespace)}
 	}
 	var s *corev1.Secret
 	if lk.Secret != nil {
@@ -85,4 +94,11 @@ func ResolveCertificateRef(gwNamespace string, ref gwv1.SecretObjectReference, l
 		return invalid("Secret %s: %v", key, err)
 	}
 	return key, nil
+}
+
+func fromKindName(lk CertificateLookups) string {
+	if lk.FromKind == "" {
+		return GatewayKind
+	}
+	return lk.FromKind
 }

@@ -13,6 +13,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	corev1ac "k8s.io/client-go/applyconfigurations/core/v1"
+	"k8s.io/utils/ptr"
 	inferencev1 "sigs.k8s.io/gateway-api-inference-extension/api/v1"
 	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
 
@@ -46,6 +47,9 @@ type Inputs struct {
 	// BackendTLSPolicies give Service backends client TLS (backendtls.go),
 	// reading their CA ConfigMaps from ConfigMaps; nil means none exist.
 	BackendTLSPolicies krt.Collection[*gwv1.BackendTLSPolicy]
+	// ListenerSets add listeners to the Gateways that admit them
+	// (listenerset.go); nil means none exist.
+	ListenerSets krt.Collection[*gwv1.ListenerSet]
 }
 
 // Options are the controller's settings (pilot/pkg/features).
@@ -108,7 +112,22 @@ type Outputs struct {
 	// BackendTLSPolicy that targets a Service our routes send to; nil
 	// without Inputs.BackendTLSPolicies.
 	BackendTLSPolicyStatuses krt.Collection[BackendTLSPolicyStatus]
+	// ListenerSetStatuses is the status of each ListenerSet whose parent is
+	// a Gateway of ours, Programmed still Pending (WithListenerSetProgrammed
+	// applies the Gateway's); nil without Inputs.ListenerSets.
+	ListenerSetStatuses krt.Collection[ListenerSetStatusResult]
 }
+
+// ListenerSetStatusResult is the status of one ListenerSet of one of our
+// Gateways (Gateway).
+type ListenerSetStatusResult struct {
+	Namespace, Name string
+	Gateway         types.NamespacedName
+	Status          gwv1.ListenerSetStatus
+}
+
+// ResourceName is namespace/name.
+func (l ListenerSetStatusResult) ResourceName() string { return l.Namespace + "/" + l.Name }
 
 // BackendTLSPolicyStatus is our status.ancestors entries of one
 // BackendTLSPolicy.
@@ -247,12 +266,22 @@ func Build(in Inputs, opts Options) Outputs {
 		return &ClassStatus{Name: gc.Name, Condition: GatewayClassAcceptedCondition(gc, p.Problem, metav1.Time{})}
 	}, with("ClassStatuses")...)
 
+	var setsByGateway krt.Index[types.NamespacedName, *gwv1.ListenerSet]
+	if in.ListenerSets != nil {
+		setsByGateway = krt.NewIndex(in.ListenerSets, "listenersets-by-gateway", func(ls *gwv1.ListenerSet) []types.NamespacedName {
+			if key, ok := ListenerSetParent(ls); ok {
+				return []types.NamespacedName{key}
+			}
+			return nil
+		})
+	}
+
 	out.Gateways = krt.NewCollection(in.Gateways, func(ctx krt.HandlerContext, gw *gwv1.Gateway) *GatewayView {
 		p := krt.FetchOne(ctx, classParams, krt.FilterKey(string(gw.Spec.GatewayClassName)))
 		if p == nil {
 			return nil
 		}
-		v := NewGatewayView(gw, CertificateLookups{
+		certs := CertificateLookups{
 			Secret: func(key types.NamespacedName) *corev1.Secret {
 				if in.Secrets == nil {
 					return nil
@@ -274,10 +303,21 @@ func Build(in Inputs, opts Options) Outputs {
 				}
 				return nil
 			},
-		})
+		}
+		v := NewGatewayView(gw, certs)
 		v.Class, v.EPPBodyMode, v.ClassProblem = p.Class, p.EPPBodyMode, p.Problem
 		v.ParametersProblem = gatewayParametersProblem(gw)
 		v.AddressProblem = gatewayAddressProblem(gw)
+		if setsByGateway != nil {
+			if sets := setsByGateway.Fetch(ctx, v.Gateway); len(sets) > 0 {
+				v.AddListenerSets(gw, sets, certs, func(name string) map[string]string {
+					if ns := krt.FetchOne(ctx, in.Namespaces, krt.FilterKey(name)); ns != nil {
+						return (*ns).Labels
+					}
+					return nil
+				})
+			}
+		}
 		return v
 	}, with("Gateways")...)
 
@@ -296,6 +336,21 @@ func Build(in Inputs, opts Options) Outputs {
 			return &v
 		}, with("BackendTLSPolicies")...)
 		policiesByService = krt.NewIndex(policies, "backendtlspolicies-by-service", policyTargetsService)
+	}
+
+	// sets resolves a route's ListenerSet parentRef to the ListenerSet's
+	// Gateway; nil without ListenerSets.
+	sets := func(ctx krt.HandlerContext) ListenerSetLookup {
+		if in.ListenerSets == nil {
+			return nil
+		}
+		return func(key types.NamespacedName) (types.NamespacedName, bool) {
+			ls := krt.FetchOne(ctx, in.ListenerSets, krt.FilterKey(key.String()))
+			if ls == nil {
+				return types.NamespacedName{}, false
+			}
+			return ListenerSetParent(*ls)
+		}
 	}
 
 	lookups := func(ctx krt.HandlerContext) (GatewayLookup, NamespaceLabels, BackendLookups) {
@@ -342,7 +397,7 @@ func Build(in Inputs, opts Options) Outputs {
 		refs func(i int) []gwv1.BackendRef,
 	) *RouteResult {
 		gateways, nsLabels, lk := lookups(ctx)
-		parents := AttachRoute(route, gateways, nsLabels)
+		parents := AttachRouteWithListenerSets(route, gateways, sets(ctx), nsLabels)
 		if len(parents) == 0 {
 			return nil
 		}
@@ -425,6 +480,9 @@ func Build(in Inputs, opts Options) Outputs {
 		// Programmed stays False/Pending until Gateway deployments exist
 		// (issue 6): nothing here knows whether a proxy serves the Gateway.
 		st := GatewayStatus(&gw, attached, false, metav1.Time{})
+		if len(gw.ListenerSets) > 0 {
+			st.AttachedListenerSets = ptr.To(gw.AttachedListenerSets())
+		}
 		switch {
 		case gw.ClassProblem != "":
 			st = withClassProblem(st, gw.Class, gw.ClassProblem)
@@ -439,6 +497,40 @@ func Build(in Inputs, opts Options) Outputs {
 	out.Translator = krt.NewCollection(out.Gateways, func(ctx krt.HandlerContext, gw GatewayView) *model.Gateway {
 		return TranslatorGateway(gw, routesByGateway.Fetch(ctx, gw.Gateway))
 	}, with("Translator")...)
+
+	if in.ListenerSets != nil {
+		routesBySet := krt.NewIndex(out.Routes, "routes-by-listenerset", func(r RouteResult) []types.NamespacedName {
+			var keys []types.NamespacedName
+			for _, p := range r.Parents {
+				if p.ListenerSet.Name != "" && !slices.Contains(keys, p.ListenerSet) {
+					keys = append(keys, p.ListenerSet)
+				}
+			}
+			return keys
+		})
+		out.ListenerSetStatuses = krt.NewCollection(in.ListenerSets, func(ctx krt.HandlerContext, ls *gwv1.ListenerSet) *ListenerSetStatusResult {
+			parent, ok := ListenerSetParent(ls)
+			if !ok {
+				return nil
+			}
+			gw := krt.FetchOne(ctx, out.Gateways, krt.FilterKey(parent.String()))
+			if gw == nil {
+				return nil // not a Gateway of ours: not ours to report on
+			}
+			key := types.NamespacedName{Namespace: ls.Namespace, Name: ls.Name}
+			view := gw.ListenerSet(key)
+			if view == nil {
+				return nil
+			}
+			routes := routesBySet.Fetch(ctx, key)
+			results := make([][]ParentResult, 0, len(routes))
+			for _, r := range routes {
+				results = append(results, r.Parents)
+			}
+			return &ListenerSetStatusResult{Namespace: ls.Namespace, Name: ls.Name, Gateway: parent,
+				Status: ListenerSetStatus(view, ListenerSetAttachedRoutes(results)[key])}
+		}, with("ListenerSetStatuses")...)
+	}
 
 	if in.BackendTLSPolicies != nil {
 		routesByService := krt.NewIndex(out.Routes, "routes-by-service", backendServices)
@@ -629,8 +721,9 @@ func RouteParentStatuses(r RouteResult, controller string) []gwv1.RouteParentSta
 
 // TranslatorGateway builds the xDS translator's view of gw (model.Gateway)
 // from the routes that name it: each served listener (ListenerView.Served;
-// an HTTPS one with its Secret) with the routes
-// attached to it, sorted by kind, namespace and name.
+// an HTTPS one with its Secret), the Gateway's own and then those of its
+// accepted ListenerSets in precedence order (named ListenerSetListenerName),
+// with the routes attached to it, sorted by kind, namespace and name.
 func TranslatorGateway(gw GatewayView, routes []RouteResult) *model.Gateway {
 	out := &model.Gateway{Namespace: gw.Gateway.Namespace, Name: gw.Gateway.Name,
 		EPPBodyMode: gw.EPPBodyMode, ClassParametersError: gw.ClassProblem}
@@ -644,17 +737,27 @@ func TranslatorGateway(gw GatewayView, routes []RouteResult) *model.Gateway {
 		out.ClassParametersError = gw.AddressProblem
 	}
 	built := map[string]*model.Route{}
-	for _, l := range gw.Listeners {
+	listeners := slices.Clone(gw.Listeners)
+	for _, ls := range gw.ListenerSets {
+		if ls.Accepted() {
+			listeners = append(listeners, ls.Listeners...)
+		}
+	}
+	for _, l := range listeners {
 		if !l.Served() {
 			continue
 		}
-		ml := model.Listener{Name: string(l.Name), Port: uint32(l.Port), Protocol: l.Protocol, Hostname: l.Hostname}
+		name := string(l.Name)
+		if l.Set.Name != "" {
+			name = ListenerSetListenerName(l.Set, l.Name)
+		}
+		ml := model.Listener{Name: name, Port: uint32(l.Port), Protocol: l.Protocol, Hostname: l.Hostname}
 		if l.Certificate.Name != "" {
 			ml.TLS = &model.ListenerTLS{CertificateRefs: []string{l.Certificate.String()}, ClientValidation: l.ClientValidation}
 		}
 		for i := range routes {
 			r := &routes[i]
-			if !attachedTo(r, gw.Gateway, l.Name) {
+			if !attachedTo(r, gw.Gateway, l.Set, l.Name) {
 				continue
 			}
 			key := r.ResourceName()
@@ -668,9 +771,9 @@ func TranslatorGateway(gw GatewayView, routes []RouteResult) *model.Gateway {
 	return out
 }
 
-func attachedTo(r *RouteResult, gw types.NamespacedName, listener gwv1.SectionName) bool {
+func attachedTo(r *RouteResult, gw, set types.NamespacedName, listener gwv1.SectionName) bool {
 	for _, p := range r.Parents {
-		if p.Accepted && p.Gateway == gw && slices.Contains(p.Listeners, listener) {
+		if p.Accepted && p.Gateway == gw && p.ListenerSet == set && slices.Contains(p.Listeners, listener) {
 			return true
 		}
 	}

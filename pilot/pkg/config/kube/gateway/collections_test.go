@@ -37,6 +37,7 @@ type pipeline struct {
 	cms      krt.StaticCollection[*corev1.ConfigMap]
 	secrets  krt.StaticCollection[*corev1.Secret]
 	policies krt.StaticCollection[*gwv1.BackendTLSPolicy]
+	sets     krt.StaticCollection[*gwv1.ListenerSet]
 	out      Outputs
 }
 
@@ -62,6 +63,7 @@ func newPipeline(t *testing.T, inference bool, objs ...any) *pipeline {
 		cms:      krt.NewStaticCollection[*corev1.ConfigMap](nil, nil, stop),
 		secrets:  krt.NewStaticCollection[*corev1.Secret](nil, nil, stop),
 		policies: krt.NewStaticCollection[*gwv1.BackendTLSPolicy](nil, nil, stop),
+		sets:     krt.NewStaticCollection[*gwv1.ListenerSet](nil, nil, stop),
 	}
 	for _, o := range objs {
 		p.add(o)
@@ -69,7 +71,7 @@ func newPipeline(t *testing.T, inference bool, objs ...any) *pipeline {
 	p.out = Build(Inputs{
 		GatewayClasses: p.classes, Gateways: p.gateways, HTTPRoutes: p.http, GRPCRoutes: p.grpc,
 		ReferenceGrants: p.grants, Namespaces: p.ns, Services: p.services, InferencePools: p.pools,
-		ConfigMaps: p.cms, Secrets: p.secrets, BackendTLSPolicies: p.policies,
+		ConfigMaps: p.cms, Secrets: p.secrets, BackendTLSPolicies: p.policies, ListenerSets: p.sets,
 	}, Options{ControllerName: controller, ClusterDomain: "cluster.local", InferenceEnabled: inference,
 		Krt: []krt.CollectionOption{stop}})
 	p.settle()
@@ -101,6 +103,8 @@ func (p *pipeline) add(o any) {
 		p.secrets.UpdateObject(o)
 	case *gwv1.BackendTLSPolicy:
 		p.policies.UpdateObject(o)
+	case *gwv1.ListenerSet:
+		p.sets.UpdateObject(o)
 	default:
 		p.t.Fatalf("unsupported object %T", o)
 	}

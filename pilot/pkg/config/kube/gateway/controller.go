@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
@@ -69,7 +70,11 @@ type Controller struct {
 	// Invalid for a Gateway the ADS server serves in part
 	// (ServedGatewayStatuses over ControllerConfig.Serving).
 	WrittenGatewayStatuses krt.Collection[GatewayStatusResult]
-	runs                   []func(ctx context.Context)
+	// WrittenListenerSetStatuses is ListenerSetStatuses with the
+	// Programmed conditions of WrittenGatewayStatuses applied
+	// (WithListenerSetProgrammed): what the status writer applies.
+	WrittenListenerSetStatuses krt.Collection[ListenerSetStatusResult]
+	runs                       []func(ctx context.Context)
 }
 
 // NewController builds the pipeline and its writers. With
@@ -96,7 +101,7 @@ func NewController(cfg ControllerConfig) (*Controller, error) {
 		GatewayClasses: kc.GatewayClasses(), Gateways: kc.Gateways(), HTTPRoutes: kc.HTTPRoutes(),
 		GRPCRoutes: kc.GRPCRoutes(), ReferenceGrants: kc.ReferenceGrants(), Namespaces: kc.Namespaces(),
 		Services: kc.Services(), ConfigMaps: kc.ConfigMaps(), Secrets: kc.Secrets(),
-		BackendTLSPolicies: kc.BackendTLSPolicies(),
+		BackendTLSPolicies: kc.BackendTLSPolicies(), ListenerSets: kc.ListenerSets(),
 	}
 	if f.EnableInferenceExtension {
 		in.InferencePools = kc.InferencePools()
@@ -130,12 +135,22 @@ func NewController(cfg ControllerConfig) (*Controller, error) {
 	if cfg.Serving != nil {
 		c.WrittenGatewayStatuses = ServedGatewayStatuses(c.WrittenGatewayStatuses, cfg.Serving, cfg.Krt)
 	}
+	written := c.WrittenGatewayStatuses
+	c.WrittenListenerSetStatuses = krt.NewCollection(c.ListenerSetStatuses, func(ctx krt.HandlerContext, ls ListenerSetStatusResult) *ListenerSetStatusResult {
+		gw := krt.FetchOne(ctx, written, krt.FilterKey(ls.Gateway.String()))
+		programmed := gw != nil && slices.ContainsFunc(gw.Status.Conditions, func(c metav1.Condition) bool {
+			return c.Type == string(gwv1.GatewayConditionProgrammed) && c.Status == metav1.ConditionTrue
+		})
+		ls.Status = WithListenerSetProgrammed(ls.Status, programmed)
+		return &ls
+	}, append(slices.Clone(cfg.Krt), krt.WithName("gateway/WrittenListenerSetStatuses"))...)
 	if in.InferencePools != nil {
 		add(shadowServiceWriter(cfg, c.ShadowServices, in.InferencePools))
 	}
 	if f.EnableGatewayAPIStatus {
 		add(classStatusWriter(cfg, c.ClassStatuses))
 		add(gatewayStatusWriter(cfg, c.WrittenGatewayStatuses))
+		add(listenerSetStatusWriter(cfg, c.WrittenListenerSetStatuses))
 		add(httpRouteStatusWriter(cfg, c.HTTPRouteStatuses))
 		add(grpcRouteStatusWriter(cfg, c.GRPCRouteStatuses))
 		add(routeProblemEvents(cfg, c.Routes))
@@ -412,6 +427,45 @@ func gatewayStatusWriter(cfg ControllerConfig, desired krt.Collection[GatewaySta
 // stampConditions returns desired (whose lastTransitionTime is zero) with
 // each condition's time taken from the live condition of the same type when
 // its status is unchanged, and now otherwise.
+// listenerSetStatusWriter applies the status of each ListenerSet of our
+// Gateways, as the Gateway's: the status is ours alone (server-side apply,
+// our field manager), conditions keep their live lastTransitionTime while
+// unchanged.
+func listenerSetStatusWriter(cfg ControllerConfig, desired krt.Collection[ListenerSetStatusResult]) (func(context.Context), error) {
+	type ac = *gwv1ac.ListenerSetApplyConfiguration
+	api := cfg.Client.GatewayAPI().GatewayV1()
+	w, err := writer.NewOwnedStatusWriter(writer.OwnedStatusConfig[*gwv1.ListenerSet, ListenerSetStatusResult, ac]{
+		Name: "listenerset-status", Desired: desired, Live: cfg.Client.ListenerSets(),
+		Status: apply.OwnedStatus[*gwv1.ListenerSet, ac]{
+			FieldManager: cfg.Features.ControllerName, ExtractStatus: gwv1ac.ExtractListenerSetStatus,
+		},
+		Client: func(ns string) apply.StatusClient[*gwv1.ListenerSet, ac] { return api.ListenerSets(ns) },
+		Build: func(live *gwv1.ListenerSet, d ListenerSetStatusResult) (ac, error) {
+			st := *d.Status.DeepCopy()
+			st.Conditions = stampConditions(st.Conditions, live.Status.Conditions)
+			for i := range st.Listeners {
+				var liveConds []metav1.Condition
+				for _, ll := range live.Status.Listeners {
+					if ll.Name == st.Listeners[i].Name {
+						liveConds = ll.Conditions
+					}
+				}
+				st.Listeners[i].Conditions = stampConditions(st.Listeners[i].Conditions, liveConds)
+			}
+			out := gwv1ac.ListenerSetStatus()
+			if err := convertJSON(st, out); err != nil {
+				return nil, err
+			}
+			return gwv1ac.ListenerSet(live.Name, live.Namespace).WithStatus(out), nil
+		},
+		IsLeader: cfg.IsLeader,
+	})
+	if err != nil {
+		return nil, err
+	}
+	return w.Run, nil
+}
+
 func stampConditions(desired, live []metav1.Condition) []metav1.Condition {
 	return status.KeepTransitionTimes(status.StampTransitionTimes(desired, metav1.Now()), live)
 }

@@ -22,16 +22,16 @@ func TestNewControllerFollowsFlags(t *testing.T) {
 		pools   bool
 	}{
 		// default class, the four Gateway deployment writers, class,
-		// Gateway, HTTPRoute, GRPCRoute and BackendTLSPolicy status, route
-		// problem Events
-		{"defaults (inference off)", func(*features.Features) {}, 11, false},
+		// Gateway, ListenerSet, HTTPRoute, GRPCRoute and BackendTLSPolicy
+		// status, route problem Events
+		{"defaults (inference off)", func(*features.Features) {}, 12, false},
 		// + shadow Services and pool status
-		{"inference on", func(f *features.Features) { f.EnableInferenceExtension = true }, 13, true},
+		{"inference on", func(f *features.Features) { f.EnableInferenceExtension = true }, 14, true},
 		// default class, deployments and shadow Services only
 		{"status off", func(f *features.Features) { f.EnableInferenceExtension, f.EnableGatewayAPIStatus = true, false }, 6, true},
 		// no ServiceAccount, Service, ConfigMap and Deployment writers
-		{"deployment off", func(f *features.Features) { f.EnableGatewayDeployment = false }, 7, false},
-		{"deployment, plaintext", func(f *features.Features) { f.GatewayXDSPlaintext = true }, 11, false},
+		{"deployment off", func(f *features.Features) { f.EnableGatewayDeployment = false }, 8, false},
+		{"deployment, plaintext", func(f *features.Features) { f.GatewayXDSPlaintext = true }, 12, false},
 		{"Gateway API off", func(f *features.Features) { f.EnableGatewayAPI = false }, 0, false},
 	}
 	for _, tc := range cases {

@@ -127,10 +127,11 @@ func BuildDeployments(gateways krt.Collection[*gwv1.Gateway], ours krt.Collectio
 	}
 	var out DeploymentOutputs
 	out.Deployments = krt.NewCollection(gateways, func(ctx krt.HandlerContext, gw *gwv1.Gateway) *GatewayDeployment {
-		if krt.FetchOne(ctx, ours, krt.FilterKey(gw.Namespace+"/"+gw.Name)) == nil || DeploymentScope(gw) != "" {
+		view := krt.FetchOne(ctx, ours, krt.FilterKey(gw.Namespace+"/"+gw.Name))
+		if view == nil || DeploymentScope(gw) != "" {
 			return nil
 		}
-		d, err := DesiredDeployment(gw, cfg)
+		d, err := DesiredDeployment(WithListenerSetPorts(gw, view), cfg)
 		if err != nil {
 			// Only an invalid ProxyConfig fails, which NewController
 			// checks first.
@@ -189,6 +190,44 @@ func DeploymentScope(gw *gwv1.Gateway) string {
 		return fmt.Sprintf("the Gateway's name is longer than %d characters, the longest label value: no deployment is made", maxServiceName)
 	}
 	return ""
+}
+
+// WithListenerSetPorts returns gw with, after its own listeners, one
+// listener for each port that only listeners of its accepted ListenerSets
+// (view.ListenerSets) use, so that the Gateway's Service and the proxy's
+// container expose it: named "listenerset-<port>" (a suffix added while
+// that name is taken). gw is returned as is when there is none; it is
+// never modified.
+func WithListenerSetPorts(gw *gwv1.Gateway, view *GatewayView) *gwv1.Gateway {
+	var extra []gwv1.Listener
+	has := func(p gwv1.PortNumber) bool {
+		return slices.ContainsFunc(gw.Spec.Listeners, func(l gwv1.Listener) bool { return l.Port == p }) ||
+			slices.ContainsFunc(extra, func(l gwv1.Listener) bool { return l.Port == p })
+	}
+	taken := func(n gwv1.SectionName) bool {
+		return slices.ContainsFunc(gw.Spec.Listeners, func(l gwv1.Listener) bool { return l.Name == n })
+	}
+	for _, ls := range view.ListenerSets {
+		if !ls.Accepted() {
+			continue
+		}
+		for _, l := range ls.Listeners {
+			if !l.Served() || has(l.Port) {
+				continue
+			}
+			name := gwv1.SectionName(fmt.Sprintf("listenerset-%d", l.Port))
+			for i := 1; taken(name); i++ {
+				name = gwv1.SectionName(fmt.Sprintf("listenerset-%d-%d", l.Port, i))
+			}
+			extra = append(extra, gwv1.Listener{Name: name, Port: l.Port, Protocol: l.Protocol})
+		}
+	}
+	if len(extra) == 0 {
+		return gw
+	}
+	out := gw.DeepCopy()
+	out.Spec.Listeners = append(out.Spec.Listeners, extra...)
+	return out
 }
 
 // deploymentPorts returns each distinct listener port once, in listener

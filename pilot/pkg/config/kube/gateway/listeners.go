@@ -63,6 +63,12 @@ type GatewayView struct {
 	BackendClientCertSet     bool
 	BackendClientCertReason  gwv1.GatewayConditionReason
 	BackendClientCertMessage string
+	// ListenerSets are the ListenerSets whose parentRef names this Gateway,
+	// in listener precedence order (AddListenerSets), admitted or not. The
+	// listeners of the accepted ones are served with the Gateway's own
+	// (Listeners, which holds only those) and take routes whose parentRef
+	// names their ListenerSet.
+	ListenerSets []ListenerSetView
 }
 
 // ListenerView is one Gateway API Listener as we validated it.
@@ -99,8 +105,12 @@ type ListenerView struct {
 	// From and Selector are allowedRoutes.namespaces (default Same).
 	From     gwv1.FromNamespaces
 	Selector labels.Selector
-	// Namespace is the Gateway's namespace, for From Same.
+	// Namespace is the Gateway's namespace (the ListenerSet's for a
+	// listener of a ListenerSet), for From Same.
 	Namespace string
+	// Set is the ListenerSet the listener comes from; zero for the
+	// Gateway's own listeners.
+	Set types.NamespacedName
 	// Conflicted, with ConflictReason (ProtocolConflict, HostnameConflict)
 	// and ConflictMessage: another listener uses the same port with another
 	// protocol, or the same port, protocol and hostname. No route attaches
@@ -127,7 +137,7 @@ func (l *ListenerView) Served() bool {
 func NewGatewayView(gw *gwv1.Gateway, certs CertificateLookups) *GatewayView {
 	v := &GatewayView{Gateway: types.NamespacedName{Namespace: gw.Namespace, Name: gw.Name}, Generation: gw.Generation}
 	for _, l := range gw.Spec.Listeners {
-		v.Listeners = append(v.Listeners, newListenerView(gw, l, certs))
+		v.Listeners = append(v.Listeners, newListenerView(gw, gw.Namespace, l, certs))
 	}
 	v.InsecureFrontend = InsecureFrontendValidation(gw)
 	if gw.Spec.TLS != nil && gw.Spec.TLS.Backend != nil && gw.Spec.TLS.Backend.ClientCertificateRef != nil {
@@ -170,8 +180,12 @@ func markConflicts(ls []ListenerView) {
 	}
 }
 
-func newListenerView(gw *gwv1.Gateway, l gwv1.Listener, certs CertificateLookups) ListenerView {
-	ns := gw.Namespace
+// newListenerView validates listener l of gw, or of one of its ListenerSets
+// in namespace ns (certs.FromKind ListenerSetKind): certificateRefs and
+// allowedRoutes Same are relative to ns, spec.tls.frontend is the Gateway's.
+func newListenerView(gw *gwv1.Gateway, ns string, l gwv1.Listener, certs CertificateLookups) ListenerView {
+	gwCerts := certs
+	gwCerts.FromKind = ""
 	v := ListenerView{
 		Name: l.Name, Port: l.Port, Protocol: l.Protocol, Hostname: string(ptr.Deref(l.Hostname, "")),
 		Accepted: true, ResolvedRefs: true, From: gwv1.NamespacesFromSame, Namespace: ns,
@@ -213,7 +227,7 @@ func newListenerView(gw *gwv1.Gateway, l gwv1.Listener, certs CertificateLookups
 				reject(gwv1.ListenerReasonNoValidCACertificate, "spec.tls.frontend validation for port %d has no caCertificateRefs", l.Port)
 				break
 			}
-			cv, problem := resolveFrontendValidation(ns, fv, certs)
+			cv, problem := resolveFrontendValidation(gw.Namespace, fv, gwCerts)
 			if problem != nil && v.ResolvedRefs {
 				v.ResolvedRefs, v.RefsReason, v.RefsMessage = false, problem.reason, problem.message
 			}
