@@ -224,9 +224,11 @@ func (p InferencePoolObject) ResourceName() string { return p.Pool.Namespace + "
 // inputs to outputs:
 //
 //	GatewayClasses ─► ClassStatuses
-//	Gateways (+classes) ─► Gateways ─► GatewayStatuses, Translator
-//	HTTPRoutes, GRPCRoutes (+Gateways, Namespaces, Services, InferencePools,
-//	  ReferenceGrants) ─► Routes ─► HTTPRouteStatuses, GRPCRouteStatuses
+//	Gateways (+classes, ListenerSets by parent) ─► Gateways ─► GatewayStatuses,
+//	  ListenerSetStatuses, Translator
+//	HTTPRoutes, GRPCRoutes (+Gateways, ListenerSets, Namespaces, Services,
+//	  InferencePools, ReferenceGrants) ─► Routes ─► HTTPRouteStatuses,
+//	  GRPCRouteStatuses
 //	Routes indexed by pool ─► GatewayParents ─► InferencePools (+pool, EPP
 //	  Service) ─► PoolStatuses and ShadowServices (one derivation)
 //
