@@ -32,10 +32,11 @@ const (
 // gatewayAPIArgs are the Gateway API suite's flags beyond suiteArgs: the
 // profiles, and every core and extended feature of them as
 // -supported-features. Our controller publishes in its GatewayClass status
-// only the features it passes (gateway.SupportedFeatures, without
-// ListenerSet); the flag claims every feature of the profiles instead, so
-// that every extended test runs and the failures show what infermesh
-// lacks (gateway-api-conformance.md, Setup).
+// only the features it passes (gateway.SupportedFeatures, now all of
+// them); the flag claims every feature of the profiles, so that every
+// extended test runs and a failure shows what infermesh lacks even if a
+// feature were dropped from the class status (gateway-api-conformance.md,
+// Setup).
 func gatewayAPIArgs(cfg config, list TestList) ([]string, error) {
 	features, err := list.Features(gatewayAPIProfiles)
 	if err != nil {

