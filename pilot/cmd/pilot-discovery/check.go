@@ -128,7 +128,7 @@ func conditionFindings(object, parent string, conds []metav1.Condition) []findin
 func parentName(kind, ns, name string) string { return kind + " " + ns + "/" + name }
 
 // findingsOf walks the controller's outputs (synced) for problems, in a
-// stable order: classes, Gateways, HTTPRoutes, GRPCRoutes, pools, shadow
+// stable order: classes, Gateways, ListenerSets, HTTPRoutes, GRPCRoutes, pools, shadow
 // Service conflicts against services (the folder's Services).
 func findingsOf(out gateway.Outputs, services krt.Collection[*corev1.Service]) []finding {
 	var fs []finding
@@ -142,6 +142,15 @@ func findingsOf(out gateway.Outputs, services krt.Collection[*corev1.Service]) [
 			obj := parentName("Gateway", gs.Namespace, gs.Name)
 			fs = append(fs, conditionFindings(obj, "", gs.Status.Conditions)...)
 			for _, l := range gs.Status.Listeners {
+				fs = append(fs, conditionFindings(obj+" listener "+string(l.Name), "", l.Conditions)...)
+			}
+		}
+	}
+	if out.ListenerSetStatuses != nil {
+		for _, ls := range out.ListenerSetStatuses.List() {
+			obj := parentName("ListenerSet", ls.Namespace, ls.Name)
+			fs = append(fs, conditionFindings(obj, "", ls.Status.Conditions)...)
+			for _, l := range ls.Status.Listeners {
 				fs = append(fs, conditionFindings(obj+" listener "+string(l.Name), "", l.Conditions)...)
 			}
 		}

@@ -83,6 +83,10 @@ func TestCheck(t *testing.T) {
 			"dropped    HTTPRoute llm-namespace/llm-route (parent Gateway gateway-namespace/gateway): PartiallyInvalid=True (UnsupportedValue): Dropped Rule",
 			"/v1/(models",
 		}},
+		{"listenerset-not-allowed", nil, []string{
+			"condition  ListenerSet gateway-namespace/extra: Accepted=False (NotAllowed): Gateway gateway-namespace/gateway has no spec.allowedListeners",
+			"condition  ListenerSet gateway-namespace/extra: Programmed=False (NotAllowed)",
+		}},
 		{"foreign-service", nil, []string{
 			"conflict   InferencePool llm-namespace/vllm-llama3-8b: its shadow Service name is taken: Service llm-namespace/vllm-llama3-8b-ip-22dc7de1 exists without the istio.io/inferencepool-name label",
 		}},

@@ -393,3 +393,51 @@ func TestProxyConfigOfflineQuiet(t *testing.T) {
 		t.Errorf("proxy-config -f logged its server's pushes:\n%s", strings.Join(l, "\n"))
 	}
 }
+
+// TestStatusListenerSet: status -f reads ListenerSets: one the Gateway
+// admits is printed Accepted (Programmed Pending: nothing is deployed),
+// with the route naming it attached to its listener.
+func TestStatusListenerSet(t *testing.T) {
+	dir := t.TempDir()
+	const manifests = `apiVersion: gateway.networking.k8s.io/v1
+kind: Gateway
+metadata: {name: gw, namespace: default}
+spec:
+  gatewayClassName: istio
+  allowedListeners: {namespaces: {from: Same}}
+  listeners:
+  - {name: http, port: 80, protocol: HTTP}
+---
+apiVersion: gateway.networking.k8s.io/v1
+kind: ListenerSet
+metadata: {name: ls, namespace: default}
+spec:
+  parentRef: {name: gw}
+  listeners:
+  - {name: extra, port: 8080, protocol: HTTP, hostname: extra.example.com}
+---
+apiVersion: gateway.networking.k8s.io/v1
+kind: HTTPRoute
+metadata: {name: r, namespace: default}
+spec:
+  parentRefs: [{kind: ListenerSet, name: ls}]
+  rules: [{}]
+`
+	if err := os.WriteFile(filepath.Join(dir, "ls.yaml"), []byte(manifests), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	docs, stderr, err := statusOf(t, dir)
+	if err != nil {
+		t.Fatalf("status: %v\nstderr: %s", err, stderr)
+	}
+	ls := findDoc(docs, "ListenerSet", "default", "ls")
+	if ls == nil || condition(ls.Status.Conditions, "Accepted") != "True/Accepted" ||
+		condition(ls.Status.Conditions, "Programmed") != "False/Pending" {
+		t.Fatalf("ListenerSet status = %+v", ls)
+	}
+	route := findDoc(docs, "HTTPRoute", "default", "r")
+	if route == nil || len(route.Status.Parents) != 1 || route.Status.Parents[0].ParentRef.Kind != "ListenerSet" ||
+		condition(route.Status.Parents[0].Conditions, "Accepted") != "True/Accepted" {
+		t.Errorf("route status = %+v", route)
+	}
+}

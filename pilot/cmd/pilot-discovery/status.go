@@ -96,6 +96,7 @@ func statusDocuments(ctx context.Context, out gateway.Outputs, now metav1.Time) 
 	add(out.GatewayStatuses, out.GatewayStatuses != nil)
 	add(out.HTTPRouteStatuses, out.HTTPRouteStatuses != nil)
 	add(out.GRPCRouteStatuses, out.GRPCRouteStatuses != nil)
+	add(out.ListenerSetStatuses, out.ListenerSetStatuses != nil)
 	add(out.PoolStatuses, out.PoolStatuses != nil)
 	add(out.ShadowServices, out.ShadowServices != nil)
 	for _, s := range syncers {
@@ -120,6 +121,17 @@ func statusDocuments(ctx context.Context, out gateway.Outputs, now metav1.Time) 
 				st.Listeners[i].Conditions = status.StampTransitionTimes(st.Listeners[i].Conditions, now)
 			}
 			docs = append(docs, statusDoc{APIVersion: gwGroup, Kind: "Gateway", Metadata: meta(gs.Namespace, gs.Name), Status: st})
+		}
+	}
+	if out.ListenerSetStatuses != nil {
+		// Programmed stays Pending, as a Gateway's does: nothing is deployed.
+		for _, ls := range out.ListenerSetStatuses.List() {
+			st := *ls.Status.DeepCopy()
+			st.Conditions = status.StampTransitionTimes(st.Conditions, now)
+			for i := range st.Listeners {
+				st.Listeners[i].Conditions = status.StampTransitionTimes(st.Listeners[i].Conditions, now)
+			}
+			docs = append(docs, statusDoc{APIVersion: gwGroup, Kind: "ListenerSet", Metadata: meta(ls.Namespace, ls.Name), Status: st})
 		}
 	}
 	routes := func(kind string, c krt.Collection[gateway.RouteStatus]) {

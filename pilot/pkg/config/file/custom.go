@@ -39,6 +39,7 @@ var customKinds = map[schema.GroupKind]customKind{
 	{Group: gatewayv1.GroupName, Kind: "GRPCRoute"}:        {"GRPCRoutes", func() runtime.Object { return &gatewayv1.GRPCRoute{} }},
 	{Group: gatewayv1.GroupName, Kind: "ReferenceGrant"}:   {"ReferenceGrants", func() runtime.Object { return &gatewayv1.ReferenceGrant{} }},
 	{Group: gatewayv1.GroupName, Kind: "BackendTLSPolicy"}: {"BackendTLSPolicies", func() runtime.Object { return &gatewayv1.BackendTLSPolicy{} }},
+	{Group: gatewayv1.GroupName, Kind: "ListenerSet"}:      {"ListenerSets", func() runtime.Object { return &gatewayv1.ListenerSet{} }},
 	{Group: inferencev1.GroupName, Kind: "InferencePool"}:  {"InferencePools", func() runtime.Object { return &inferencev1.InferencePool{} }},
 }
 

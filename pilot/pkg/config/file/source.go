@@ -63,6 +63,7 @@ type Source struct {
 	grpcRoutes         krt.StaticCollection[*gatewayv1.GRPCRoute]
 	referenceGrants    krt.StaticCollection[*gatewayv1.ReferenceGrant]
 	backendTLSPolicies krt.StaticCollection[*gatewayv1.BackendTLSPolicy]
+	listenerSets       krt.StaticCollection[*gatewayv1.ListenerSet]
 	inferencePools     krt.StaticCollection[*inferencev1.InferencePool]
 	destinationRules   krt.StaticCollection[kube.DestinationRule]
 	sinks              map[string]sink // by collection name
@@ -119,6 +120,7 @@ func New(dir string, opts Options) (*Source, error) {
 	s.grpcRoutes = newCollection[*gatewayv1.GRPCRoute](s, "GRPCRoutes", objs)
 	s.referenceGrants = newCollection[*gatewayv1.ReferenceGrant](s, "ReferenceGrants", objs)
 	s.backendTLSPolicies = newCollection[*gatewayv1.BackendTLSPolicy](s, "BackendTLSPolicies", objs)
+	s.listenerSets = newCollection[*gatewayv1.ListenerSet](s, "ListenerSets", objs)
 	s.inferencePools = newCollection[*inferencev1.InferencePool](s, "InferencePools", objs)
 	s.destinationRules = newCollection[kube.DestinationRule](s, "DestinationRules", objs)
 	return s, nil
@@ -163,6 +165,9 @@ func (s *Source) ReferenceGrants() krt.Collection[*gatewayv1.ReferenceGrant] {
 func (s *Source) BackendTLSPolicies() krt.Collection[*gatewayv1.BackendTLSPolicy] {
 	return s.backendTLSPolicies
 }
+
+// ListenerSets returns the accepted ListenerSets.
+func (s *Source) ListenerSets() krt.Collection[*gatewayv1.ListenerSet] { return s.listenerSets }
 
 // InferencePools returns the accepted InferencePools (inference.networking.k8s.io/v1).
 func (s *Source) InferencePools() krt.Collection[*inferencev1.InferencePool] { return s.inferencePools }
