@@ -185,8 +185,8 @@ func (v *GatewayView) AddListenerSets(gw *gwv1.Gateway, sets []*gwv1.ListenerSet
 		}
 		var local []ListenerView
 		for _, e := range ls.Spec.Listeners {
-			l := newListenerView(gw, ls.Namespace, gwv1.Listener{Name: e.Name, Hostname: e.Hostname, Port: e.Port,
-				Protocol: e.Protocol, TLS: e.TLS, AllowedRoutes: e.AllowedRoutes}, certs)
+			// A ListenerEntry has a Listener's fields, in its order.
+			l := newListenerView(gw, ls.Namespace, gwv1.Listener(e), certs)
 			l.Set = sv.ListenerSet
 			if w := conflictWith(&l, winners, local); w != nil {
 				l.Conflicted = true
