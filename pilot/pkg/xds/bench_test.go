@@ -30,22 +30,23 @@ import (
 	"github.com/infermesh/infermesh/pkg/test/seed"
 )
 
-// Sizes of the large-Gateway scenario.
+// Sizes of the large-Gateway scenario: benchPools pools and routes (the
+// *10000 benchmarks use 10,000), each pool with benchPodsPerPool pods.
 const (
 	benchPools       = 1000
 	benchPodsPerPool = 10
 )
 
-// benchGateway is bench-gw/gateway with one HTTP listener and benchPools
+// benchGateway is bench-gw/gateway with one HTTP listener and pools
 // HTTPRoutes, route i (host pool-i.example.com) sending to InferencePool
 // bench/pool-i; and the endpoints of every shadow cluster (benchPodsPerPool
 // pods on 8000) and EPP cluster (one pod on 9002).
-func benchGateway() (model.Gateway, []model.ClusterEndpoints) {
+func benchGateway(pools int) (model.Gateway, []model.ClusterEndpoints) {
 	r := seed.HTTPRoute()
 	rule := r.Spec.Rules[0]
-	routes := make([]*model.Route, 0, benchPools)
+	routes := make([]*model.Route, 0, pools)
 	var eps []model.ClusterEndpoints
-	for i := range benchPools {
+	for i := range pools {
 		name := fmt.Sprintf("pool-%04d", i)
 		p := seedmodel.PoolBackend("bench", name, name+"-ip-00000000", inferencev1.EndpointPickerFailOpen)
 		routes = append(routes, &model.Route{
@@ -106,8 +107,15 @@ func (s benchSub) SubscribedResources() map[string]struct{} { return nil }
 // the push path's share (validate, serialize, publish and answer watches,
 // from infermesh_xds_push_duration_seconds); the rest of ns/op is krt event
 // delivery and the CLA transformation.
-func BenchmarkEndpointChangeOnePool(b *testing.B) {
-	s := startBenchServer(b)
+func BenchmarkEndpointChangeOnePool(b *testing.B) { benchEndpointChange(b, benchPools) }
+
+// BenchmarkEndpointChangeOnePool10000 is BenchmarkEndpointChangeOnePool
+// with 10,000 pools and routes.
+func BenchmarkEndpointChangeOnePool10000(b *testing.B) { benchEndpointChange(b, 10000) }
+
+func benchEndpointChange(b *testing.B, pools int) {
+	s := startBenchServer(b, pools)
+	benchPools := pools
 	// The first request is answered after the first publish, with every
 	// assignment.
 	ch, _ := s.watch(resourcev3.EndpointType, map[string]string{}, "")
@@ -167,8 +175,8 @@ type benchServer struct {
 	node      *corev3.Node
 }
 
-func startBenchServer(b *testing.B) *benchServer {
-	gw, eps := benchGateway()
+func startBenchServer(b *testing.B, pools int) *benchServer {
+	gw, eps := benchGateway(pools)
 	s := &benchServer{b: b, gw: gw, reg: prometheus.NewRegistry(), debug: krt.NewDebugHandler(), node: node("bench", gw.Namespace, gw.Name)}
 	s.srv, s.gateways, s.endpoints, _ = runBenchServer(b, []model.Gateway{gw}, eps, s.reg, s.debug)
 	return s
@@ -258,8 +266,15 @@ func versions(r *discoveryv3.DeltaDiscoveryResponse) map[string]string {
 // is the push path's share (validate, serialize, publish), where the
 // previous set's unchanged clusters and listener are neither validated nor
 // serialized again.
-func BenchmarkRouteChangeOneGateway(b *testing.B) {
-	s := startBenchServer(b)
+func BenchmarkRouteChangeOneGateway(b *testing.B) { benchRouteChange(b, benchPools) }
+
+// BenchmarkRouteChangeOneGateway10000 is BenchmarkRouteChangeOneGateway
+// with 10,000 routes and pools.
+func BenchmarkRouteChangeOneGateway10000(b *testing.B) { benchRouteChange(b, 10000) }
+
+func benchRouteChange(b *testing.B, pools int) {
+	s := startBenchServer(b, pools)
+	benchPools := pools
 	ch, _ := s.watch(resourcev3.RouteType, map[string]string{}, "")
 	first := s.recv(ch)
 	if len(first.GetResources()) != 1 {
