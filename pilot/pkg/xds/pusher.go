@@ -75,6 +75,9 @@ type pusher struct {
 	// (tracker.proxiesOf).
 	proxies func(gateways map[string]bool) int
 
+	// forget, when set, drops a deleted Gateway's incremental translator.
+	forget func(gateway string)
+
 	// mutate, when set (tests only), may change a Gateway's resources after
 	// translation and before validation, to prove that the push path is the
 	// gate.
@@ -344,6 +347,9 @@ func (p *pusher) pushGateway(key string, u update, unlinked map[string]bool) {
 			u.gateways[key] = nil
 		}
 		p.serving.set(key, nil)
+		if p.forget != nil {
+			p.forget(key)
+		}
 		return
 	}
 	if gr.Err != "" {
