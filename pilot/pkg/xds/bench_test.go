@@ -4,18 +4,17 @@
 package xds
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"io"
 	"log/slog"
 	"net"
-	"slices"
 	"testing"
 	"time"
 
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	endpointv3 "github.com/envoyproxy/go-control-plane/envoy/config/endpoint/v3"
-	routev3 "github.com/envoyproxy/go-control-plane/envoy/config/route/v3"
 	discoveryv3 "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
 	cachev3 "github.com/envoyproxy/go-control-plane/pkg/cache/v3"
 	resourcev3 "github.com/envoyproxy/go-control-plane/pkg/resource/v3"
@@ -306,18 +305,14 @@ func benchRouteChange(b *testing.B, pools int) {
 		if len(resp.GetResources()) != 1 {
 			b.Fatalf("RDS response has %d route configurations, want 1", len(resp.GetResources()))
 		}
-		rc := &routev3.RouteConfiguration{}
-		if err := resp.GetResources()[0].GetResource().UnmarshalTo(rc); err != nil {
-			b.Fatal(err)
+		// The new hostname is in the route configuration (a byte search:
+		// unmarshalling 10,000 virtual hosts here would leave garbage
+		// that the collector then scans during the timed part).
+		res := resp.GetResources()[0]
+		if res.GetResource().GetTypeUrl() != resourcev3.RouteType || !bytes.Contains(res.GetResource().GetValue(), []byte(host)) {
+			b.Fatalf("route configuration %s has no virtual host for %s", res.GetName(), host)
 		}
-		found := false
-		for _, vh := range rc.GetVirtualHosts() {
-			found = found || slices.Contains(vh.GetDomains(), host)
-		}
-		if !found {
-			b.Fatalf("route configuration %s has no virtual host for %s", rc.GetName(), host)
-		}
-		returned[rc.GetName()] = resp.GetResources()[0].GetVersion()
+		returned[res.GetName()] = res.GetVersion()
 		b.StartTimer()
 	}
 	b.StopTimer()

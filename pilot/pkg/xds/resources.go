@@ -114,15 +114,18 @@ func (g *gatewayTranslators) forget(key string) {
 func (g *gatewayTranslators) builder(eppTLS krt.Collection[model.EPPTLS]) krt.TransformationSingle[model.Gateway, GatewayResources] {
 	return func(ctx krt.HandlerContext, gw model.Gateway) *GatewayResources {
 		out := &GatewayResources{Gateway: gw.ResourceName()}
-		in := core.Inputs{}
-		if hosts := eppHosts(&gw); len(hosts) > 0 {
-			in.EPPTLS = map[string]*model.EPPTLS{}
-			for _, t := range krt.Fetch(ctx, eppTLS, krt.FilterKeys(hosts...)) {
-				in.EPPTLS[t.Host] = &t
+		inputs := func(hosts []string) core.Inputs {
+			in := core.Inputs{}
+			if len(hosts) > 0 {
+				in.EPPTLS = map[string]*model.EPPTLS{}
+				for _, t := range krt.Fetch(ctx, eppTLS, krt.FilterKeys(hosts...)) {
+					in.EPPTLS[t.Host] = &t
+				}
 			}
+			return in
 		}
 		gt := g.get(out.Gateway)
-		res, err := gt.t.Build(&gw, in)
+		res, err := gt.t.BuildWith(&gw, inputs)
 		if err != nil {
 			return &GatewayResources{Gateway: out.Gateway, Err: err.Error()}
 		}
@@ -153,27 +156,6 @@ func EndpointBuilder() krt.TransformationSingle[model.ClusterEndpoints, Endpoint
 	return func(_ krt.HandlerContext, ce model.ClusterEndpoints) *EndpointResources {
 		return &EndpointResources{Cluster: ce.Cluster, Assignment: core.BuildClusterLoadAssignment(ce.Cluster, ce.Endpoints)}
 	}
-}
-
-// eppHosts are the Endpoint Picker hosts of every pool backend of gw,
-// sorted and unique.
-func eppHosts(gw *model.Gateway) []string {
-	seen := map[string]bool{}
-	var out []string
-	for _, l := range gw.Listeners {
-		for _, r := range l.Routes {
-			for _, rule := range r.Rules {
-				for _, b := range rule.Backends {
-					if b.Pool != nil && b.Pool.EPP != nil && !seen[b.Pool.EPP.Host] {
-						seen[b.Pool.EPP.Host] = true
-						out = append(out, b.Pool.EPP.Host)
-					}
-				}
-			}
-		}
-	}
-	sort.Strings(out)
-	return out
 }
 
 // edsName is the name EDS knows cluster c by.

@@ -115,3 +115,31 @@ func processCPU(b *testing.B) time.Duration {
 	}
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
+
+// BenchmarkTranslatorRouteChange10000: core.Translator.Build of the
+// 10,000-route Gateway of bigGateway after one route's hostname changed
+// (the translation part of xds's BenchmarkRouteChangeOneGateway10000).
+func BenchmarkTranslatorRouteChange10000(b *testing.B) {
+	gw, in := bigGateway(10000)
+	tr := NewTranslator(inferenceOn)
+	if _, err := tr.Build(gw, in); err != nil {
+		b.Fatal(err)
+	}
+	b.ReportAllocs()
+	i := 0
+	for b.Loop() {
+		b.StopTimer()
+		g := *gw
+		l := g.Listeners[0]
+		l.Routes = append([]*model.Route(nil), l.Routes...)
+		r := *l.Routes[i%len(l.Routes)]
+		r.Hostnames = []string{fmt.Sprintf("changed-%d.example.com", i)}
+		l.Routes[i%len(l.Routes)] = &r
+		g.Listeners = []model.Listener{l}
+		i++
+		b.StartTimer()
+		if _, err := tr.Build(&g, in); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

@@ -10,6 +10,7 @@ import (
 	"slices"
 	"sort"
 	"strconv"
+	"strings"
 	"sync"
 
 	clusterv3 "github.com/envoyproxy/go-control-plane/envoy/config/cluster/v3"
@@ -67,9 +68,17 @@ func NewTranslator(opts Options) *Translator {
 // "routes: " or "clusters: ", exactly as the full builders would report
 // it; after an error the next Build starts from scratch.
 func (t *Translator) Build(gw *model.Gateway, in Inputs) (Resources, error) {
+	return t.BuildWith(gw, func([]string) Inputs { return in })
+}
+
+// BuildWith is Build with the Inputs asked for once the Translator knows
+// the Endpoint Picker hosts gw's clusters use (sorted; kept up to date
+// with the routes, so asking costs what changed): inputs need only hold
+// their TLS.
+func (t *Translator) BuildWith(gw *model.Gateway, inputs func(eppHosts []string) Inputs) (Resources, error) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	res, err := t.build(gw, in)
+	res, err := t.build(gw, inputs)
 	if err != nil {
 		t.lisGW, t.listeners, t.rcs, t.routes, t.cl = nil, nil, map[string]*rcState{}, nil, nil
 		return Resources{}, err
@@ -77,7 +86,7 @@ func (t *Translator) Build(gw *model.Gateway, in Inputs) (Resources, error) {
 	return res, nil
 }
 
-func (t *Translator) build(gw *model.Gateway, in Inputs) (Resources, error) {
+func (t *Translator) build(gw *model.Gateway, inputs func([]string) Inputs) (Resources, error) {
 	var res Resources
 	var err error
 	if res.Listeners, err = t.buildListeners(gw); err != nil {
@@ -86,7 +95,7 @@ func (t *Translator) build(gw *model.Gateway, in Inputs) (Resources, error) {
 	if res.Routes, err = t.buildRoutes(gw); err != nil {
 		return res, fmt.Errorf("routes: %w", err)
 	}
-	if res.Clusters, err = t.buildClusters(gw, in); err != nil {
+	if res.Clusters, err = t.buildClusters(gw, inputs); err != nil {
 		return res, fmt.Errorf("clusters: %w", err)
 	}
 	return res, nil
@@ -178,28 +187,53 @@ func routeCmp(a, b *model.Route) int {
 }
 
 // routeDiff walks a listener's last routes (old, sorted) and its current
-// ones, calling keep for a route that did not change (sameRoute; old and
-// new element), change for one that did (old nil: added), and drop for
-// one that is gone. It reports false, having called nothing more, when
-// cur is not strictly sorted by routeCmp (a hand-built model): then the
-// caller translates from scratch.
+// ones and returns the state for cur: keep makes it for a route that did
+// not change (sameRoute; old and new element), change for one that did
+// (old nil: added), and drop is told of one that is gone. When every
+// route is where it was (the same kind, namespace and name at each index,
+// the common case of routes edited in place) old is updated in place and
+// returned. ok is false, with nothing more called, when cur is not
+// strictly sorted by routeCmp (a hand-built model): the caller then
+// translates from scratch.
 func routeDiff[T any](old []T, route func(T) *model.Route, cur []*model.Route,
-	keep func(o T, r *model.Route), change func(o *T, r *model.Route), drop func(o T),
-) bool {
+	keep func(o T, r *model.Route) T, change func(o *T, r *model.Route) T, drop func(o T),
+) (next []T, ok bool) {
+	if len(old) == len(cur) {
+		aligned := true
+		for j, r := range cur {
+			if o := route(old[j]); o != r && routeCmp(o, r) != 0 {
+				aligned = false
+				break
+			}
+		}
+		if aligned {
+			for j, r := range cur {
+				switch o := route(old[j]); {
+				case o == r:
+				case sameRoute(o, r):
+					old[j] = keep(old[j], r)
+				default:
+					old[j] = change(&old[j], r)
+				}
+			}
+			return old, true
+		}
+	}
+	next = make([]T, 0, len(cur))
 	i := 0
 	prevKept := false
 	for j, r := range cur {
 		if i < len(old) && route(old[i]) == r {
 			if j > 0 && !prevKept && routeCmp(cur[j-1], r) >= 0 {
-				return false
+				return nil, false
 			}
-			keep(old[i], r)
+			next = append(next, keep(old[i], r))
 			i++
 			prevKept = true
 			continue
 		}
 		if j > 0 && routeCmp(cur[j-1], r) >= 0 {
-			return false
+			return nil, false
 		}
 		prevKept = false
 		for i < len(old) && routeCmp(route(old[i]), r) < 0 {
@@ -208,19 +242,19 @@ func routeDiff[T any](old []T, route func(T) *model.Route, cur []*model.Route,
 		}
 		if i < len(old) && routeCmp(route(old[i]), r) == 0 {
 			if sameRoute(route(old[i]), r) {
-				keep(old[i], r)
+				next = append(next, keep(old[i], r))
 			} else {
-				change(&old[i], r)
+				next = append(next, change(&old[i], r))
 			}
 			i++
 			continue
 		}
-		change(nil, r)
+		next = append(next, change(nil, r))
 	}
 	for ; i < len(old); i++ {
 		drop(old[i])
 	}
-	return true
+	return next, true
 }
 
 // --- route configurations ---
@@ -235,9 +269,10 @@ type rcState struct {
 	lists [][]rcRoute
 	// vhosts are the virtual hosts routes serve, by hostname; sorted are
 	// their hostnames in order; wild those that are "*" or wildcards.
-	vhosts map[string]*vhState
-	sorted []string
-	wild   map[string]bool
+	vhosts   map[string]*vhState
+	sorted   []string
+	sortedVH []*routev3.VirtualHost // the messages of sorted, aligned
+	wild     map[string]bool
 	// empties are the routeless virtual hosts of listener hostnames
 	// (last built, by hostname), emptyNames those in the last output.
 	empties    map[string]*routev3.VirtualHost
@@ -357,9 +392,8 @@ func (st *rcState) update(g portGroup, chain int, opts Options) (*routev3.RouteC
 		if chain >= 0 && li != chain {
 			continue
 		}
-		next := make([]rcRoute, 0, len(l.Routes))
-		ok := routeDiff(st.lists[li], func(o rcRoute) *model.Route { return o.r }, l.Routes,
-			func(o rcRoute, r *model.Route) {
+		next, ok := routeDiff(st.lists[li], func(o rcRoute) *model.Route { return o.r }, l.Routes,
+			func(o rcRoute, r *model.Route) rcRoute {
 				if o.r != r {
 					for _, h := range o.hosts {
 						if st.setMemberRoute(h, li, o.r, r, len(g.listeners)) {
@@ -368,9 +402,9 @@ func (st *rcState) update(g portGroup, chain int, opts Options) (*routev3.RouteC
 					}
 					o.r = r
 				}
-				next = append(next, o)
+				return o
 			},
-			func(o *rcRoute, r *model.Route) {
+			func(o *rcRoute, r *model.Route) rcRoute {
 				if o != nil {
 					st.dropMember(o, li, changed)
 				}
@@ -387,7 +421,7 @@ func (st *rcState) update(g portGroup, chain int, opts Options) (*routev3.RouteC
 					st.addMember(h, vhMember{li: li, r: r, entries: nr.entries})
 					changed[h] = true
 				}
-				next = append(next, nr)
+				return nr
 			},
 			func(o rcRoute) { st.dropMember(&o, li, changed) })
 		if !ok {
@@ -407,6 +441,7 @@ func (st *rcState) update(g portGroup, chain int, opts Options) (*routev3.RouteC
 				if !bulk {
 					if i, found := slices.BinarySearch(st.sorted, h); found {
 						st.sorted = slices.Delete(st.sorted, i, i+1)
+						st.sortedVH = slices.Delete(st.sortedVH, i, i+1)
 					}
 				}
 			}
@@ -426,14 +461,18 @@ func (st *rcState) update(g portGroup, chain int, opts Options) (*routev3.RouteC
 		}
 		isNew := vs.vh == nil
 		vs.vh = virtualHost(h, port, entries)
-		if isNew {
-			if h == "*" || (len(h) > 1 && h[:2] == "*.") {
-				st.wild[h] = true
-			}
-			if !bulk {
-				i, _ := slices.BinarySearch(st.sorted, h)
-				st.sorted = slices.Insert(st.sorted, i, h)
-			}
+		if isNew && (h == "*" || strings.HasPrefix(h, "*.")) {
+			st.wild[h] = true
+		}
+		if bulk {
+			continue
+		}
+		i, found := slices.BinarySearch(st.sorted, h)
+		if found {
+			st.sortedVH[i] = vs.vh
+		} else {
+			st.sorted = slices.Insert(st.sorted, i, h)
+			st.sortedVH = slices.Insert(st.sortedVH, i, vs.vh)
 		}
 	}
 	if bulk {
@@ -442,6 +481,10 @@ func (st *rcState) update(g portGroup, chain int, opts Options) (*routev3.RouteC
 			st.sorted = append(st.sorted, h)
 		}
 		sort.Strings(st.sorted)
+		st.sortedVH = make([]*routev3.VirtualHost, len(st.sorted))
+		for i, h := range st.sorted {
+			st.sortedVH[i] = st.vhosts[h].vh
+		}
 	}
 
 	// Routeless virtual hosts and the misdirected one, as
@@ -514,12 +557,16 @@ func (st *rcState) update(g portGroup, chain int, opts Options) (*routev3.RouteC
 	}
 	rc.VirtualHosts = make([]*routev3.VirtualHost, 0, len(st.sorted)+len(empties)+1)
 	e := 0
-	for _, h := range st.sorted {
+	for i, h := range st.sorted {
 		for e < len(empties) && empties[e] < h {
 			rc.VirtualHosts = append(rc.VirtualHosts, st.empties[empties[e]])
 			e++
 		}
-		rc.VirtualHosts = append(rc.VirtualHosts, st.vhosts[h].vh)
+		if e == len(empties) {
+			rc.VirtualHosts = append(rc.VirtualHosts, st.sortedVH[i:]...)
+			break
+		}
+		rc.VirtualHosts = append(rc.VirtualHosts, st.sortedVH[i])
 	}
 	for ; e < len(empties); e++ {
 		rc.VirtualHosts = append(rc.VirtualHosts, st.empties[empties[e]])
@@ -609,6 +656,10 @@ type clusterState struct {
 	sorted []string
 	// eppTLS is the Inputs.EPPTLS the EPP clusters were built with.
 	eppTLS map[string]*EPPTLS
+	// eppUses counts the references to each EPP host; eppHosts are those
+	// with some, sorted.
+	eppUses  map[string]int
+	eppHosts []string
 	out    []*clusterv3.Cluster
 }
 
@@ -631,7 +682,7 @@ func clusterSig(gw *model.Gateway) string {
 	return string(b)
 }
 
-func (t *Translator) buildClusters(gw *model.Gateway, in Inputs) ([]*clusterv3.Cluster, error) {
+func (t *Translator) buildClusters(gw *model.Gateway, inputs func([]string) Inputs) ([]*clusterv3.Cluster, error) {
 	if t.packed == nil {
 		p, err := newPackedClusterConfig()
 		if err != nil {
@@ -643,37 +694,37 @@ func (t *Translator) buildClusters(gw *model.Gateway, in Inputs) ([]*clusterv3.C
 	st := t.cl
 	if st == nil || st.sig != sig || len(st.lists) != len(gw.Listeners) {
 		st = &clusterState{sig: sig, lists: make([][]clRoute, len(gw.Listeners)), refs: map[string][]clRef{},
-			specs: map[string]clusterSpec{}, msgs: map[string]*clusterv3.Cluster{}}
+			specs: map[string]clusterSpec{}, msgs: map[string]*clusterv3.Cluster{}, eppUses: map[string]int{}}
 		t.cl = st
 	}
 	changed := map[string]bool{}
 	for li, l := range gw.Listeners {
-		next := make([]clRoute, 0, len(l.Routes))
-		ok := routeDiff(st.lists[li], func(o clRoute) *model.Route { return o.r }, l.Routes,
-			func(o clRoute, r *model.Route) {
+		next, ok := routeDiff(st.lists[li], func(o clRoute) *model.Route { return o.r }, l.Routes,
+			func(o clRoute, r *model.Route) clRoute {
 				if o.r != r {
 					for _, op := range o.ops {
 						st.setRefRoute(op.name, li, o.r, r)
 					}
 					o.r = r
 				}
-				next = append(next, o)
+				return o
 			},
-			func(o *clRoute, r *model.Route) {
+			func(o *clRoute, r *model.Route) clRoute {
 				if o != nil {
 					st.dropRefs(o, li, changed)
 				}
 				nr := clRoute{r: r, ops: routeClusterOps(l.Hostname, r, t.opts)}
 				st.addRefs(nr, li, changed)
-				next = append(next, nr)
+				return nr
 			},
 			func(o clRoute) { st.dropRefs(&o, li, changed) })
 		if !ok {
 			t.cl = nil
-			return BuildClusters(gw, in, t.opts)
+			return BuildClusters(gw, inputs(EPPHosts(gw)), t.opts)
 		}
 		st.lists[li] = next
 	}
+	in := inputs(st.eppHosts)
 	// An EPP's TLS changed: its clusters are built again.
 	if !sameEPPTLS(st.eppTLS, in.EPPTLS) {
 		for n, s := range st.specs {
@@ -688,15 +739,21 @@ func (t *Translator) buildClusters(gw *model.Gateway, in Inputs) ([]*clusterv3.C
 		return st.out, nil
 	}
 	bulk := len(changed) > 16 && len(changed) > len(st.sorted)/8
+	// out is a new list (the last one is shared with its readers), kept
+	// aligned with sorted.
+	out := slices.Clone(st.out)
+	modified := false
 	for n := range changed {
 		refs := st.refs[n]
 		if len(refs) == 0 {
 			if _, ok := st.msgs[n]; ok {
 				delete(st.msgs, n)
 				delete(st.specs, n)
+				modified = true
 				if !bulk {
 					if i, found := slices.BinarySearch(st.sorted, n); found {
 						st.sorted = slices.Delete(st.sorted, i, i+1)
+						out = slices.Delete(out, i, i+1)
 					}
 				}
 			}
@@ -715,13 +772,19 @@ func (t *Translator) buildClusters(gw *model.Gateway, in Inputs) ([]*clusterv3.C
 		c, err := buildCluster(&s, in, t.opts, *t.packed)
 		if err != nil {
 			t.cl = nil
-			return BuildClusters(gw, in, t.opts) // the full builder's error
+			return BuildClusters(gw, inputs(EPPHosts(gw)), t.opts) // the full builder's error
 		}
-		_, existed := st.msgs[n]
 		st.specs[n], st.msgs[n] = s, c
-		if !existed && !bulk {
-			i, _ := slices.BinarySearch(st.sorted, n)
+		modified = true
+		if bulk {
+			continue
+		}
+		i, found := slices.BinarySearch(st.sorted, n)
+		if found {
+			out[i] = c
+		} else {
 			st.sorted = slices.Insert(st.sorted, i, n)
+			out = slices.Insert(out, i, c)
 		}
 	}
 	if bulk {
@@ -730,21 +793,45 @@ func (t *Translator) buildClusters(gw *model.Gateway, in Inputs) ([]*clusterv3.C
 			st.sorted = append(st.sorted, n)
 		}
 		sort.Strings(st.sorted)
+		out = make([]*clusterv3.Cluster, len(st.sorted))
+		for i, n := range st.sorted {
+			out[i] = st.msgs[n]
+		}
 	}
-	out := make([]*clusterv3.Cluster, len(st.sorted))
-	same := len(out) == len(st.out)
-	for i, n := range st.sorted {
-		out[i] = st.msgs[n]
-		same = same && out[i] == st.out[i]
-	}
-	if same && st.out != nil {
+	if !modified && st.out != nil {
 		return st.out, nil
+	}
+	if out == nil {
+		out = []*clusterv3.Cluster{}
 	}
 	st.out = out
 	return out, nil
 }
 
+// countEPP adds d to the references of the EPP hosts ops call.
+func (st *clusterState) countEPP(ops []clusterOp, d int) {
+	for _, op := range ops {
+		if op.kind != opEPP {
+			continue
+		}
+		n := st.eppUses[op.eppHost] + d
+		i, found := slices.BinarySearch(st.eppHosts, op.eppHost)
+		switch {
+		case n > 0 && !found:
+			st.eppHosts = slices.Insert(st.eppHosts, i, op.eppHost)
+		case n <= 0 && found:
+			st.eppHosts = slices.Delete(st.eppHosts, i, i+1)
+		}
+		if n > 0 {
+			st.eppUses[op.eppHost] = n
+		} else {
+			delete(st.eppUses, op.eppHost)
+		}
+	}
+}
+
 func (st *clusterState) addRefs(nr clRoute, li int, changed map[string]bool) {
+	st.countEPP(nr.ops, 1)
 	for i, op := range nr.ops {
 		if slices.ContainsFunc(nr.ops[:i], func(o clusterOp) bool { return o.name == op.name }) {
 			continue // gathered with the first
@@ -779,6 +866,7 @@ func ref(refs []clRef, li int, r *model.Route) int {
 }
 
 func (st *clusterState) dropRefs(o *clRoute, li int, changed map[string]bool) {
+	st.countEPP(o.ops, -1)
 	for _, op := range o.ops {
 		changed[op.name] = true
 		refs := st.refs[op.name]
@@ -825,5 +913,26 @@ func copyTLS(m map[string]*EPPTLS) map[string]*EPPTLS {
 	for k, v := range m {
 		out[k] = v
 	}
+	return out
+}
+
+// EPPHosts are the Endpoint Picker hosts of every pool backend of gw,
+// sorted and unique: a superset of those its clusters use.
+func EPPHosts(gw *model.Gateway) []string {
+	seen := map[string]bool{}
+	var out []string
+	for _, l := range gw.Listeners {
+		for _, r := range l.Routes {
+			for _, rule := range r.Rules {
+				for _, b := range rule.Backends {
+					if b.Pool != nil && b.Pool.EPP != nil && !seen[b.Pool.EPP.Host] {
+						seen[b.Pool.EPP.Host] = true
+						out = append(out, b.Pool.EPP.Host)
+					}
+				}
+			}
+		}
+	}
+	sort.Strings(out)
 	return out
 }

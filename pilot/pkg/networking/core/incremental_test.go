@@ -6,9 +6,15 @@ package core
 import (
 	"bytes"
 	"fmt"
+	"math/rand/v2"
+	"slices"
 	"testing"
+	"time"
 
+	clusterv3 "github.com/envoyproxy/go-control-plane/envoy/config/cluster/v3"
+	routev3 "github.com/envoyproxy/go-control-plane/envoy/config/route/v3"
 	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/durationpb"
 
 	"github.com/infermesh/infermesh/pilot/pkg/model"
 	"github.com/infermesh/infermesh/pilot/test/modelgen"
@@ -137,5 +143,112 @@ func FuzzTranslator(f *testing.F) {
 	f.Add(uint64(1), uint8(50))
 	f.Fuzz(func(t *testing.T, seed uint64, steps uint8) {
 		runTranslatorModel(t, seed, int(steps))
+	})
+}
+
+// runValidatorModel: over modelgen's random changes, SetValidator.Valid
+// answers as Validate does, on the Translator's output and on copies with
+// one part broken (a cluster dropped, duplicated or invalid, a virtual
+// host with a refused header or a route to a missing cluster), which share
+// every other message with the output.
+func runValidatorModel(t *testing.T, seed uint64, steps int) {
+	w := modelgen.New(seed)
+	tr := NewTranslator(inferenceOn)
+	var v SetValidator
+	rnd := rand.New(rand.NewPCG(seed, 7))
+	for step := 0; step <= steps; step++ {
+		what := "initial"
+		if step > 0 {
+			what = w.Step()
+		}
+		gw := w.Gateway()
+		in := Inputs{EPPTLS: w.EPPTLS(), Endpoints: w.Endpoints()}
+		res, err := tr.Build(gw, in)
+		if err != nil {
+			continue
+		}
+		if rnd.IntN(3) == 0 {
+			var broke string
+			res, broke = breakOne(rnd, res)
+			what += ", then " + broke
+		}
+		full := res
+		full.Endpoints = BuildEndpoints(res.Clusters, in)
+		want := Validate(full) == nil
+		if got := v.Valid(res); got != want {
+			t.Fatalf("seed %d step %d (%s): Valid %t, Validate %v", seed, step, what, got, Validate(full))
+		}
+	}
+}
+
+// breakOne is res with one part broken, every other message shared.
+func breakOne(rnd *rand.Rand, res Resources) (Resources, string) {
+	out := res
+	switch rnd.IntN(5) {
+	case 0:
+		if len(res.Clusters) == 0 {
+			return res, "nothing"
+		}
+		i := rnd.IntN(len(res.Clusters))
+		out.Clusters = slices.Delete(slices.Clone(res.Clusters), i, i+1)
+		return out, "cluster " + res.Clusters[i].GetName() + " dropped"
+	case 1:
+		if len(res.Clusters) == 0 {
+			return res, "nothing"
+		}
+		i := rnd.IntN(len(res.Clusters))
+		out.Clusters = slices.Insert(slices.Clone(res.Clusters), i, proto.Clone(res.Clusters[i]).(*clusterv3.Cluster))
+		return out, "cluster " + res.Clusters[i].GetName() + " duplicated"
+	case 2:
+		if len(res.Clusters) == 0 {
+			return res, "nothing"
+		}
+		i := rnd.IntN(len(res.Clusters))
+		c := proto.Clone(res.Clusters[i]).(*clusterv3.Cluster)
+		c.ConnectTimeout = durationpb.New(-time.Second)
+		out.Clusters = slices.Clone(res.Clusters)
+		out.Clusters[i] = c
+		return out, "cluster " + c.GetName() + " invalid"
+	default:
+		if len(res.Routes) == 0 || len(res.Routes[0].GetVirtualHosts()) == 0 {
+			return res, "nothing"
+		}
+		ri := rnd.IntN(len(res.Routes))
+		rc := res.Routes[ri]
+		if len(rc.GetVirtualHosts()) == 0 {
+			return res, "nothing"
+		}
+		vi := rnd.IntN(len(rc.GetVirtualHosts()))
+		vh := proto.Clone(rc.GetVirtualHosts()[vi]).(*routev3.VirtualHost)
+		what := "virtual host " + vh.GetName()
+		if rnd.IntN(2) == 0 {
+			vh.RequestHeadersToRemove = append(vh.RequestHeadersToRemove, "host")
+			what += " removes host"
+		} else {
+			vh.Routes = append(vh.Routes, &routev3.Route{Name: "broken", Match: &routev3.RouteMatch{PathSpecifier: &routev3.RouteMatch_Prefix{Prefix: "/"}},
+				Action: &routev3.Route_Route{Route: &routev3.RouteAction{ClusterSpecifier: &routev3.RouteAction_Cluster{Cluster: "outbound|1||missing"}}}})
+			what += " routes to a missing cluster"
+		}
+		nrc := withoutVirtualHosts(rc)
+		nrc.VirtualHosts = slices.Clone(rc.GetVirtualHosts())
+		nrc.VirtualHosts[vi] = vh
+		out.Routes = slices.Clone(res.Routes)
+		out.Routes[ri] = nrc
+		return out, what
+	}
+}
+
+// TestSetValidatorAnswersAsValidate runs runValidatorModel at fixed seeds
+// (in make test); FuzzSetValidator runs it longer.
+func TestSetValidatorAnswersAsValidate(t *testing.T) {
+	for seed := uint64(1); seed <= 20; seed++ {
+		runValidatorModel(t, seed, 100)
+	}
+}
+
+func FuzzSetValidator(f *testing.F) {
+	f.Add(uint64(1), uint8(50))
+	f.Fuzz(func(t *testing.T, seed uint64, steps uint8) {
+		runValidatorModel(t, seed, int(steps))
 	})
 }
