@@ -126,10 +126,14 @@ FUZZTIME ?= 60s
 fuzz:
 	$(GO) test -run '^$$' -fuzz '^FuzzModel$$' -fuzztime $(FUZZTIME) ./pkg/kube/krt/
 
-# The incremental translator against the full one under the fuzzer:
-# `make fuzz-translator FUZZTIME=10m`.
+# The incremental translator against the full one, the incremental
+# validator against core.Validate, and the push path against a from-scratch
+# translation, under the fuzzer: `make fuzz-translator FUZZTIME=10m` (each
+# target gets FUZZTIME).
 fuzz-translator:
 	$(GO) test -run '^$$' -fuzz '^FuzzTranslator$$' -fuzztime $(FUZZTIME) ./pilot/pkg/networking/core/
+	$(GO) test -run '^$$' -fuzz '^FuzzSetValidator$$' -fuzztime $(FUZZTIME) ./pilot/pkg/networking/core/
+	$(GO) test -run '^$$' -fuzz '^FuzzPushPath$$' -fuzztime $(FUZZTIME) ./pilot/pkg/xds/
 
 # The route isolation property under the fuzzer: `make fuzz-routes FUZZTIME=10m`.
 fuzz-routes:

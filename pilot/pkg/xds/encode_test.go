@@ -37,7 +37,7 @@ func TestRouteConfigurationFromVirtualHostBytes(t *testing.T) {
 			ValidateClusters: wrapperspb.Bool(false), IgnorePortInHostMatching: true, MaxDirectResponseBodySizeBytes: wrapperspb.UInt32(7),
 			RequestHeadersToAdd:     []*corev3.HeaderValueOption{{Header: &corev3.HeaderValue{Key: "a", Value: "b"}}},
 			ResponseHeadersToRemove: []string{"c"}, InternalOnlyHeaders: []string{"d"}})
-	for seed := uint64(1); seed <= 10; seed++ {
+	for seed := uint64(1); seed <= 5; seed++ {
 		w := modelgen.New(seed)
 		tr := core.NewTranslator(core.Options{InferenceEnabled: true})
 		for range 30 {

@@ -4,6 +4,7 @@
 package xds
 
 import (
+	"slices"
 	"sort"
 	"sync"
 
@@ -74,6 +75,14 @@ func GatewayBuilder(eppTLS krt.Collection[model.EPPTLS], opts core.Options) krt.
 	return newGatewayTranslators(opts).builder(eppTLS)
 }
 
+// fetchByKeyLimit is the number of EPP hosts up to which a Gateway fetches
+// their TLS by key (a dependency per key); above it, it fetches the whole
+// EPPTLS collection, which costs its size rather than a key filter of
+// thousands on every translation (the output is the same; a TLS change
+// then reaches every Gateway with that many EPPs, which translates it
+// incrementally).
+const fetchByKeyLimit = 256
+
 // gatewayTranslators are the Translator of each Gateway, by key.
 type gatewayTranslators struct {
 	opts  core.Options
@@ -116,9 +125,20 @@ func (g *gatewayTranslators) builder(eppTLS krt.Collection[model.EPPTLS]) krt.Tr
 		out := &GatewayResources{Gateway: gw.ResourceName()}
 		inputs := func(hosts []string) core.Inputs {
 			in := core.Inputs{}
-			if len(hosts) > 0 {
-				in.EPPTLS = map[string]*model.EPPTLS{}
+			if len(hosts) == 0 {
+				return in
+			}
+			in.EPPTLS = map[string]*model.EPPTLS{}
+			if len(hosts) <= fetchByKeyLimit {
 				for _, t := range krt.Fetch(ctx, eppTLS, krt.FilterKeys(hosts...)) {
+					in.EPPTLS[t.Host] = &t
+				}
+				return in
+			}
+			// Many hosts: the whole collection (it holds only EPPs with
+			// TLS), kept when the Gateway uses the host.
+			for _, t := range krt.Fetch(ctx, eppTLS) {
+				if _, ok := slices.BinarySearch(hosts, t.Host); ok {
 					in.EPPTLS[t.Host] = &t
 				}
 			}
@@ -184,6 +204,9 @@ func protosEqual[T proto.Message](a, b []T) bool {
 func stringsEqual(a, b []string) bool {
 	if len(a) != len(b) {
 		return false
+	}
+	if sameList(a, b) {
+		return true
 	}
 	for i := range a {
 		if a[i] != b[i] {

@@ -660,7 +660,7 @@ type clusterState struct {
 	// with some, sorted.
 	eppUses  map[string]int
 	eppHosts []string
-	out    []*clusterv3.Cluster
+	out      []*clusterv3.Cluster
 }
 
 type clRoute struct {
@@ -741,15 +741,20 @@ func (t *Translator) buildClusters(gw *model.Gateway, inputs func([]string) Inpu
 	bulk := len(changed) > 16 && len(changed) > len(st.sorted)/8
 	// out is a new list (the last one is shared with its readers), kept
 	// aligned with sorted.
-	out := slices.Clone(st.out)
+	var out []*clusterv3.Cluster
 	modified := false
+	modify := func() {
+		if !modified {
+			out, modified = slices.Clone(st.out), true
+		}
+	}
 	for n := range changed {
 		refs := st.refs[n]
 		if len(refs) == 0 {
 			if _, ok := st.msgs[n]; ok {
 				delete(st.msgs, n)
 				delete(st.specs, n)
-				modified = true
+				modify()
 				if !bulk {
 					if i, found := slices.BinarySearch(st.sorted, n); found {
 						st.sorted = slices.Delete(st.sorted, i, i+1)
@@ -775,7 +780,7 @@ func (t *Translator) buildClusters(gw *model.Gateway, inputs func([]string) Inpu
 			return BuildClusters(gw, inputs(EPPHosts(gw)), t.opts) // the full builder's error
 		}
 		st.specs[n], st.msgs[n] = s, c
-		modified = true
+		modify()
 		if bulk {
 			continue
 		}
@@ -787,7 +792,7 @@ func (t *Translator) buildClusters(gw *model.Gateway, inputs func([]string) Inpu
 			out = slices.Insert(out, i, c)
 		}
 	}
-	if bulk {
+	if bulk && modified {
 		st.sorted = st.sorted[:0]
 		for n := range st.msgs {
 			st.sorted = append(st.sorted, n)
