@@ -333,8 +333,12 @@ func (p *pusher) setEDS(name string, cla *endpointv3.ClusterLoadAssignment, synt
 	u.eds[name] = e
 }
 
-// pushGateway validates and serializes one Gateway's current translation.
-// Validation is core.Validate on the whole set: every resource's
+// pushGateway validates and serializes one Gateway's current translation,
+// each message once (the Gateway's gatewayEncoding keeps the validation
+// baseline and the entries of the set last served). Validation is
+// core.SetValidator, which answers as core.Validate on the whole set would
+// at the cost of what changed; only a set it refuses goes through
+// core.Validate itself: every resource's
 // ValidateAll (including packed Anys), unique names, every RDS name in LDS,
 // every route and ext_proc cluster in CDS, and a ClusterLoadAssignment for
 // every EDS cluster (the last good one, or the empty one for a name without

@@ -67,8 +67,9 @@ func (e EndpointResources) Equals(o EndpointResources) bool {
 
 // GatewayBuilder returns the transformation from a Gateway to its
 // resources. It fetches, by key, only the EPPTLS entries of the Endpoint
-// Picker hosts the Gateway uses, so a TLS policy change rebuilds only the
-// Gateways that call that EPP. opts are the translator's knobs. Each
+// Picker hosts the Gateway's clusters use, so a TLS policy change rebuilds
+// only the Gateways that call that EPP (above fetchByKeyLimit hosts, the
+// whole collection, filtered). opts are the translator's knobs. Each
 // Gateway is translated incrementally (core.Translator): what a change
 // leaves equal keeps its message from the Gateway's previous translation.
 func GatewayBuilder(eppTLS krt.Collection[model.EPPTLS], opts core.Options) krt.TransformationSingle[model.Gateway, GatewayResources] {
