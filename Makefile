@@ -13,7 +13,7 @@ BENCH ?= .
 COUNT ?= 1
 PKG ?= ./...
 
-.PHONY: all build demo demo-traffic test lint vet staticcheck unit integ conformance conformance-gateway-api conformance-subset k8s-test-binaries helm manifests bench bench-compare fuzz fuzz-routes clean
+.PHONY: all build demo demo-traffic test lint vet staticcheck unit integ conformance conformance-gateway-api conformance-subset k8s-test-binaries helm manifests bench bench-compare fuzz fuzz-routes fuzz-translator clean
 
 all: build
 
@@ -125,6 +125,15 @@ bench-compare:
 FUZZTIME ?= 60s
 fuzz:
 	$(GO) test -run '^$$' -fuzz '^FuzzModel$$' -fuzztime $(FUZZTIME) ./pkg/kube/krt/
+
+# The incremental translator against the full one, the incremental
+# validator against core.Validate, and the push path against a from-scratch
+# translation, under the fuzzer: `make fuzz-translator FUZZTIME=10m` (each
+# target gets FUZZTIME).
+fuzz-translator:
+	$(GO) test -run '^$$' -fuzz '^FuzzTranslator$$' -fuzztime $(FUZZTIME) ./pilot/pkg/networking/core/
+	$(GO) test -run '^$$' -fuzz '^FuzzSetValidator$$' -fuzztime $(FUZZTIME) ./pilot/pkg/networking/core/
+	$(GO) test -run '^$$' -fuzz '^FuzzPushPath$$' -fuzztime $(FUZZTIME) ./pilot/pkg/xds/
 
 # The route isolation property under the fuzzer: `make fuzz-routes FUZZTIME=10m`.
 fuzz-routes:

@@ -7,6 +7,8 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"maps"
+	"reflect"
 	"sort"
 	"sync"
 
@@ -279,8 +281,17 @@ func (c *Cache) publish(u update) {
 	// sharedOnly are, per Gateway not otherwise affected, the shared kinds
 	// of which an entry it uses changed.
 	sharedOnly := map[string]map[kind]bool{}
+	// kinds are, per changed Gateway, the kinds whose response may have
+	// changed (changedKinds); its parked watches of other kinds stay.
+	kinds := map[string][numKinds]bool{}
 	for key, snap := range u.gateways {
+		if snap != nil {
+			kinds[key] = changedKinds(c.gateways[key], snap)
+		}
 		for _, k := range sharedKinds {
+			if old := c.gateways[key]; old != nil && snap != nil && sameList(old.sharedNames(k), snap.sharedNames(k)) {
+				continue // the same names: the same users
+			}
 			if old := c.gateways[key]; old != nil {
 				for _, n := range old.sharedNames(k) {
 					if us := c.users[k][n]; us != nil {
@@ -336,7 +347,7 @@ func (c *Cache) publish(u update) {
 		ws := c.watches[key]
 		ordered := make([]*watch, 0, len(ws))
 		for w := range ws {
-			if firstSync || affected[key] || sharedOnly[key][w.kind] {
+			if firstSync || (affected[key] && kinds[key][w.kind]) || sharedOnly[key][w.kind] {
 				ordered = append(ordered, w)
 			}
 		}
@@ -350,6 +361,46 @@ func (c *Cache) publish(u update) {
 			delete(c.watches, key)
 		}
 	}
+}
+
+// changedKinds are the kinds of which a watch of snap's Gateway may get
+// another response than with old: all when old is nil; else those whose
+// entries, shared names or warm keys differ.
+func changedKinds(old, snap *gatewaySnapshot) [numKinds]bool {
+	var out [numKinds]bool
+	for k := range numKinds {
+		out[k] = old == nil || !sameEntries(old.byKind[k], snap.byKind[k]) ||
+			!stringsEqual(old.sharedNames(k), snap.sharedNames(k)) || !sameWarm(old.warm[k], snap.warm[k])
+	}
+	return out
+}
+
+func sameEntries(a, b []*entry) bool {
+	if sameList(a, b) {
+		return true
+	}
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i] != b[i] && (a[i].name != b[i].name || a[i].version != b[i].version) {
+			return false
+		}
+	}
+	return true
+}
+
+// sameWarm reports whether a and b hold the same keys: the same map (the
+// push path keeps it while the lists it comes from are the same), or
+// equal ones.
+func sameWarm(a, b warmKeys) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	if len(a) == 0 || reflect.ValueOf(a).UnsafePointer() == reflect.ValueOf(b).UnsafePointer() {
+		return true
+	}
+	return maps.Equal(a, b)
 }
 
 // Synced reports whether the first publish happened.

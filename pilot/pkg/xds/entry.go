@@ -75,14 +75,20 @@ var entriesBuilt atomic.Uint64
 
 // newEntry serializes m (of kind k) under name.
 func newEntry(k kind, name string, m proto.Message) (*entry, error) {
-	entriesBuilt.Add(1)
 	b, err := marshalOpts.Marshal(m)
 	if err != nil {
 		return nil, fmt.Errorf("%s %q: marshal: %w", k, name, err)
 	}
+	return entryOf(k, name, b), nil
+}
+
+// entryOf is the entry of a resource of kind k serialized as b (what
+// marshalOpts.Marshal returns for it).
+func entryOf(k kind, name string, b []byte) *entry {
+	entriesBuilt.Add(1)
 	a := &anypb.Any{TypeUrl: k.typeURL(), Value: b}
 	v := hashHex(xxhash.Sum64(b))
-	return &entry{name: name, version: v, any: a, resource: &discoveryv3.Resource{Name: name, Version: v, Resource: a}}, nil
+	return &entry{name: name, version: v, any: a, resource: &discoveryv3.Resource{Name: name, Version: v, Resource: a}}
 }
 
 func hashHex(h uint64) string {

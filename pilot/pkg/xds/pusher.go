@@ -67,6 +67,9 @@ type pusher struct {
 	// last good versions ValidSubset falls back to.
 	served  map[string]core.Resources
 	serving *servingStatus
+	// enc is, per Gateway, the encoding of the set last served: entries
+	// and validation kept for every message a new set still has.
+	enc map[string]*gatewayEncoding
 
 	// version counts the pushes that published something: the push's
 	// number in the log.
@@ -74,6 +77,9 @@ type pusher struct {
 	// proxies, when set, counts the open streams of the given Gateways
 	// (tracker.proxiesOf).
 	proxies func(gateways map[string]bool) int
+
+	// forget, when set, drops a deleted Gateway's incremental translator.
+	forget func(gateway string)
 
 	// mutate, when set (tests only), may change a Gateway's resources after
 	// translation and before validation, to prove that the push path is the
@@ -100,7 +106,7 @@ func newPusher(log *slog.Logger, m *metrics, clk clock.PassiveClock, c *Cache, s
 		dirtyGW: map[string]struct{}{}, dirtyEP: map[string]struct{}{}, dirtySDS: map[string]struct{}{},
 		good: map[string]*gatewaySnapshot{}, eds: map[string]*edsState{}, users: map[string]map[string]bool{},
 		sds: map[string]*entry{}, sdsUsers: map[string]map[string]bool{},
-		served: map[string]core.Resources{}, serving: serving,
+		served: map[string]core.Resources{}, serving: serving, enc: map[string]*gatewayEncoding{},
 	}
 }
 
@@ -327,8 +333,12 @@ func (p *pusher) setEDS(name string, cla *endpointv3.ClusterLoadAssignment, synt
 	u.eds[name] = e
 }
 
-// pushGateway validates and serializes one Gateway's current translation.
-// Validation is core.Validate on the whole set: every resource's
+// pushGateway validates and serializes one Gateway's current translation,
+// each message once (the Gateway's gatewayEncoding keeps the validation
+// baseline and the entries of the set last served). Validation is
+// core.SetValidator, which answers as core.Validate on the whole set would
+// at the cost of what changed; only a set it refuses goes through
+// core.Validate itself: every resource's
 // ValidateAll (including packed Anys), unique names, every RDS name in LDS,
 // every route and ext_proc cluster in CDS, and a ClusterLoadAssignment for
 // every EDS cluster (the last good one, or the empty one for a name without
@@ -341,9 +351,13 @@ func (p *pusher) pushGateway(key string, u update, unlinked map[string]bool) {
 			p.unlink(key, unlinked)
 			delete(p.good, key)
 			delete(p.served, key)
+			delete(p.enc, key)
 			u.gateways[key] = nil
 		}
 		p.serving.set(key, nil)
+		if p.forget != nil {
+			p.forget(key)
+		}
 		return
 	}
 	if gr.Err != "" {
@@ -355,57 +369,79 @@ func (p *pusher) pushGateway(key string, u update, unlinked map[string]bool) {
 		res = cloneResources(res)
 		p.mutate(key, &res)
 	}
-	last := p.served[key]
-	res.Endpoints = p.assignments(res.Clusters, last.Clusters)
-	res, refused, err := p.servable(key, res, last)
-	if err != nil {
-		p.refuseAll(key, "gateway", err)
-		return
+	enc := p.enc[key]
+	if enc == nil {
+		enc = &gatewayEncoding{}
+		p.enc[key] = enc
 	}
-	var edsNames []string
-	for _, c := range res.Clusters {
-		if c.GetType() == clusterv3.Cluster_EDS {
-			edsNames = append(edsNames, edsName(c))
+	var refused []model.RefusedResource
+	// Validation once per resource version: the validator checks what is
+	// not in the last set that passed; only a set that does not pass
+	// takes the whole-set path (core.Validate, then core.ValidSubset).
+	if !enc.validator.Valid(res) {
+		last := p.served[key]
+		res.Endpoints = p.assignments(res.Clusters, last.Clusters)
+		var err error
+		if res, refused, err = p.servable(key, res, last); err != nil {
+			p.refuseAll(key, "gateway", err)
+			return
 		}
 	}
-	sort.Strings(edsNames)
-	sdsNames, err := core.SecretNames(res.Listeners, res.Clusters)
-	if err != nil {
-		p.refuseAll(key, "gateway", err)
-		return
+	first := enc.clusters == nil && enc.listeners == nil
+	edsNames := enc.edsNames
+	if first || !sameList(res.Clusters, enc.clusters) {
+		edsNames = nil
+		for _, c := range res.Clusters {
+			if c.GetType() == clusterv3.Cluster_EDS {
+				edsNames = append(edsNames, edsName(c))
+			}
+		}
+		sort.Strings(edsNames)
 	}
-	snap, err := newSnapshot(key, res, edsNames)
+	sdsNames := enc.sdsNames
+	if first || !sameList(res.Clusters, enc.clusters) || !sameList(res.Listeners, enc.listeners) {
+		var err error
+		if sdsNames, err = core.SecretNames(res.Listeners, res.Clusters); err != nil {
+			p.refuseAll(key, "gateway", err)
+			return
+		}
+	}
+	snap, next, err := newSnapshotFrom(key, res, edsNames, enc)
 	if err != nil {
 		p.refuseAll(key, "gateway", err)
 		return
 	}
 	snap.sdsNames = sdsNames
-	for _, n := range edsNames {
-		if p.eds[n] == nil {
-			p.setEDS(n, core.BuildClusterLoadAssignment(n, nil), true, u)
-		}
-	}
 	old := p.good[key]
-	p.unlink(key, unlinked)
-	for _, n := range sdsNames {
-		us := p.sdsUsers[n]
-		if us == nil {
-			us = map[string]bool{}
-			p.sdsUsers[n] = us
+	sameShared := old != nil && sameList(old.edsNames, edsNames) && sameList(old.sdsNames, sdsNames)
+	if !sameShared {
+		for _, n := range edsNames {
+			if p.eds[n] == nil {
+				p.setEDS(n, core.BuildClusterLoadAssignment(n, nil), true, u)
+			}
 		}
-		us[key] = true
-		if p.sds[n] == nil {
-			p.pushSecret(n, u)
+		p.unlink(key, unlinked)
+		for _, n := range sdsNames {
+			us := p.sdsUsers[n]
+			if us == nil {
+				us = map[string]bool{}
+				p.sdsUsers[n] = us
+			}
+			us[key] = true
+			if p.sds[n] == nil {
+				p.pushSecret(n, u)
+			}
+		}
+		for _, n := range edsNames {
+			us := p.users[n]
+			if us == nil {
+				us = map[string]bool{}
+				p.users[n] = us
+			}
+			us[key] = true
 		}
 	}
-	for _, n := range edsNames {
-		us := p.users[n]
-		if us == nil {
-			us = map[string]bool{}
-			p.users[n] = us
-		}
-		us[key] = true
-	}
+	p.enc[key] = next
 	p.good[key] = snap
 	p.served[key] = core.Resources{Listeners: res.Listeners, Routes: res.Routes, Clusters: res.Clusters}
 	p.serving.set(key, refused)
@@ -502,47 +538,46 @@ func (p *pusher) unlink(key string, unlinked map[string]bool) {
 	}
 }
 
-// newSnapshot serializes a validated Gateway set.
-func newSnapshot(key string, res core.Resources, edsNames []string) (*gatewaySnapshot, error) {
+// newSnapshotFrom serializes a validated Gateway set, reusing the entries
+// (and route configurations' virtual host bytes) of enc, the encoding of
+// the set last served, for every message that was in it; next is the
+// encoding of this set (enc's validator carried over).
+func newSnapshotFrom(key string, res core.Resources, edsNames []string, enc *gatewayEncoding) (*gatewaySnapshot, *gatewayEncoding, error) {
 	snap := &gatewaySnapshot{key: key, edsNames: edsNames}
-	add := func(k kind, name string, m proto.Message) error {
-		e, err := newEntry(k, name, m)
-		if err != nil {
-			return err
-		}
-		snap.byKind[k] = append(snap.byKind[k], e)
-		return nil
-	}
-	for _, c := range res.Clusters {
-		if err := add(kindCluster, c.GetName(), c); err != nil {
-			return nil, err
-		}
-	}
-	for _, l := range res.Listeners {
-		if err := add(kindListener, l.GetName(), l); err != nil {
-			return nil, err
-		}
-	}
-	for _, r := range res.Routes {
-		if err := add(kindRoute, r.GetName(), r); err != nil {
-			return nil, err
-		}
-	}
-	for k := range snap.byKind {
-		es := snap.byKind[k]
-		sort.Slice(es, func(i, j int) bool { return es[i].name < es[j].name })
-	}
-	versions := make(map[string]string, len(snap.byKind[kindCluster]))
-	for _, e := range snap.byKind[kindCluster] {
-		versions[e.name] = e.version
-	}
-	snap.warm[kindEndpoint] = edsWarmKeys(res.Clusters, versions)
-	rds, err := rdsWarmKeys(res.Listeners)
+	first := enc.clusters == nil && enc.listeners == nil
+	clEntries, err := entriesFor(kindCluster, res.Clusters, enc.clusters, enc.clEntries)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	snap.warm[kindRoute] = rds
-	return snap, nil
+	lisEntries, err := entriesFor(kindListener, res.Listeners, enc.listeners, enc.lisEntries)
+	if err != nil {
+		return nil, nil, err
+	}
+	rcEntries, routes, err := routeEntries(res.Routes, enc.routes)
+	if err != nil {
+		return nil, nil, err
+	}
+	snap.byKind[kindCluster] = sortedByName(clEntries)
+	snap.byKind[kindListener] = sortedByName(lisEntries)
+	snap.byKind[kindRoute] = sortedByName(rcEntries)
+	next := &gatewayEncoding{validator: enc.validator, listeners: res.Listeners, lisEntries: lisEntries,
+		clusters: res.Clusters, clEntries: clEntries, routes: routes, edsNames: edsNames,
+		warmEDS: enc.warmEDS, warmRDS: enc.warmRDS}
+	if first || !sameList(res.Clusters, enc.clusters) {
+		versions := make(map[string]string, len(clEntries))
+		for _, e := range clEntries {
+			versions[e.name] = e.version
+		}
+		next.warmEDS = edsWarmKeys(res.Clusters, versions)
+	}
+	if first || !sameList(res.Listeners, enc.listeners) {
+		if next.warmRDS, err = rdsWarmKeys(res.Listeners); err != nil {
+			return nil, nil, err
+		}
+	}
+	snap.warm[kindEndpoint] = next.warmEDS
+	snap.warm[kindRoute] = next.warmRDS
+	return snap, next, nil
 }
 
 // sameAs reports whether s and o serve identical resources.
@@ -552,6 +587,9 @@ func (s *gatewaySnapshot) sameAs(o *gatewaySnapshot) bool {
 	}
 	for k := range s.byKind {
 		a, b := s.byKind[k], o.byKind[k]
+		if sameList(a, b) {
+			continue
+		}
 		if len(a) != len(b) {
 			return false
 		}

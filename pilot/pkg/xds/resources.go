@@ -4,7 +4,9 @@
 package xds
 
 import (
+	"slices"
 	"sort"
+	"sync"
 
 	clusterv3 "github.com/envoyproxy/go-control-plane/envoy/config/cluster/v3"
 	endpointv3 "github.com/envoyproxy/go-control-plane/envoy/config/endpoint/v3"
@@ -65,28 +67,93 @@ func (e EndpointResources) Equals(o EndpointResources) bool {
 
 // GatewayBuilder returns the transformation from a Gateway to its
 // resources. It fetches, by key, only the EPPTLS entries of the Endpoint
-// Picker hosts the Gateway uses, so a TLS policy change rebuilds only the
-// Gateways that call that EPP. opts are the translator's knobs.
+// Picker hosts the Gateway's clusters use, so a TLS policy change rebuilds
+// only the Gateways that call that EPP (above fetchByKeyLimit hosts, the
+// whole collection, filtered). opts are the translator's knobs. Each
+// Gateway is translated incrementally (core.Translator): what a change
+// leaves equal keeps its message from the Gateway's previous translation.
 func GatewayBuilder(eppTLS krt.Collection[model.EPPTLS], opts core.Options) krt.TransformationSingle[model.Gateway, GatewayResources] {
-	opts = opts.WithDefaults()
+	return newGatewayTranslators(opts).builder(eppTLS)
+}
+
+// fetchByKeyLimit is the number of EPP hosts up to which a Gateway fetches
+// their TLS by key (a dependency per key); above it, it fetches the whole
+// EPPTLS collection, which costs its size rather than a key filter of
+// thousands on every translation (the output is the same; a TLS change
+// then reaches every Gateway with that many EPPs, which translates it
+// incrementally).
+const fetchByKeyLimit = 256
+
+// gatewayTranslators are the Translator of each Gateway, by key.
+type gatewayTranslators struct {
+	opts  core.Options
+	mu    sync.Mutex
+	byKey map[string]*gatewayTranslator
+}
+
+type gatewayTranslator struct {
+	t *core.Translator
+	// clusters and edsNames are the last output's (EDSNames is reused
+	// while the cluster list is the same slice).
+	clusters []*clusterv3.Cluster
+	edsNames []string
+}
+
+func newGatewayTranslators(opts core.Options) *gatewayTranslators {
+	return &gatewayTranslators{opts: opts.WithDefaults(), byKey: map[string]*gatewayTranslator{}}
+}
+
+func (g *gatewayTranslators) get(key string) *gatewayTranslator {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	t := g.byKey[key]
+	if t == nil {
+		t = &gatewayTranslator{t: core.NewTranslator(g.opts)}
+		g.byKey[key] = t
+	}
+	return t
+}
+
+// forget drops a deleted Gateway's translator.
+func (g *gatewayTranslators) forget(key string) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	delete(g.byKey, key)
+}
+
+func (g *gatewayTranslators) builder(eppTLS krt.Collection[model.EPPTLS]) krt.TransformationSingle[model.Gateway, GatewayResources] {
 	return func(ctx krt.HandlerContext, gw model.Gateway) *GatewayResources {
 		out := &GatewayResources{Gateway: gw.ResourceName()}
-		in := core.Inputs{}
-		if hosts := eppHosts(&gw); len(hosts) > 0 {
-			in.EPPTLS = map[string]*model.EPPTLS{}
-			for _, t := range krt.Fetch(ctx, eppTLS, krt.FilterKeys(hosts...)) {
-				in.EPPTLS[t.Host] = &t
+		inputs := func(hosts []string) core.Inputs {
+			in := core.Inputs{}
+			if len(hosts) == 0 {
+				return in
 			}
+			in.EPPTLS = map[string]*model.EPPTLS{}
+			if len(hosts) <= fetchByKeyLimit {
+				for _, t := range krt.Fetch(ctx, eppTLS, krt.FilterKeys(hosts...)) {
+					in.EPPTLS[t.Host] = &t
+				}
+				return in
+			}
+			// Many hosts: the whole collection (it holds only EPPs with
+			// TLS), kept when the Gateway uses the host.
+			for _, t := range krt.Fetch(ctx, eppTLS) {
+				if _, ok := slices.BinarySearch(hosts, t.Host); ok {
+					in.EPPTLS[t.Host] = &t
+				}
+			}
+			return in
 		}
-		var err error
-		if out.Listeners, err = core.BuildListeners(&gw, opts); err != nil {
-			return &GatewayResources{Gateway: out.Gateway, Err: "listeners: " + err.Error()}
+		gt := g.get(out.Gateway)
+		res, err := gt.t.BuildWith(&gw, inputs)
+		if err != nil {
+			return &GatewayResources{Gateway: out.Gateway, Err: err.Error()}
 		}
-		if out.Routes, err = core.BuildRouteConfigurations(&gw, opts); err != nil {
-			return &GatewayResources{Gateway: out.Gateway, Err: "routes: " + err.Error()}
-		}
-		if out.Clusters, err = core.BuildClusters(&gw, in, opts); err != nil {
-			return &GatewayResources{Gateway: out.Gateway, Err: "clusters: " + err.Error()}
+		out.Listeners, out.Routes, out.Clusters = res.Listeners, res.Routes, res.Clusters
+		if sameList(out.Clusters, gt.clusters) && gt.clusters != nil {
+			out.EDSNames = gt.edsNames
+			return out
 		}
 		for _, c := range out.Clusters {
 			if c.GetType() == clusterv3.Cluster_EDS {
@@ -94,8 +161,14 @@ func GatewayBuilder(eppTLS krt.Collection[model.EPPTLS], opts core.Options) krt.
 			}
 		}
 		sort.Strings(out.EDSNames)
+		gt.clusters, gt.edsNames = out.Clusters, out.EDSNames
 		return out
 	}
+}
+
+// sameList reports whether a and b are the same slice.
+func sameList[T any](a, b []T) bool {
+	return len(a) == len(b) && (len(a) == 0 || &a[0] == &b[0])
 }
 
 // EndpointBuilder returns the transformation from one cluster's endpoints
@@ -104,27 +177,6 @@ func EndpointBuilder() krt.TransformationSingle[model.ClusterEndpoints, Endpoint
 	return func(_ krt.HandlerContext, ce model.ClusterEndpoints) *EndpointResources {
 		return &EndpointResources{Cluster: ce.Cluster, Assignment: core.BuildClusterLoadAssignment(ce.Cluster, ce.Endpoints)}
 	}
-}
-
-// eppHosts are the Endpoint Picker hosts of every pool backend of gw,
-// sorted and unique.
-func eppHosts(gw *model.Gateway) []string {
-	seen := map[string]bool{}
-	var out []string
-	for _, l := range gw.Listeners {
-		for _, r := range l.Routes {
-			for _, rule := range r.Rules {
-				for _, b := range rule.Backends {
-					if b.Pool != nil && b.Pool.EPP != nil && !seen[b.Pool.EPP.Host] {
-						seen[b.Pool.EPP.Host] = true
-						out = append(out, b.Pool.EPP.Host)
-					}
-				}
-			}
-		}
-	}
-	sort.Strings(out)
-	return out
 }
 
 // edsName is the name EDS knows cluster c by.
@@ -139,8 +191,11 @@ func protosEqual[T proto.Message](a, b []T) bool {
 	if len(a) != len(b) {
 		return false
 	}
+	if sameList(a, b) {
+		return true
+	}
 	for i := range a {
-		if !proto.Equal(a[i], b[i]) {
+		if any(a[i]) != any(b[i]) && !proto.Equal(a[i], b[i]) {
 			return false
 		}
 	}
@@ -150,6 +205,9 @@ func protosEqual[T proto.Message](a, b []T) bool {
 func stringsEqual(a, b []string) bool {
 	if len(a) != len(b) {
 		return false
+	}
+	if sameList(a, b) {
+		return true
 	}
 	for i := range a {
 		if a[i] != b[i] {

@@ -170,7 +170,8 @@ func (s *Server) Run(ctx context.Context, lis net.Listener) error {
 	if s.cfg.KrtDebug != nil {
 		opts = append(opts, krt.WithDebugging(s.cfg.KrtDebug))
 	}
-	gateways := krt.NewCollection(s.cfg.Gateways, GatewayBuilder(s.cfg.EPPTLS, s.cfg.Translate),
+	translators := newGatewayTranslators(s.cfg.Translate)
+	gateways := krt.NewCollection(s.cfg.Gateways, translators.builder(s.cfg.EPPTLS),
 		append(opts, krt.WithName("xds/GatewayResources"))...)
 	endpoints := krt.NewCollection(s.cfg.Endpoints, EndpointBuilder(),
 		append(opts, krt.WithName("xds/EndpointResources"))...)
@@ -181,6 +182,7 @@ func (s *Server) Run(ctx context.Context, lis net.Listener) error {
 	}
 	p := newPusher(s.cfg.Logger, s.metrics, s.cfg.Clock, s.cache, s.serving, gateways, endpoints, secrets)
 	p.mutate = s.mutate
+	p.forget = translators.forget
 	p.proxies = s.tracker.proxiesOf
 	gwReg := gateways.RegisterBatch(p.gatewaysChanged, true)
 	epReg := endpoints.RegisterBatch(p.endpointsChanged, true)

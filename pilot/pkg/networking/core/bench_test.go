@@ -21,15 +21,15 @@ const (
 	benchPodsPerPool = 10
 )
 
-// bigGateway is one Gateway with one HTTP listener and benchPools
+// bigGateway is one Gateway with one HTTP listener and pools
 // HTTPRoutes, route i sending PathPrefix /pool-i on host pool-i.example.com
 // to InferencePool bench/pool-i (FailOpen on even i, FailClose on odd), and
 // the Inputs giving each pool's shadow cluster benchPodsPerPool ready pods
 // and each EPP cluster one.
-func bigGateway() (*model.Gateway, Inputs) {
-	routes := make([]*model.Route, 0, benchPools)
+func bigGateway(pools int) (*model.Gateway, Inputs) {
+	routes := make([]*model.Route, 0, pools)
 	in := Inputs{Endpoints: map[string][]Endpoint{}}
-	for i := range benchPools {
+	for i := range pools {
 		mode := inferencev1.EndpointPickerFailOpen
 		if i%2 == 1 {
 			mode = inferencev1.EndpointPickerFailClose
@@ -58,8 +58,14 @@ func bigGateway() (*model.Gateway, Inputs) {
 // 850 routes). cpu-ms/op is the process's CPU time per op (the build plus
 // the garbage collector's concurrent work), which a busy machine disturbs
 // less than ns/op.
-func BenchmarkBuildGateway1000Pools(b *testing.B) {
-	gw, in := bigGateway()
+func BenchmarkBuildGateway1000Pools(b *testing.B) { benchBuildGateway(b, benchPools) }
+
+// BenchmarkBuildGateway10000Pools is BenchmarkBuildGateway1000Pools with
+// 10,000 routes and pools. Target: under 500 ms and 500 MB per op.
+func BenchmarkBuildGateway10000Pools(b *testing.B) { benchBuildGateway(b, 10000) }
+
+func benchBuildGateway(b *testing.B, benchPools int) {
+	gw, in := bigGateway(benchPools)
 	check := func(res Resources) {
 		b.Helper()
 		// Per pool: a shadow cluster and an EPP cluster, each with a CLA.
@@ -108,4 +114,32 @@ func processCPU(b *testing.B) time.Duration {
 		b.Fatal(err)
 	}
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// BenchmarkTranslatorRouteChange10000: core.Translator.Build of the
+// 10,000-route Gateway of bigGateway after one route's hostname changed
+// (the translation part of xds's BenchmarkRouteChangeOneGateway10000).
+func BenchmarkTranslatorRouteChange10000(b *testing.B) {
+	gw, in := bigGateway(10000)
+	tr := NewTranslator(inferenceOn)
+	if _, err := tr.Build(gw, in); err != nil {
+		b.Fatal(err)
+	}
+	b.ReportAllocs()
+	i := 0
+	for b.Loop() {
+		b.StopTimer()
+		g := *gw
+		l := g.Listeners[0]
+		l.Routes = append([]*model.Route(nil), l.Routes...)
+		r := *l.Routes[i%len(l.Routes)]
+		r.Hostnames = []string{fmt.Sprintf("changed-%d.example.com", i)}
+		l.Routes[i%len(l.Routes)] = &r
+		g.Listeners = []model.Listener{l}
+		i++
+		b.StartTimer()
+		if _, err := tr.Build(&g, in); err != nil {
+			b.Fatal(err)
+		}
+	}
 }

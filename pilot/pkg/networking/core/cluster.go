@@ -45,67 +45,107 @@ type clusterSpec struct {
 }
 
 // clusterSpecs walks every rule of every route that attaches through some
-// listener hostname and collects the clusters its backends and mirrors use.
+// listener hostname and collects the clusters its backends and mirrors use
+// (routeClusterOps, folded in order by applyClusterOp).
 func clusterSpecs(gw *model.Gateway, opts Options) map[string]*clusterSpec {
 	specs := map[string]*clusterSpec{}
-	get := func(name string) *clusterSpec {
-		s := specs[name]
-		if s == nil {
-			s = &clusterSpec{name: name}
-			specs[name] = s
-		}
-		return s
-	}
 	for _, l := range gw.Listeners {
 		for _, r := range l.Routes {
-			if len(routeHostnames(l.Hostname, r.Hostnames)) == 0 {
-				continue
-			}
-			for ri := range r.Rules {
-				rule := &r.Rules[ri]
-				if rule.HTTP == nil && rule.GRPC == nil {
-					continue // not a rule; buildRule leaves it out
+			for _, op := range routeClusterOps(l.Hostname, r, opts) {
+				s := specs[op.name]
+				if s == nil {
+					s = &clusterSpec{name: op.name}
+					specs[op.name] = s
 				}
-				grpc := rule.GRPC != nil
-				for bi := range rule.Backends {
-					b := &rule.Backends[bi]
-					name, epp, ok := backendCluster(b, grpc)
-					if !ok {
-						continue
-					}
-					s := get(name)
-					if b.Pool == nil {
-						// The Service port's protocol and TLS, never the
-						// route's.
-						s.http2 = s.http2 || b.Service.HTTP2
-						if s.tls == nil && b.Service.TLS != nil {
-							s.tls, s.clientCert = b.Service.TLS, gw.BackendClientCertificate
-						}
-						continue
-					}
-					// The pool's own protocol, never the route's: its
-					// cluster is shared by every route that uses it.
-					s.overrideHost, s.raiseLimits, s.http2 = true, true, b.Pool.HTTP2()
-					e := get(eppClusterName(epp))
-					// The EPP speaks gRPC (ext_proc), which needs HTTP/2,
-					// whatever its Service port's appProtocol says
-					// (http2, grpc and kubernetes.io/h2c all mean it).
-					e.http2, e.raiseLimits, e.eppHost = true, true, epp.Host
-				}
-				for _, m := range ruleFiltersOf(rule).mirrors {
-					if name, err := mirrorService(m.BackendRef, r.Namespace, opts.ClusterDomain); err == nil {
-						// A GRPCRoute's mirrors reach the model only when
-						// their Service port declares HTTP/2 (the controller
-						// resolves them as backendRefs), so this is the
-						// port's protocol too.
-						s := get(name)
-						s.http2 = s.http2 || grpc
-					}
-				}
+				applyClusterOp(s, op, gw.BackendClientCertificate)
 			}
 		}
 	}
 	return specs
+}
+
+// clusterOpKind is what one reference to a cluster says about it.
+type clusterOpKind uint8
+
+const (
+	opService clusterOpKind = iota // a Service backendRef
+	opPool                         // an InferencePool backendRef (its shadow Service)
+	opEPP                          // the Endpoint Picker of a pool backendRef
+	opMirror                       // a RequestMirror filter's Service
+)
+
+// clusterOp is one reference of a route to a cluster, in the order the
+// route's rules, backends and mirrors make them.
+type clusterOp struct {
+	name    string
+	kind    clusterOpKind
+	http2   bool
+	tls     *EPPTLS // opService: the Service port's BackendTLSPolicy TLS
+	eppHost string  // opEPP
+}
+
+// routeClusterOps are the cluster references of route r attached to a
+// listener with hostname listenerHost: none when the route serves no
+// hostname through it; else, per rule, each valid backend (a pool's
+// shadow cluster, then its EPP cluster) and then each mirror.
+func routeClusterOps(listenerHost string, r *model.Route, opts Options) []clusterOp {
+	if len(routeHostnames(listenerHost, r.Hostnames)) == 0 {
+		return nil
+	}
+	var ops []clusterOp
+	for ri := range r.Rules {
+		rule := &r.Rules[ri]
+		if rule.HTTP == nil && rule.GRPC == nil {
+			continue // not a rule; buildRule leaves it out
+		}
+		grpc := rule.GRPC != nil
+		for bi := range rule.Backends {
+			b := &rule.Backends[bi]
+			name, epp, ok := backendCluster(b, grpc)
+			if !ok {
+				continue
+			}
+			if b.Pool == nil {
+				ops = append(ops, clusterOp{name: name, kind: opService, http2: b.Service.HTTP2, tls: b.Service.TLS})
+				continue
+			}
+			ops = append(ops, clusterOp{name: name, kind: opPool, http2: b.Pool.HTTP2()},
+				clusterOp{name: eppClusterName(epp), kind: opEPP, eppHost: epp.Host})
+		}
+		for _, m := range ruleFiltersOf(rule).mirrors {
+			if name, err := mirrorService(m.BackendRef, r.Namespace, opts.ClusterDomain); err == nil {
+				ops = append(ops, clusterOp{name: name, kind: opMirror, http2: grpc})
+			}
+		}
+	}
+	return ops
+}
+
+// applyClusterOp folds one reference into the cluster's spec; clientCert
+// is the Gateway's backend client certificate.
+func applyClusterOp(s *clusterSpec, op clusterOp, clientCert string) {
+	switch op.kind {
+	case opService:
+		// The Service port's protocol and TLS, never the route's.
+		s.http2 = s.http2 || op.http2
+		if s.tls == nil && op.tls != nil {
+			s.tls, s.clientCert = op.tls, clientCert
+		}
+	case opPool:
+		// The pool's own protocol, never the route's: its cluster is
+		// shared by every route that uses it.
+		s.overrideHost, s.raiseLimits, s.http2 = true, true, op.http2
+	case opEPP:
+		// The EPP speaks gRPC (ext_proc), which needs HTTP/2, whatever its
+		// Service port's appProtocol says (http2, grpc and
+		// kubernetes.io/h2c all mean it).
+		s.http2, s.raiseLimits, s.eppHost = true, true, op.eppHost
+	case opMirror:
+		// A GRPCRoute's mirrors reach the model only when their Service
+		// port declares HTTP/2 (the controller resolves them as
+		// backendRefs), so this is the port's protocol too.
+		s.http2 = s.http2 || op.http2
+	}
 }
 
 // BuildClusters returns the clusters gw's routes use, sorted by name. All

@@ -172,18 +172,23 @@ func buildRouteConfiguration(g portGroup, chain int, opts Options) (*routev3.Rou
 	}
 	port := strconv.FormatUint(uint64(g.port), 10)
 	for _, h := range names {
-		vh := vhosts[h]
-		sortEntries(vh.entries)
-		v := &routev3.VirtualHost{Name: h + ":" + port, Domains: []string{h}}
-		for _, e := range vh.entries {
-			v.Routes = append(v.Routes, e.route)
-		}
-		rc.VirtualHosts = append(rc.VirtualHosts, v)
+		rc.VirtualHosts = append(rc.VirtualHosts, virtualHost(h, port, vhosts[h].entries))
 	}
 	if len(misdirected) > 0 {
 		rc.VirtualHosts = append(rc.VirtualHosts, misdirectedVirtualHost(misdirected, port))
 	}
 	return rc, nil
+}
+
+// virtualHost is the virtual host of hostname h on port: entries (sorted
+// here, in place) in Gateway API precedence order.
+func virtualHost(h, port string, entries []routeEntry) *routev3.VirtualHost {
+	sortEntries(entries)
+	v := &routev3.VirtualHost{Name: h + ":" + port, Domains: []string{h}}
+	for _, e := range entries {
+		v.Routes = append(v.Routes, e.route)
+	}
+	return v
 }
 
 // ownerHostname is the hostname of the listeners that own Host pattern h

@@ -1,0 +1,943 @@
+// Copyright infermesh authors
+// SPDX-License-Identifier: Apache-2.0
+
+package core
+
+import (
+	"cmp"
+	"fmt"
+	"reflect"
+	"slices"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+
+	clusterv3 "github.com/envoyproxy/go-control-plane/envoy/config/cluster/v3"
+	listenerv3 "github.com/envoyproxy/go-control-plane/envoy/config/listener/v3"
+	routev3 "github.com/envoyproxy/go-control-plane/envoy/config/route/v3"
+	"google.golang.org/protobuf/types/known/wrapperspb"
+
+	"github.com/infermesh/infermesh/pilot/pkg/model"
+)
+
+// Translator translates one Gateway again and again, keeping what a change
+// leaves equal: a route change recomputes the Envoy routes of that route,
+// the virtual hosts of the hostnames it served before and serves now, and
+// the clusters it referred to before and refers to now. Every resource and
+// virtual host the change does not touch keeps its message (the same
+// pointer), so the push path can keep its validation result and
+// serialization (architecture/xds.md, "Incremental translation").
+//
+// Build's output is byte for byte what BuildListeners,
+// BuildRouteConfigurations and BuildClusters return for the same input
+// (TestTranslatorMatchesFullTranslation and FuzzTranslator check it over
+// random change sequences).
+//
+// What "a route did not change" means (sameRoute): the same *model.Route,
+// or one with equal scalar fields whose rules hold the same rule,
+// Service, pool and filter values (pointers). The model is immutable once
+// built, so equal pointers mean equal content; equal content behind new
+// pointers is translated again, which gives equal output.
+//
+// A Translator is safe for concurrent use (Build calls are serialized).
+type Translator struct {
+	mu     sync.Mutex
+	opts   Options
+	packed *packedClusterConfig
+
+	// listeners is the last listener translation and lisGW its input (the
+	// Gateway without routes).
+	lisGW     *model.Gateway
+	listeners []*listenerv3.Listener
+
+	rcs    map[string]*rcState
+	routes []*routev3.RouteConfiguration
+
+	cl *clusterState
+}
+
+// NewTranslator returns a Translator with the given knobs.
+func NewTranslator(opts Options) *Translator {
+	return &Translator{opts: opts.WithDefaults(), rcs: map[string]*rcState{}}
+}
+
+// Build translates gw (listeners, route configurations, clusters; not
+// endpoints, and no Validate). The error is the first of the listeners',
+// the routes' and the clusters' translation, prefixed "listeners: ",
+// "routes: " or "clusters: ", exactly as the full builders would report
+// it; after an error the next Build starts from scratch.
+func (t *Translator) Build(gw *model.Gateway, in Inputs) (Resources, error) {
+	return t.BuildWith(gw, func([]string) Inputs { return in })
+}
+
+// BuildWith is Build with the Inputs asked for once the Translator knows
+// the Endpoint Picker hosts gw's clusters use (sorted; kept up to date
+// with the routes, so asking costs what changed): inputs need only hold
+// their TLS.
+func (t *Translator) BuildWith(gw *model.Gateway, inputs func(eppHosts []string) Inputs) (Resources, error) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	res, err := t.build(gw, inputs)
+	if err != nil {
+		t.lisGW, t.listeners, t.rcs, t.routes, t.cl = nil, nil, map[string]*rcState{}, nil, nil
+		return Resources{}, err
+	}
+	return res, nil
+}
+
+func (t *Translator) build(gw *model.Gateway, inputs func([]string) Inputs) (Resources, error) {
+	var res Resources
+	var err error
+	if res.Listeners, err = t.buildListeners(gw); err != nil {
+		return res, fmt.Errorf("listeners: %w", err)
+	}
+	if res.Routes, err = t.buildRoutes(gw); err != nil {
+		return res, fmt.Errorf("routes: %w", err)
+	}
+	if res.Clusters, err = t.buildClusters(gw, inputs); err != nil {
+		return res, fmt.Errorf("clusters: %w", err)
+	}
+	return res, nil
+}
+
+// buildListeners reuses the last listeners when everything they depend on
+// (the Gateway but its routes) is equal.
+func (t *Translator) buildListeners(gw *model.Gateway) ([]*listenerv3.Listener, error) {
+	if t.lisGW != nil && sameListenerInputs(t.lisGW, gw) {
+		return t.listeners, nil
+	}
+	ls, err := BuildListeners(gw, t.opts)
+	if err != nil {
+		return nil, err
+	}
+	t.lisGW, t.listeners = withoutRoutes(gw), ls
+	return ls, nil
+}
+
+// withoutRoutes is a copy of gw's fields listeners depend on.
+func withoutRoutes(gw *model.Gateway) *model.Gateway {
+	out := *gw
+	out.Listeners = make([]model.Listener, len(gw.Listeners))
+	for i, l := range gw.Listeners {
+		l.Routes = nil
+		out.Listeners[i] = l
+	}
+	return &out
+}
+
+func sameListenerInputs(a, b *model.Gateway) bool {
+	if a.Namespace != b.Namespace || a.Name != b.Name || a.EPPBodyMode != b.EPPBodyMode ||
+		a.ClassParametersError != b.ClassParametersError || a.BackendClientCertificate != b.BackendClientCertificate ||
+		len(a.Listeners) != len(b.Listeners) {
+		return false
+	}
+	for i := range a.Listeners {
+		x, y := a.Listeners[i], b.Listeners[i]
+		if x.Name != y.Name || x.Port != y.Port || x.Protocol != y.Protocol || x.Hostname != y.Hostname ||
+			(x.TLS != y.TLS && !reflect.DeepEqual(x.TLS, y.TLS)) {
+			return false
+		}
+	}
+	return true
+}
+
+// sameRoute reports whether a and b translate alike: the same route, or
+// equal scalars and the same (immutable) rule, backend and filter values.
+func sameRoute(a, b *model.Route) bool {
+	if a == b {
+		return true
+	}
+	if a.Kind != b.Kind || a.Namespace != b.Namespace || a.Name != b.Name ||
+		!a.CreationTimestamp.Equal(b.CreationTimestamp) || !slices.Equal(a.Hostnames, b.Hostnames) ||
+		len(a.Rules) != len(b.Rules) {
+		return false
+	}
+	for i := range a.Rules {
+		x, y := &a.Rules[i], &b.Rules[i]
+		if x.Index != y.Index || x.HTTP != y.HTTP || x.GRPC != y.GRPC || len(x.Backends) != len(y.Backends) {
+			return false
+		}
+		for j := range x.Backends {
+			p, q := &x.Backends[j], &y.Backends[j]
+			if p.Weight != q.Weight || p.Service != q.Service || p.Pool != q.Pool || p.Invalid != q.Invalid ||
+				!sameSlice(p.HTTPFilters, q.HTTPFilters) || !sameSlice(p.GRPCFilters, q.GRPCFilters) {
+				return false
+			}
+		}
+	}
+	return true
+}
+
+// sameSlice reports whether a and b are the same slice (or both empty).
+func sameSlice[T any](a, b []T) bool {
+	return len(a) == len(b) && (len(a) == 0 || &a[0] == &b[0])
+}
+
+// routeCmp orders routes as model.Listener.Routes are: kind, namespace,
+// name.
+func routeCmp(a, b *model.Route) int {
+	if c := cmp.Compare(a.Kind, b.Kind); c != 0 {
+		return c
+	}
+	if c := cmp.Compare(a.Namespace, b.Namespace); c != 0 {
+		return c
+	}
+	return cmp.Compare(a.Name, b.Name)
+}
+
+// routeDiff walks a listener's last routes (old, sorted) and its current
+// ones and returns the state for cur: keep makes it for a route that did
+// not change (sameRoute; old and new element), change for one that did
+// (old nil: added), and drop is told of one that is gone. When every
+// route is where it was (the same kind, namespace and name at each index,
+// the common case of routes edited in place) old is updated in place and
+// returned. ok is false, with nothing more called, when cur is not
+// strictly sorted by routeCmp (a hand-built model): the caller then
+// translates from scratch.
+func routeDiff[T any](old []T, route func(T) *model.Route, cur []*model.Route,
+	keep func(o T, r *model.Route) T, change func(o *T, r *model.Route) T, drop func(o T),
+) (next []T, ok bool) {
+	if len(old) == len(cur) {
+		aligned := true
+		for j, r := range cur {
+			if o := route(old[j]); o != r && routeCmp(o, r) != 0 {
+				aligned = false
+				break
+			}
+		}
+		if aligned {
+			for j, r := range cur {
+				switch o := route(old[j]); {
+				case o == r:
+				case sameRoute(o, r):
+					old[j] = keep(old[j], r)
+				default:
+					old[j] = change(&old[j], r)
+				}
+			}
+			return old, true
+		}
+	}
+	next = make([]T, 0, len(cur))
+	i := 0
+	prevKept := false
+	for j, r := range cur {
+		if i < len(old) && route(old[i]) == r {
+			if j > 0 && !prevKept && routeCmp(cur[j-1], r) >= 0 {
+				return nil, false
+			}
+			next = append(next, keep(old[i], r))
+			i++
+			prevKept = true
+			continue
+		}
+		if j > 0 && routeCmp(cur[j-1], r) >= 0 {
+			return nil, false
+		}
+		prevKept = false
+		for i < len(old) && routeCmp(route(old[i]), r) < 0 {
+			drop(old[i])
+			i++
+		}
+		if i < len(old) && routeCmp(route(old[i]), r) == 0 {
+			if sameRoute(route(old[i]), r) {
+				next = append(next, keep(old[i], r))
+			} else {
+				next = append(next, change(&old[i], r))
+			}
+			i++
+			continue
+		}
+		next = append(next, change(nil, r))
+	}
+	for ; i < len(old); i++ {
+		drop(old[i])
+	}
+	return next, true
+}
+
+// --- route configurations ---
+
+// rcState is what the Translator keeps of one route configuration.
+type rcState struct {
+	// sig is the configuration's inputs other than routes: port, TLS,
+	// chain, its port's listeners' names and hostnames, the body mode.
+	sig string
+	// lists are, per listener of the port (only the chain's on an HTTPS
+	// port), its routes as last translated.
+	lists [][]rcRoute
+	// vhosts are the virtual hosts routes serve, by hostname; sorted are
+	// their hostnames in order; wild those that are "*" or wildcards.
+	vhosts   map[string]*vhState
+	sorted   []string
+	sortedVH []*routev3.VirtualHost // the messages of sorted, aligned
+	wild     map[string]bool
+	// empties are the routeless virtual hosts of listener hostnames
+	// (last built, by hostname), emptyNames those in the last output.
+	empties    map[string]*routev3.VirtualHost
+	emptyNames []string
+	misdir     *routev3.VirtualHost
+	rc         *routev3.RouteConfiguration
+}
+
+// rcRoute is one attached route's translation on one listener: its Envoy
+// routes and the hostnames it serves through that listener.
+type rcRoute struct {
+	r       *model.Route
+	entries []routeEntry
+	hosts   []string
+}
+
+// vhState is one virtual host: its routes' entries, ordered as the full
+// translation appends them (listener, then route order), and its message.
+type vhState struct {
+	members []vhMember
+	vh      *routev3.VirtualHost
+}
+
+type vhMember struct {
+	li      int
+	r       *model.Route
+	entries []routeEntry
+}
+
+func memberCmp(a vhMember, li int, r *model.Route) int {
+	if c := cmp.Compare(a.li, li); c != 0 {
+		return c
+	}
+	return routeCmp(a.r, r)
+}
+
+func rcSig(g portGroup, chain int, body model.EPPBodyMode) string {
+	b := []byte(fmt.Sprintf("%d|%t|%d|%s", g.port, g.tls, chain, body))
+	for _, l := range g.listeners {
+		b = strconv.AppendQuote(b, l.Name)
+		b = strconv.AppendQuote(b, l.Hostname)
+	}
+	return string(b)
+}
+
+func (t *Translator) buildRoutes(gw *model.Gateway) ([]*routev3.RouteConfiguration, error) {
+	opts := t.opts
+	opts.eppBodyMode = gw.EPPBodyMode
+	groups, err := groupByPort(gw)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]*routev3.RouteConfiguration, 0, len(groups))
+	seen := map[string]bool{}
+	for _, g := range groups {
+		chains := []int{-1}
+		if g.tls {
+			chains = chains[:0]
+			for i := range g.listeners {
+				chains = append(chains, i)
+			}
+		}
+		for _, chain := range chains {
+			name := RouteConfigName(g.port, g.tls)
+			if chain >= 0 {
+				name = ChainRouteConfigName(g.port, g.listeners[chain].Name)
+			}
+			seen[name] = true
+			sig := rcSig(g, chain, gw.EPPBodyMode)
+			st := t.rcs[name]
+			if st == nil || st.sig != sig {
+				st = &rcState{sig: sig, lists: make([][]rcRoute, len(g.listeners)), vhosts: map[string]*vhState{},
+					wild: map[string]bool{}, empties: map[string]*routev3.VirtualHost{}}
+				t.rcs[name] = st
+			}
+			rc, ok := st.update(g, chain, opts)
+			if !ok {
+				// Not in the order the model promises: from scratch, and
+				// from scratch again next time.
+				delete(t.rcs, name)
+				if rc, err = buildRouteConfiguration(g, chain, opts); err != nil {
+					return nil, err
+				}
+			}
+			out = append(out, rc)
+		}
+	}
+	for name := range t.rcs {
+		if !seen[name] {
+			delete(t.rcs, name)
+		}
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
+	if len(out) == len(t.routes) {
+		same := true
+		for i := range out {
+			same = same && out[i] == t.routes[i]
+		}
+		if same {
+			return t.routes, nil
+		}
+	}
+	t.routes = out
+	return out, nil
+}
+
+// update brings st to g's current routes and returns the route
+// configuration: the last one when nothing in it changed.
+func (st *rcState) update(g portGroup, chain int, opts Options) (*routev3.RouteConfiguration, bool) {
+	listenerHosts := make([]string, len(g.listeners))
+	for i, l := range g.listeners {
+		listenerHosts[i] = l.Hostname
+	}
+	changed := map[string]bool{}
+	memo := anyMemo{}
+	for li, l := range g.listeners {
+		if chain >= 0 && li != chain {
+			continue
+		}
+		next, ok := routeDiff(st.lists[li], func(o rcRoute) *model.Route { return o.r }, l.Routes,
+			func(o rcRoute, r *model.Route) rcRoute {
+				if o.r != r {
+					for _, h := range o.hosts {
+						if st.setMemberRoute(h, li, o.r, r, len(g.listeners)) {
+							changed[h] = true
+						}
+					}
+					o.r = r
+				}
+				return o
+			},
+			func(o *rcRoute, r *model.Route) rcRoute {
+				if o != nil {
+					st.dropMember(o, li, changed)
+				}
+				nr := rcRoute{r: r}
+				for _, h := range routeHostnames(l.Hostname, r.Hostnames) {
+					if ownerHostname(h, listenerHosts) == l.Hostname {
+						nr.hosts = append(nr.hosts, h)
+					}
+				}
+				if len(nr.hosts) > 0 {
+					nr.entries = buildRoutes(r, g, opts, memo)
+				}
+				for _, h := range nr.hosts {
+					st.addMember(h, vhMember{li: li, r: r, entries: nr.entries})
+					changed[h] = true
+				}
+				return nr
+			},
+			func(o rcRoute) { st.dropMember(&o, li, changed) })
+		if !ok {
+			return nil, false
+		}
+		st.lists[li] = next
+	}
+
+	port := strconv.FormatUint(uint64(g.port), 10)
+	bulk := len(changed) > 16 && len(changed) > len(st.sorted)/8
+	for h := range changed {
+		vs := st.vhosts[h]
+		if vs == nil || len(vs.members) == 0 {
+			if vs != nil {
+				delete(st.vhosts, h)
+				delete(st.wild, h)
+				if !bulk {
+					if i, found := slices.BinarySearch(st.sorted, h); found {
+						st.sorted = slices.Delete(st.sorted, i, i+1)
+						st.sortedVH = slices.Delete(st.sortedVH, i, i+1)
+					}
+				}
+			}
+			continue
+		}
+		var entries []routeEntry
+		if len(vs.members) == 1 {
+			entries = slices.Clone(vs.members[0].entries)
+		} else {
+			seen := map[*model.Route]bool{}
+			for _, m := range vs.members {
+				if !seen[m.r] {
+					seen[m.r] = true
+					entries = append(entries, m.entries...)
+				}
+			}
+		}
+		isNew := vs.vh == nil
+		vs.vh = virtualHost(h, port, entries)
+		if isNew && (h == "*" || strings.HasPrefix(h, "*.")) {
+			st.wild[h] = true
+		}
+		if bulk {
+			continue
+		}
+		i, found := slices.BinarySearch(st.sorted, h)
+		if found {
+			st.sortedVH[i] = vs.vh
+		} else {
+			st.sorted = slices.Insert(st.sorted, i, h)
+			st.sortedVH = slices.Insert(st.sortedVH, i, vs.vh)
+		}
+	}
+	if bulk {
+		st.sorted = st.sorted[:0]
+		for h := range st.vhosts {
+			st.sorted = append(st.sorted, h)
+		}
+		sort.Strings(st.sorted)
+		st.sortedVH = make([]*routev3.VirtualHost, len(st.sorted))
+		for i, h := range st.sorted {
+			st.sortedVH[i] = st.vhosts[h].vh
+		}
+	}
+
+	// Routeless virtual hosts and the misdirected one, as
+	// buildRouteConfiguration makes them.
+	var empties, misdirected []string
+	exists := func(h string) bool { return st.vhosts[h] != nil || slices.Contains(empties, h) }
+	if chain < 0 {
+		for _, h := range listenerHosts {
+			if h == "" || exists(h) {
+				continue
+			}
+			caught := false
+			for d := range st.wild {
+				caught = caught || (d != h && (d == "*" || covers(d, h)))
+			}
+			for _, d := range empties {
+				caught = caught || (d != h && (d == "*" || covers(d, h)))
+			}
+			if caught {
+				empties = append(empties, h)
+			}
+		}
+	} else {
+		own := g.listeners[chain].Hostname
+		if own != "" && st.vhosts[own] == nil {
+			empties = append(empties, own)
+		}
+		for _, h := range listenerHosts {
+			if h != "" && h != own && !slices.Contains(misdirected, h) {
+				misdirected = append(misdirected, h)
+			}
+		}
+		if own != "" {
+			misdirected = append(misdirected, "*")
+		}
+		sort.Strings(misdirected)
+	}
+	sort.Strings(empties)
+	misdirChanged := false
+	switch {
+	case len(misdirected) == 0:
+		misdirChanged = st.misdir != nil
+		st.misdir = nil
+	case st.misdir == nil || !slices.Equal(st.misdir.Domains, misdirected):
+		st.misdir = misdirectedVirtualHost(misdirected, port)
+		misdirChanged = true
+	}
+	if st.rc != nil && len(changed) == 0 && !misdirChanged && slices.Equal(empties, st.emptyNames) {
+		return st.rc, true
+	}
+	for h := range st.empties {
+		if !slices.Contains(empties, h) {
+			delete(st.empties, h)
+		}
+	}
+	for _, h := range empties {
+		if st.empties[h] == nil {
+			st.empties[h] = virtualHost(h, port, nil)
+		}
+	}
+	st.emptyNames = empties
+
+	rc := &routev3.RouteConfiguration{
+		Name:                     RouteConfigName(g.port, g.tls),
+		ValidateClusters:         wrapperspb.Bool(false),
+		IgnorePortInHostMatching: true,
+	}
+	if chain >= 0 {
+		rc.Name = ChainRouteConfigName(g.port, g.listeners[chain].Name)
+	}
+	rc.VirtualHosts = make([]*routev3.VirtualHost, 0, len(st.sorted)+len(empties)+1)
+	e := 0
+	for i, h := range st.sorted {
+		for e < len(empties) && empties[e] < h {
+			rc.VirtualHosts = append(rc.VirtualHosts, st.empties[empties[e]])
+			e++
+		}
+		if e == len(empties) {
+			rc.VirtualHosts = append(rc.VirtualHosts, st.sortedVH[i:]...)
+			break
+		}
+		rc.VirtualHosts = append(rc.VirtualHosts, st.sortedVH[i])
+	}
+	for ; e < len(empties); e++ {
+		rc.VirtualHosts = append(rc.VirtualHosts, st.empties[empties[e]])
+	}
+	if st.misdir != nil {
+		rc.VirtualHosts = append(rc.VirtualHosts, st.misdir)
+	}
+	st.rc = rc
+	return rc, true
+}
+
+// addMember adds m to the virtual host of h, in (listener, route) order.
+func (st *rcState) addMember(h string, m vhMember) {
+	vs := st.vhosts[h]
+	if vs == nil {
+		vs = &vhState{}
+		st.vhosts[h] = vs
+	}
+	n := len(vs.members)
+	if n == 0 || memberCmp(vs.members[n-1], m.li, m.r) < 0 {
+		vs.members = append(vs.members, m)
+		return
+	}
+	i, _ := slices.BinarySearchFunc(vs.members, m, func(a, b vhMember) int { return memberCmp(a, b.li, b.r) })
+	vs.members = slices.Insert(vs.members, i, m)
+}
+
+// member is the index of listener li's member for route r in vs, or -1.
+func (vs *vhState) member(li int, r *model.Route) int {
+	i, found := slices.BinarySearchFunc(vs.members, vhMember{li: li, r: r}, func(a, b vhMember) int { return memberCmp(a, b.li, b.r) })
+	if !found {
+		return -1
+	}
+	return i
+}
+
+// dropMember removes o's entries (listener li) from its hostnames' virtual
+// hosts, marking them changed.
+func (st *rcState) dropMember(o *rcRoute, li int, changed map[string]bool) {
+	for _, h := range o.hosts {
+		changed[h] = true
+		if vs := st.vhosts[h]; vs != nil {
+			if i := vs.member(li, o.r); i >= 0 && vs.members[i].r == o.r {
+				vs.members = slices.Delete(vs.members, i, i+1)
+			}
+		}
+	}
+}
+
+// setMemberRoute records that listener li's route old is now the equal
+// route r (its entries stay). It reports whether the virtual host must be
+// built again: another of the port's listeners (n in all) holds the same
+// route in it, and the full translation lists a route's entries once per
+// distinct *model.Route.
+func (st *rcState) setMemberRoute(h string, li int, old, r *model.Route, n int) bool {
+	vs := st.vhosts[h]
+	if vs == nil {
+		return false
+	}
+	if i := vs.member(li, old); i >= 0 && vs.members[i].r == old {
+		vs.members[i].r = r
+	}
+	for other := 0; other < n; other++ {
+		if other != li && vs.member(other, r) >= 0 {
+			return true
+		}
+	}
+	return false
+}
+
+// --- clusters ---
+
+// clusterState is what the Translator keeps of the clusters.
+type clusterState struct {
+	// sig is the Gateway's listener hostnames and backend client
+	// certificate.
+	sig string
+	// lists are, per listener, its routes' cluster references as last
+	// translated.
+	lists [][]clRoute
+	// refs are, per cluster name, the references to it in (listener,
+	// route) order.
+	refs map[string][]clRef
+	// specs, msgs: each cluster's spec and message; sorted their names.
+	specs  map[string]clusterSpec
+	msgs   map[string]*clusterv3.Cluster
+	sorted []string
+	// eppTLS is the Inputs.EPPTLS the EPP clusters were built with.
+	eppTLS map[string]*EPPTLS
+	// eppUses counts the references to each EPP host; eppHosts are those
+	// with some, sorted.
+	eppUses  map[string]int
+	eppHosts []string
+	out      []*clusterv3.Cluster
+}
+
+type clRoute struct {
+	r   *model.Route
+	ops []clusterOp
+}
+
+type clRef struct {
+	li  int
+	r   *model.Route
+	ops []clusterOp // the route's references to this name, in order
+}
+
+func clusterSig(gw *model.Gateway) string {
+	b := strconv.AppendQuote(nil, gw.BackendClientCertificate)
+	for _, l := range gw.Listeners {
+		b = strconv.AppendQuote(b, l.Hostname)
+	}
+	return string(b)
+}
+
+func (t *Translator) buildClusters(gw *model.Gateway, inputs func([]string) Inputs) ([]*clusterv3.Cluster, error) {
+	if t.packed == nil {
+		p, err := newPackedClusterConfig()
+		if err != nil {
+			return nil, err
+		}
+		t.packed = &p
+	}
+	sig := clusterSig(gw)
+	st := t.cl
+	if st == nil || st.sig != sig || len(st.lists) != len(gw.Listeners) {
+		st = &clusterState{sig: sig, lists: make([][]clRoute, len(gw.Listeners)), refs: map[string][]clRef{},
+			specs: map[string]clusterSpec{}, msgs: map[string]*clusterv3.Cluster{}, eppUses: map[string]int{}}
+		t.cl = st
+	}
+	changed := map[string]bool{}
+	for li, l := range gw.Listeners {
+		next, ok := routeDiff(st.lists[li], func(o clRoute) *model.Route { return o.r }, l.Routes,
+			func(o clRoute, r *model.Route) clRoute {
+				if o.r != r {
+					for _, op := range o.ops {
+						st.setRefRoute(op.name, li, o.r, r)
+					}
+					o.r = r
+				}
+				return o
+			},
+			func(o *clRoute, r *model.Route) clRoute {
+				if o != nil {
+					st.dropRefs(o, li, changed)
+				}
+				nr := clRoute{r: r, ops: routeClusterOps(l.Hostname, r, t.opts)}
+				st.addRefs(nr, li, changed)
+				return nr
+			},
+			func(o clRoute) { st.dropRefs(&o, li, changed) })
+		if !ok {
+			t.cl = nil
+			return BuildClusters(gw, inputs(EPPHosts(gw)), t.opts)
+		}
+		st.lists[li] = next
+	}
+	in := inputs(st.eppHosts)
+	// An EPP's TLS changed: its clusters are built again.
+	if !sameEPPTLS(st.eppTLS, in.EPPTLS) {
+		for n, s := range st.specs {
+			if s.eppHost != "" && !sameTLS(st.eppTLS[s.eppHost], in.EPPTLS[s.eppHost]) {
+				changed[n] = true
+				delete(st.specs, n) // forces the rebuild below
+			}
+		}
+		st.eppTLS = copyTLS(in.EPPTLS)
+	}
+	if len(changed) == 0 && st.out != nil {
+		return st.out, nil
+	}
+	bulk := len(changed) > 16 && len(changed) > len(st.sorted)/8
+	// out is a new list (the last one is shared with its readers), kept
+	// aligned with sorted.
+	var out []*clusterv3.Cluster
+	modified := false
+	modify := func() {
+		if !modified {
+			out, modified = slices.Clone(st.out), true
+		}
+	}
+	for n := range changed {
+		refs := st.refs[n]
+		if len(refs) == 0 {
+			if _, ok := st.msgs[n]; ok {
+				delete(st.msgs, n)
+				delete(st.specs, n)
+				modify()
+				if !bulk {
+					if i, found := slices.BinarySearch(st.sorted, n); found {
+						st.sorted = slices.Delete(st.sorted, i, i+1)
+						out = slices.Delete(out, i, i+1)
+					}
+				}
+			}
+			continue
+		}
+		s := clusterSpec{name: n}
+		for _, ref := range refs {
+			for _, op := range ref.ops {
+				applyClusterOp(&s, op, gw.BackendClientCertificate)
+			}
+		}
+		prev, had := st.specs[n]
+		if had && sameSpec(prev, s) && st.msgs[n] != nil {
+			continue
+		}
+		c, err := buildCluster(&s, in, t.opts, *t.packed)
+		if err != nil {
+			t.cl = nil
+			return BuildClusters(gw, inputs(EPPHosts(gw)), t.opts) // the full builder's error
+		}
+		st.specs[n], st.msgs[n] = s, c
+		modify()
+		if bulk {
+			continue
+		}
+		i, found := slices.BinarySearch(st.sorted, n)
+		if found {
+			out[i] = c
+		} else {
+			st.sorted = slices.Insert(st.sorted, i, n)
+			out = slices.Insert(out, i, c)
+		}
+	}
+	if bulk && modified {
+		st.sorted = st.sorted[:0]
+		for n := range st.msgs {
+			st.sorted = append(st.sorted, n)
+		}
+		sort.Strings(st.sorted)
+		out = make([]*clusterv3.Cluster, len(st.sorted))
+		for i, n := range st.sorted {
+			out[i] = st.msgs[n]
+		}
+	}
+	if !modified && st.out != nil {
+		return st.out, nil
+	}
+	if out == nil {
+		out = []*clusterv3.Cluster{}
+	}
+	st.out = out
+	return out, nil
+}
+
+// countEPP adds d to the references of the EPP hosts ops call.
+func (st *clusterState) countEPP(ops []clusterOp, d int) {
+	for _, op := range ops {
+		if op.kind != opEPP {
+			continue
+		}
+		n := st.eppUses[op.eppHost] + d
+		i, found := slices.BinarySearch(st.eppHosts, op.eppHost)
+		switch {
+		case n > 0 && !found:
+			st.eppHosts = slices.Insert(st.eppHosts, i, op.eppHost)
+		case n <= 0 && found:
+			st.eppHosts = slices.Delete(st.eppHosts, i, i+1)
+		}
+		if n > 0 {
+			st.eppUses[op.eppHost] = n
+		} else {
+			delete(st.eppUses, op.eppHost)
+		}
+	}
+}
+
+func (st *clusterState) addRefs(nr clRoute, li int, changed map[string]bool) {
+	st.countEPP(nr.ops, 1)
+	for i, op := range nr.ops {
+		if slices.ContainsFunc(nr.ops[:i], func(o clusterOp) bool { return o.name == op.name }) {
+			continue // gathered with the first
+		}
+		nref := clRef{li: li, r: nr.r}
+		for _, o := range nr.ops[i:] {
+			if o.name == op.name {
+				nref.ops = append(nref.ops, o)
+			}
+		}
+		refs := st.refs[op.name]
+		j, _ := slices.BinarySearchFunc(refs, nref, refCmp)
+		st.refs[op.name] = slices.Insert(refs, j, nref)
+		changed[op.name] = true
+	}
+}
+
+func refCmp(a, b clRef) int {
+	if c := cmp.Compare(a.li, b.li); c != 0 {
+		return c
+	}
+	return routeCmp(a.r, b.r)
+}
+
+// ref is the index of listener li's reference of route r in refs, or -1.
+func ref(refs []clRef, li int, r *model.Route) int {
+	i, found := slices.BinarySearchFunc(refs, clRef{li: li, r: r}, refCmp)
+	if !found || refs[i].r != r {
+		return -1
+	}
+	return i
+}
+
+func (st *clusterState) dropRefs(o *clRoute, li int, changed map[string]bool) {
+	st.countEPP(o.ops, -1)
+	for _, op := range o.ops {
+		changed[op.name] = true
+		refs := st.refs[op.name]
+		if i := ref(refs, li, o.r); i >= 0 {
+			refs = slices.Delete(refs, i, i+1)
+		}
+		if len(refs) == 0 {
+			delete(st.refs, op.name)
+		} else {
+			st.refs[op.name] = refs
+		}
+	}
+}
+
+func (st *clusterState) setRefRoute(name string, li int, old, r *model.Route) {
+	refs := st.refs[name]
+	if i := ref(refs, li, old); i >= 0 {
+		refs[i].r = r
+	}
+}
+
+func sameSpec(a, b clusterSpec) bool {
+	return a.name == b.name && a.http2 == b.http2 && a.overrideHost == b.overrideHost && a.raiseLimits == b.raiseLimits &&
+		a.eppHost == b.eppHost && a.clientCert == b.clientCert && sameTLS(a.tls, b.tls)
+}
+
+func sameTLS(a, b *EPPTLS) bool { return a == b || (a != nil && b != nil && reflect.DeepEqual(*a, *b)) }
+
+func sameEPPTLS(a, b map[string]*EPPTLS) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for k, v := range b {
+		if !sameTLS(a[k], v) {
+			return false
+		}
+	}
+	return true
+}
+
+// copyTLS is a shallow copy of m.
+func copyTLS(m map[string]*EPPTLS) map[string]*EPPTLS {
+	out := make(map[string]*EPPTLS, len(m))
+	for k, v := range m {
+		out[k] = v
+	}
+	return out
+}
+
+// EPPHosts are the Endpoint Picker hosts of every pool backend of gw,
+// sorted and unique: a superset of those its clusters use.
+func EPPHosts(gw *model.Gateway) []string {
+	seen := map[string]bool{}
+	var out []string
+	for _, l := range gw.Listeners {
+		for _, r := range l.Routes {
+			for _, rule := range r.Rules {
+				for _, b := range rule.Backends {
+					if b.Pool != nil && b.Pool.EPP != nil && !seen[b.Pool.EPP.Host] {
+						seen[b.Pool.EPP.Host] = true
+						out = append(out, b.Pool.EPP.Host)
+					}
+				}
+			}
+		}
+	}
+	sort.Strings(out)
+	return out
+}
