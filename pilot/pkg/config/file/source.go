@@ -363,7 +363,15 @@ func (s *Source) decodeFile(f string, data []byte) *fileDecode {
 	docs := splitDocuments(data)
 	results := make([]fileDecode, len(docs))
 	decodeEach(len(docs), func(i int) { results[i] = s.decodeDocument(f, docs[i]) })
+	n := 0
 	for _, r := range results {
+		n += len(r.objects)
+	}
+	if n > 0 {
+		fd.objects = make([]object, 0, n)
+	}
+	for i, r := range results {
+		results[i] = fileDecode{} // what is copied can go
 		fd.objects = append(fd.objects, r.objects...)
 		fd.problems = append(fd.problems, r.problems...)
 		fd.rejected = append(fd.rejected, r.rejected...)
