@@ -46,6 +46,7 @@ type discoveryOptions struct {
 	plaintext       bool
 	xdsAuth         string
 	shutdownTimeout time.Duration
+	profileCPU      string
 }
 
 // deps is what commands read from their surroundings; tests replace it.
@@ -119,6 +120,7 @@ func newDiscoveryCommand(a *app) *cobra.Command {
 	f.BoolVar(&o.plaintext, "plaintext", false, "serve ADS without TLS (anyone who can reach --ads-address reads every Gateway's configuration)")
 	f.StringVar(&o.xdsAuth, "xds-auth", "none", "proxy authentication: none, or serviceaccount (a ServiceAccount token in the \"authorization: Bearer\" gRPC metadata, checked by TokenReview; the ServiceAccount must be in the Gateway's namespace; needs TLS)")
 	f.DurationVar(&o.shutdownTimeout, "shutdown-timeout", 15*time.Second, "how long a signalled shutdown may take before the process gives up waiting")
+	f.StringVar(&o.profileCPU, "profile-cpu", "", "write a CPU profile (pprof) of the whole process, from before the input is read until shutdown, to this file: start-up is over before /debug/pprof/profile can be asked")
 	return cmd
 }
 
@@ -198,6 +200,13 @@ func (o *discoveryOptions) validate() error {
 func runDiscovery(ctx context.Context, stopSignals func(), o *discoveryOptions, d deps, log *slog.Logger) error {
 	if err := o.validate(); err != nil {
 		return err
+	}
+	if o.profileCPU != "" {
+		stopProfile, err := startCPUProfile(o.profileCPU)
+		if err != nil {
+			return err
+		}
+		defer stopProfile(log)
 	}
 	feats, err := features.Load(d.lookupEnv)
 	if err != nil {

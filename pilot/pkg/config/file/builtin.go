@@ -53,7 +53,7 @@ var strictField = regexp.MustCompile(`^(unknown|duplicate) field "(.*)"$`)
 // without a collection stop there (accepted and ignored); the others get
 // their namespace ("default" when unset), the defaults of prepare, and
 // ObjectMeta validation.
-func decodeBuiltin(ref docRef, gvk schema.GroupVersionKind, u map[string]any, res *decodeResult) {
+func decodeBuiltin(ref docRef, gvk schema.GroupVersionKind, u map[string]any, raw []byte, res *decodeResult) {
 	bk, stored := builtinKinds[gvk]
 	id := objectID{group: gvk.Group, kind: gvk.Kind, name: ref.name}
 	if bk.namespaced {
@@ -65,12 +65,7 @@ func decodeBuiltin(ref docRef, gvk schema.GroupVersionKind, u map[string]any, re
 	} else if stored {
 		ref.namespace = ""
 	}
-	data, err := json.Marshal(u)
-	if err != nil {
-		res.reject(id, ref.problem("", "internal error: "+err.Error()))
-		return
-	}
-	obj, _, err := strictDeserializer.Decode(data, nil, nil)
+	obj, err := strictDecode(u, raw)
 	if err != nil {
 		if strict, ok := runtime.AsStrictDecodingError(err); ok {
 			for _, e := range strict.Errors() {
@@ -115,6 +110,27 @@ func decodeBuiltin(ref docRef, gvk schema.GroupVersionKind, u map[string]any, re
 		o.specDigest = specDigest(obj) // generation follows the manifest, not the reduced copy
 	}
 	res.objects = append(res.objects, o)
+}
+
+// strictDecode decodes u strictly into its client-go type. raw, when not
+// nil, is u's JSON as toJSON wrote it: decoding it directly spares
+// re-encoding u. toJSON's text is what encoding/json writes for the YAML's
+// values, and the generic decoding and re-encoding of u changes nothing in
+// it but the order of keys, so the typed result is the same; on any error
+// the decoding is redone from u's own encoding, so errors (their order
+// included) are as they always were.
+func strictDecode(u map[string]any, raw []byte) (runtime.Object, error) {
+	if raw != nil {
+		if obj, _, err := strictDeserializer.Decode(raw, nil, nil); err == nil {
+			return obj, nil
+		}
+	}
+	data, err := json.Marshal(u)
+	if err != nil {
+		return nil, fmt.Errorf("internal error: %w", err)
+	}
+	obj, _, err := strictDeserializer.Decode(data, nil, nil)
+	return obj, err
 }
 
 // storedValue is what a collection keeps of a decoded built-in object, as

@@ -90,15 +90,16 @@ func (d *decoder) decodeJSON(ref docRef, data []byte, res *decodeResult) {
 				res.problems = append(res.problems, ref.problem(fmt.Sprintf("items[%d]", i), "Invalid value: must be an object"))
 				continue
 			}
-			d.decodeObject(ref, m, res)
+			d.decodeObject(ref, m, nil, res)
 		}
 		return
 	}
-	d.decodeObject(ref, u, res)
+	d.decodeObject(ref, u, data, res)
 }
 
-// decodeObject sends one object to the decoder of its kind.
-func (d *decoder) decodeObject(ref docRef, u map[string]any, res *decodeResult) {
+// decodeObject sends one object to the decoder of its kind. raw is u's
+// JSON text when the document is that one object (nil for a List's item).
+func (d *decoder) decodeObject(ref docRef, u map[string]any, raw []byte, res *decodeResult) {
 	apiVersion, _ := u["apiVersion"].(string)
 	kind, _ := u["kind"].(string)
 	ref.kind = kind
@@ -126,7 +127,7 @@ func (d *decoder) decodeObject(ref docRef, u map[string]any, res *decodeResult) 
 	case isDestinationRule(gvk):
 		decodeDestinationRule(ref, u, res)
 	case scheme.Scheme.Recognizes(gvk):
-		decodeBuiltin(ref, gvk, u, res)
+		decodeBuiltin(ref, gvk, u, raw, res)
 	default:
 		res.problems = append(res.problems, ref.problem("",
 			fmt.Sprintf("unknown kind %q of apiVersion %q: not a built-in kind, a served version of the Gateway API or InferencePool CRDs, or an Istio DestinationRule", kind, apiVersion)))

@@ -91,8 +91,12 @@
 // watches the folder (fsnotify on the folder and every subfolder, never on
 // files, so renames and symlink swaps are seen), debounces events, rereads
 // the whole folder (decoding and validating again only the files whose bytes
-// changed since the last read; the checks across files run every time), and
-// hands each collection only the differences
-// (ConditionalUpdateObject / DeleteObject): an unchanged object emits no
-// event. Revision counts reloads that changed an object or the problems.
+// changed since the last read; the checks across files run every time,
+// unless every file has the bytes of the last read and that read had no
+// problem, when its result is kept as it is), and hands each collection only
+// the differences (ConditionalUpdateObject / DeleteObject): an unchanged
+// object emits no event. Revision counts reloads that changed an object or
+// the problems. A file's documents are decoded and validated on every core,
+// each result kept at its document's place, so the outcome is the one of a
+// single goroutine.
 package file

@@ -28,30 +28,34 @@ type document struct {
 func splitDocuments(data []byte) []document {
 	var (
 		docs  []document
-		cur   []byte
-		start = 1
+		start = 1 // line of the current document's first line
+		from  = 0 // offset of its first byte in data
+		at    = 0 // offset of the line being looked at
 		empty = true
 	)
-	flush := func() {
+	flush := func(to int) {
 		if !empty {
-			docs = append(docs, document{index: len(docs), line: start, body: cur})
+			// A document's lines are contiguous in data: its body is that
+			// part of data, not a copy.
+			docs = append(docs, document{index: len(docs), line: start, body: data[from:to:to]})
 		}
-		cur, empty = nil, true
+		empty = true
 	}
 	lines := bytes.SplitAfter(data, []byte("\n"))
 	for i, l := range lines {
-		text := strings.TrimRight(string(l), "\r\n")
-		if text == "---" || strings.HasPrefix(text, "--- ") || strings.HasPrefix(text, "---\t") {
-			flush()
-			start = i + 2
+		next := at + len(l)
+		text := bytes.TrimRight(l, "\r\n")
+		if string(text) == "---" || bytes.HasPrefix(text, []byte("--- ")) || bytes.HasPrefix(text, []byte("---\t")) {
+			flush(at)
+			start, from, at = i+2, next, next
 			continue
 		}
-		if t := strings.TrimSpace(text); t != "" && t != "..." && !strings.HasPrefix(t, "#") {
+		if t := bytes.TrimSpace(text); len(t) > 0 && string(t) != "..." && t[0] != '#' {
 			empty = false
 		}
-		cur = append(cur, l...)
+		at = next
 	}
-	flush()
+	flush(at)
 	return docs
 }
 

@@ -39,18 +39,34 @@ type fileObject struct {
 // Each refused declaration's Problem is in the refused file and names the
 // file and document that hold the served one.
 func pickDeclarations(candidates []object, prev map[objectID]object, held func(fileObject) bool) (map[objectID]object, []Problem) {
-	byID := map[objectID][]object{}
-	var order []objectID
-	for _, c := range candidates {
-		if _, seen := byID[c.id]; !seen {
-			order = append(order, c.id)
+	// first is each object's first declaration (an index in candidates);
+	// more holds the rest, for the few objects declared more than once.
+	first := make(map[objectID]int, len(candidates))
+	more := map[objectID][]int{}
+	for i, c := range candidates {
+		if _, seen := first[c.id]; seen {
+			more[c.id] = append(more[c.id], i)
+		} else {
+			first[c.id] = i
 		}
-		byID[c.id] = append(byID[c.id], c)
 	}
-	accepted := make(map[objectID]object, len(order))
+	accepted := make(map[objectID]object, len(first))
 	var problems []Problem
-	for _, id := range order {
-		decls := byID[id]
+	for i, c := range candidates {
+		id := c.id
+		if first[id] != i {
+			continue
+		}
+		if len(more[id]) == 0 {
+			if p, ok := prev[id]; !ok || p.ref.file == c.ref.file || !held(fileObject{file: p.ref.file, id: id}) {
+				accepted[id] = c // the only declaration: it wins under every rule below
+				continue
+			}
+		}
+		decls := []object{c}
+		for _, j := range more[id] {
+			decls = append(decls, candidates[j])
+		}
 		winner, why := 0, "which is first by path: that one is served"
 		if p, ok := prev[id]; ok {
 			if i := slices.IndexFunc(decls, func(o object) bool { return o.ref.file == p.ref.file }); i >= 0 {

@@ -7,6 +7,8 @@ import (
 	"crypto/sha256"
 	"encoding/json"
 	"fmt"
+	"reflect"
+	"strings"
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -66,8 +68,21 @@ func stableUID(id objectID) types.UID {
 }
 
 // specDigest is the SHA-256 of v's JSON without metadata and status: what
-// decides a generation bump.
+// decides a generation bump. For a pointer to a struct (every Kubernetes
+// type) that is the JSON of a shallow copy whose metadata and status fields
+// are zero: the encoding of a struct is its fields' in a fixed order, so two
+// values get the same digest exactly when all their other fields encode the
+// same. Anything else is encoded, and its top-level metadata and status
+// keys dropped.
 func specDigest(v any) string {
+	if c, ok := withoutMetaAndStatus(v); ok {
+		raw, err := json.Marshal(c)
+		if err != nil {
+			return ""
+		}
+		sum := sha256.Sum256(raw)
+		return string(sum[:])
+	}
 	raw, err := json.Marshal(v)
 	if err != nil {
 		return ""
@@ -82,4 +97,32 @@ func specDigest(v any) string {
 	out, _ := json.Marshal(fields)
 	sum := sha256.Sum256(out)
 	return string(sum[:])
+}
+
+// withoutMetaAndStatus returns a shallow copy of the struct v points to,
+// with its fields encoded as "metadata" and "status" set to zero; false
+// when v is not a pointer to a struct with a "metadata" field.
+func withoutMetaAndStatus(v any) (any, bool) {
+	rv := reflect.ValueOf(v)
+	if rv.Kind() != reflect.Pointer || rv.IsNil() || rv.Elem().Kind() != reflect.Struct {
+		return nil, false
+	}
+	cp := reflect.New(rv.Elem().Type()).Elem()
+	cp.Set(rv.Elem())
+	t := cp.Type()
+	found := false
+	for i := range t.NumField() {
+		if !t.Field(i).IsExported() {
+			continue
+		}
+		name, _, _ := strings.Cut(t.Field(i).Tag.Get("json"), ",")
+		if name == "metadata" || name == "status" {
+			cp.Field(i).SetZero()
+			found = found || name == "metadata"
+		}
+	}
+	if !found {
+		return nil, false
+	}
+	return cp.Addr().Interface(), true
 }
