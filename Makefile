@@ -86,12 +86,14 @@ integ:
 	helmdir=$$(hack/helm.sh) && \
 	KUBE_TEST_BINARIES=$$dir/bin EPP_TEST_BINARIES=$$eppbin HELM_TEST_BINARIES=$$helmdir/bin $(GO) test -tags=integ -p 2 -timeout 30m -count=1 ./tests/...
 
-# The GIE v1.6.0 conformance suite on this machine (conformance/README.md).
-# One test: `make conformance RUN_TEST=InferencePoolAccepted`; the class
-# without body-mode parameters: `make conformance EPP_BODY_MODE=default`.
-# `make conformance SUITE=gateway-api` is `make conformance-gateway-api`;
-# `make conformance SUITE=all` runs both suites, one after the other.
-SUITE ?= gie
+# Both conformance suites on this machine, one after the other
+# (conformance/README.md): GIE v1.6.0, then Gateway API v1.6.1 (profiles
+# GATEWAY-HTTP and GATEWAY-GRPC). One suite: `make conformance SUITE=gie`
+# or `SUITE=gateway-api` (`make conformance-gateway-api`); one test names
+# its suite: `make conformance SUITE=gie RUN_TEST=InferencePoolAccepted`; the
+# class without body-mode parameters: `make conformance SUITE=gie
+# EPP_BODY_MODE=default`.
+SUITE ?= all
 RUN_TEST ?=
 SKIP_TESTS ?=
 EPP_BODY_MODE ?= Streamed

@@ -2,10 +2,11 @@
 # Copyright infermesh authors
 # SPDX-License-Identifier: Apache-2.0
 #
-# `make conformance`: the GIE v1.6.0 conformance suite against infermesh on
-# this machine (conformance/README.md); with SUITE=gateway-api (`make
-# conformance-gateway-api`) the Gateway API v1.6.1 suite, profiles
-# GATEWAY-HTTP and GATEWAY-GRPC. Builds what it needs, then runs
+# `make conformance`: the conformance suites against infermesh on this
+# machine (conformance/README.md): the GIE v1.6.0 suite, then the Gateway
+# API v1.6.1 suite, profiles GATEWAY-HTTP and GATEWAY-GRPC; SUITE=gie or
+# SUITE=gateway-api (`make conformance-gateway-api`) runs one. For each
+# suite it builds what it needs, then runs
 # conformance/harness's TestGIEConformance or TestGatewayAPIConformance
 # (build tag "conformance"), which starts the cluster, the node, the
 # load-balancer stand-in and infermesh, runs the suite's own test binary
@@ -15,10 +16,11 @@
 # from Go's verdicts, the report cross-checked).
 #
 # Environment:
-#   SUITE            gie (default), gateway-api, or all (both, in turn; the
-#                    exit status fails if either does)
+#   SUITE            all (default: both, in turn; the exit status fails if
+#                    either does), gie or gateway-api
 #   RUN_TEST         one test's short name, passed to the suite's -run-test
-#                    (for example InferencePoolAccepted); empty runs all
+#                    (for example InferencePoolAccepted); empty runs all;
+#                    needs SUITE=gie or SUITE=gateway-api
 #   SKIP_TESTS       short names, comma-separated, passed to the suite's
 #                    -skip-tests (`make conformance-subset` sets it)
 #   EPP_BODY_MODE    the GatewayClass's eppRequestBodyMode: Streamed (default),
@@ -34,7 +36,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 GO=${GO:-go}
-SUITE=${SUITE:-gie}
+SUITE=${SUITE:-all}
 RUN_TEST=${RUN_TEST:-}
 SKIP_TESTS=${SKIP_TESTS:-}
 EPP_BODY_MODE=${EPP_BODY_MODE:-Streamed}
@@ -46,7 +48,7 @@ if [ "$SUITE" = all ]; then
 	# never at once), each with its own report; RUN_TEST, SKIP_TESTS and
 	# REPORT name one suite's tests and file, so they are refused here.
 	if [ -n "$RUN_TEST$SKIP_TESTS${REPORT:-}" ]; then
-		echo "conformance: SUITE=all takes no RUN_TEST, SKIP_TESTS or REPORT; run one suite for those" >&2
+		echo "conformance: RUN_TEST, SKIP_TESTS and REPORT name one suite's tests and file: add SUITE=gie or SUITE=gateway-api (SUITE=all, the default, runs both suites whole)" >&2
 		exit 1
 	fi
 	rc=0
