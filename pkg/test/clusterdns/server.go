@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"net"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/miekg/dns"
@@ -79,23 +80,39 @@ func startInformers(ctx context.Context, client kubernetes.Interface, domain str
 	return &records{suffix: ".svc." + domain + ".", services: svc.GetStore(), slices: sl.GetIndexer()}, nil
 }
 
-// listen binds UDP and TCP on one port and serves both.
+// listen binds UDP and TCP on one port and serves both. With port 0 the
+// kernel picks the UDP port, which a TCP socket of another process (an
+// outgoing connection's ephemeral port among them) may hold already: then
+// it tries another, a bounded number of times.
 func (s *Server) listen(addr string, h dns.Handler) error {
-	pc, err := net.ListenPacket("udp", addr)
+	_, port, err := net.SplitHostPort(addr)
 	if err != nil {
 		return fmt.Errorf("clusterdns: %w", err)
 	}
-	s.addr = pc.LocalAddr().String()
-	l, err := net.Listen("tcp", s.addr)
-	if err != nil {
-		pc.Close()
-		return fmt.Errorf("clusterdns: %w", err)
+	tries := 1
+	if port == "0" {
+		tries = 20
 	}
-	s.udp = &dns.Server{PacketConn: pc, Handler: h}
-	s.tcp = &dns.Server{Listener: l, Handler: h}
-	go func() { _ = s.udp.ActivateAndServe() }()
-	go func() { _ = s.tcp.ActivateAndServe() }()
-	return nil
+	for i := 1; ; i++ {
+		pc, err := net.ListenPacket("udp", addr)
+		if err != nil {
+			return fmt.Errorf("clusterdns: %w", err)
+		}
+		l, err := net.Listen("tcp", pc.LocalAddr().String())
+		if err != nil {
+			pc.Close()
+			if i < tries && errors.Is(err, syscall.EADDRINUSE) {
+				continue
+			}
+			return fmt.Errorf("clusterdns: %w", err)
+		}
+		s.addr = pc.LocalAddr().String()
+		s.udp = &dns.Server{PacketConn: pc, Handler: h}
+		s.tcp = &dns.Server{Listener: l, Handler: h}
+		go func() { _ = s.udp.ActivateAndServe() }()
+		go func() { _ = s.tcp.ActivateAndServe() }()
+		return nil
+	}
 }
 
 // Addr is the address served ("ip:port").
