@@ -107,13 +107,17 @@ conformance:
 conformance-gateway-api:
 	GO=$(GO) SUITE=gateway-api RUN_TEST=$(RUN_TEST) SKIP_TESTS=$(SKIP_TESTS) hack/conformance.sh
 
-# What `make test` runs of the suite: every test but the statistical
-# GatewayWeightedAcrossTwoInferencePools (conformance/README.md, "In make
-# test"), its report in a temporary folder so a checkout stays clean.
+# What `make test` runs of the conformance suites, one after the other, each
+# report in a temporary folder so a checkout stays clean: the GIE suite but
+# the statistical GatewayWeightedAcrossTwoInferencePools (conformance/README.md,
+# "In make test"), then the whole Gateway API suite (both profiles, core and
+# extended). Fails if either fails; both always run.
 CONFORMANCE_SUBSET_SKIP := GatewayWeightedAcrossTwoInferencePools
 conformance-subset:
-	report=$$(mktemp -d)/infermesh-subset.yaml && \
-	GO=$(GO) SUITE=gie SKIP_TESTS=$(CONFORMANCE_SUBSET_SKIP) REPORT=$$report hack/conformance.sh
+	reports=$$(mktemp -d) && rc=0 && \
+	{ GO=$(GO) SUITE=gie SKIP_TESTS=$(CONFORMANCE_SUBSET_SKIP) REPORT=$$reports/infermesh-gie-subset.yaml hack/conformance.sh || rc=1; } && \
+	{ GO=$(GO) SUITE=gateway-api REPORT=$$reports/infermesh-gateway-api.yaml hack/conformance.sh || rc=1; } && \
+	exit $$rc
 
 # Benchmarks are never part of `make test`.
 bench:

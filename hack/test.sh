@@ -4,8 +4,9 @@
 #
 # `make test`: every check CI runs (.ci/run calls `make test`): vet and
 # gofmt, the unit tests under the race detector, staticcheck, the
-# integration suites, and the GIE conformance suite but one statistical test
-# (`make conformance-subset`, conformance/README.md).
+# integration suites, and the conformance suites (`make conformance-subset`,
+# conformance/README.md): the GIE suite but one statistical test, then the
+# whole Gateway API suite.
 #
 # Scheduled for the 2-core CI budget (architecture/ci.md). On a fresh
 # machine almost all of the work is compiling, and the integration suites
@@ -13,15 +14,17 @@
 #   - the binaries the suites need, built once per machine and cached
 #     (hack/k8s-test-binaries.sh: kube-apiserver, kube-controller-manager,
 #     kube-scheduler, etcd; hack/epp-binaries.sh: the endpoint pickers,
-#     then hack/images.sh: the binaries the conformance node runs as
-#     images, which reuses lwepp), start building in the background at
-#     once; hack/helm.sh (helm, built inside this module) after vet;
+#     then hack/images.sh for each suite: the binaries the conformance
+#     node runs as images, which reuses lwepp), start building in the
+#     background at once; hack/helm.sh (helm, built inside this module)
+#     after vet;
 #   - vet, gofmt and the unit tests run in the foreground meanwhile;
 #   - staticcheck runs beside the integration suites, filling the cores
 #     they leave idle;
 #   - the integration packages run two at a time;
-#   - the conformance subset runs last, alone: it starts a cluster, a node
-#     and every pod of the suite, and needs the cores to itself.
+#   - the conformance suites run last, alone, one after the other: each
+#     starts a cluster, a node and every pod of its suite, and needs the
+#     cores to itself.
 # With the caches warm both build scripts return in a fraction of a second.
 #
 # Output: each step's output as make and go test print it; background logs
@@ -71,8 +74,9 @@ finish() {
 
 background k8s hack/k8s-test-binaries.sh
 # images.sh after epp-binaries.sh, never beside it: both would build lwepp
-# into the same cache folder.
-background epp bash -c 'hack/epp-binaries.sh && hack/images.sh'
+# into the same cache folder. Then the Gateway API suite's images
+# (its test binary, CoreDNS).
+background epp bash -c 'hack/epp-binaries.sh && hack/images.sh && SUITE=gateway-api hack/images.sh'
 
 make vet GO="$GO"
 step "vet and gofmt done"
@@ -107,10 +111,10 @@ step "staticcheck done"
 
 conf_rc=0
 make conformance-subset GO="$GO" || conf_rc=$?
-step "conformance subset done"
+step "conformance suites done"
 
 if [ "$integ_rc" -ne 0 ] || [ "$sc_rc" -ne 0 ] || [ "$conf_rc" -ne 0 ]; then
-	echo "hack/test.sh: FAILED (integration suites exit $integ_rc, staticcheck exit $sc_rc, conformance subset exit $conf_rc)" >&2
+	echo "hack/test.sh: FAILED (integration suites exit $integ_rc, staticcheck exit $sc_rc, conformance suites exit $conf_rc)" >&2
 	exit 1
 fi
 step "all passed"
