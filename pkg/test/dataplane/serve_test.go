@@ -210,16 +210,17 @@ func TestLocalReplies(t *testing.T) {
 		path string
 		code int
 		body string
+		grpc int // httpToGrpcStatus(code)
 	}{
-		{"/missing", 503, ""}, {"/missing500", 500, ""}, {"/empty", 503, bodyNoHealthyUpstream},
-		{"/slow", 504, bodyUpstreamTimeout}, {"/none", 404, ""},
+		{"/missing", 503, "", 14}, {"/missing500", 500, "", 2}, {"/empty", 503, bodyNoHealthyUpstream, 14},
+		{"/slow", 504, bodyUpstreamTimeout, 14}, {"/none", 404, "", 12},
 	} {
 		resp := get(t, dp, 80, "GET", "x", c.path, nil)
 		if resp.StatusCode != c.code || bodyOf(resp) != c.body {
 			t.Errorf("%s: %d %q, want %d %q", c.path, resp.StatusCode, bodyOf(resp), c.code, c.body)
 		}
 		resp = get(t, dp, 80, "POST", "x", c.path, http.Header{"Content-Type": {"application/grpc"}})
-		want := []string{strconv.Itoa(extproc.HTTPToGRPCStatus(c.code)), c.body, "application/grpc", ""}
+		want := []string{strconv.Itoa(c.grpc), c.body, "application/grpc", ""}
 		got := []string{resp.Header.Get("grpc-status"), resp.Header.Get("grpc-message"), resp.Header.Get("content-type"), bodyOf(resp)}
 		if resp.StatusCode != 200 || !slices.Equal(got, want) {
 			t.Errorf("%s, gRPC: %d %q, want 200 %q", c.path, resp.StatusCode, got, want)
