@@ -91,16 +91,20 @@ func TestRetryPolicy(t *testing.T) {
 		}}}
 	}
 	fast := &routev3.RetryPolicy_RetryBackOff{BaseInterval: durationpb.New(time.Millisecond)}
+	// perTry leaves a loaded machine (-race, other builds) time to connect
+	// and answer a prompt attempt, and still ends the backend's one-second
+	// slow answers.
+	const perTry = 400 * time.Millisecond
 	dp := newTestDP(t, Options{})
 	load(t, dp, edsCluster(t, "c", false), cla("c", srv.Listener.Addr().String()),
 		rc(&routev3.VirtualHost{Name: "v", Domains: []string{"*"}, Routes: []*routev3.Route{
 			route("/codes-500", &routev3.RetryPolicy{RetryOn: "retriable-status-codes", RetriableStatusCodes: []uint32{500},
 				NumRetries: wrapperspb.UInt32(3), RetryBackOff: fast}),
 			route("/per-try-codes", &routev3.RetryPolicy{RetryOn: "retriable-status-codes", RetriableStatusCodes: []uint32{500},
-				NumRetries: wrapperspb.UInt32(2), PerTryTimeout: durationpb.New(100 * time.Millisecond), RetryBackOff: fast}),
+				NumRetries: wrapperspb.UInt32(2), PerTryTimeout: durationpb.New(perTry), RetryBackOff: fast}),
 			route("/per-try-reset", &routev3.RetryPolicy{RetryOn: "reset",
-				NumRetries: wrapperspb.UInt32(2), PerTryTimeout: durationpb.New(100 * time.Millisecond), RetryBackOff: fast}),
-			route("/per-try-only", &routev3.RetryPolicy{NumRetries: wrapperspb.UInt32(0), PerTryTimeout: durationpb.New(100 * time.Millisecond)}),
+				NumRetries: wrapperspb.UInt32(2), PerTryTimeout: durationpb.New(perTry), RetryBackOff: fast}),
+			route("/per-try-only", &routev3.RetryPolicy{NumRetries: wrapperspb.UInt32(0), PerTryTimeout: durationpb.New(perTry)}),
 			// max_stream_duration set: RouteAction.timeout (10 ms) is ignored,
 			// per_try_timeout still bounds each attempt (FilterUtility::
 			// finalTimeout takes it whatever the route's timeouts).
@@ -108,7 +112,7 @@ func TestRetryPolicy(t *testing.T) {
 				ClusterSpecifier: &routev3.RouteAction_Cluster{Cluster: "c"}, Timeout: durationpb.New(10 * time.Millisecond),
 				MaxStreamDuration: &routev3.RouteAction_MaxStreamDuration{MaxStreamDuration: durationpb.New(10 * time.Second)},
 				RetryPolicy: &routev3.RetryPolicy{RetryOn: "reset", NumRetries: wrapperspb.UInt32(1),
-					PerTryTimeout: durationpb.New(100 * time.Millisecond), RetryBackOff: fast},
+					PerTryTimeout: durationpb.New(perTry), RetryBackOff: fast},
 			}}},
 		}}), seedListener(t))
 
