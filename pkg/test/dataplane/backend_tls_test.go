@@ -6,13 +6,19 @@ package dataplane
 import (
 	"crypto/tls"
 	"crypto/x509"
+	"crypto/x509/pkix"
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
+	"strings"
 	"testing"
 	"time"
 
+	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	tlsv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/transport_sockets/tls/v3"
+	matcherv3 "github.com/envoyproxy/go-control-plane/envoy/type/matcher/v3"
+	"google.golang.org/protobuf/types/known/anypb"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
@@ -173,5 +179,92 @@ func TestServiceBackendClientCertificate(t *testing.T) {
 	dp.mu.Unlock()
 	if resp := get(t, dp, 80, "GET", "any.example.com", "/", nil); resp.StatusCode != http.StatusOK || resp.Header.Get("x-seen-client") != "second" {
 		t.Fatalf("after rotation: status %d, backend saw client %q; want the second certificate", resp.StatusCode, resp.Header.Get("x-seen-client"))
+	}
+}
+
+// TestUpstreamTLSVerificationAsEnvoy checks the server verification of an
+// UpstreamTlsContext against Envoy's default validator
+// (source/common/tls/cert_validator/default_validator.cc: doVerifyCertChain
+// against trusted_ca, then matchSubjectAltName; san_matcher.cc; the
+// CertificateValidationContext API reference):
+//
+//   - without SAN matchers only the chain is verified: the certificate's
+//     names are never compared with sni (no auto_san_validation);
+//   - a URI matcher compares the SAN as the certificate carries it
+//     (Utility::generalNameAsString), so "SPIFFE://..." is not
+//     "spiffe://...", though a parsed URL would print both alike;
+//   - SAN matchers without trusted_ca are refused ("SAN-based verification
+//     of peer certificates without trusted CA is insecure and not allowed",
+//     CertificateValidationContextConfigImpl::initialize in
+//     source/common/ssl/certificate_validation_context_config_impl.cc), as
+//     are an empty trusted_ca (CertificateValidationContextConfigImpl::create,
+//     reject_empty_trusted_ca_file) and one without a certificate
+//     (parseCaCertList, "Failed to load trusted CA certificates").
+func TestUpstreamTLSVerificationAsEnvoy(t *testing.T) {
+	ca, other := newTestCA(t), newTestCA(t)
+	dns := func(n string) *tlsv3.SubjectAltNameMatcher {
+		return &tlsv3.SubjectAltNameMatcher{SanType: tlsv3.SubjectAltNameMatcher_DNS,
+			Matcher: &matcherv3.StringMatcher{MatchPattern: &matcherv3.StringMatcher_Exact{Exact: n}}}
+	}
+	uri := func(u string) *tlsv3.SubjectAltNameMatcher {
+		return &tlsv3.SubjectAltNameMatcher{SanType: tlsv3.SubjectAltNameMatcher_URI,
+			Matcher: &matcherv3.StringMatcher{MatchPattern: &matcherv3.StringMatcher_Exact{Exact: u}}}
+	}
+	compile := func(caPEM []byte, matchers ...*tlsv3.SubjectAltNameMatcher) (*tls.Config, error) {
+		t.Helper()
+		vc := &tlsv3.CertificateValidationContext{MatchTypedSubjectAltNames: matchers}
+		if caPEM != nil {
+			vc.TrustedCa = &corev3.DataSource{Specifier: &corev3.DataSource_InlineBytes{InlineBytes: caPEM}}
+		}
+		a, err := anypb.New(&tlsv3.UpstreamTlsContext{Sni: "abc.example.com", CommonTlsContext: &tlsv3.CommonTlsContext{
+			ValidationContextType: &tlsv3.CommonTlsContext_ValidationContext{ValidationContext: vc}}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		cfg, _, err := compileUpstreamTLS(&corev3.TransportSocket{Name: transportSocketTLS, ConfigType: &corev3.TransportSocket_TypedConfig{TypedConfig: a}})
+		return cfg, err
+	}
+	verify := func(cfg *tls.Config, cert tls.Certificate) error {
+		t.Helper()
+		leaf, err := x509.ParseCertificate(cert.Certificate[0])
+		if err != nil {
+			t.Fatal(err)
+		}
+		return cfg.VerifyConnection(tls.ConnectionState{PeerCertificates: []*x509.Certificate{leaf}})
+	}
+	upperScheme := ca.issue(t, &x509.Certificate{Subject: pkix.Name{CommonName: "server"}, ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
+		URIs: []*url.URL{{Scheme: "SPIFFE", Host: "abc.example.com", Path: "/id"}}})
+	for _, tc := range []struct {
+		name     string
+		ca       []byte
+		matchers []*tlsv3.SubjectAltNameMatcher
+		cert     tls.Certificate
+		ok       bool
+	}{
+		{"chain only, a certificate for another name than sni", ca.pem, nil, ca.serverCert(t, "other.example.com"), true},
+		{"chain only, another CA", ca.pem, nil, other.serverCert(t, "abc.example.com"), false},
+		{"DNS matcher", ca.pem, []*tlsv3.SubjectAltNameMatcher{dns("abc.example.com")}, ca.serverCert(t, "abc.example.com"), true},
+		{"DNS matcher, another name", ca.pem, []*tlsv3.SubjectAltNameMatcher{dns("abc.example.com")}, ca.serverCert(t, "other.example.com"), false},
+		{"URI matcher", ca.pem, []*tlsv3.SubjectAltNameMatcher{uri("spiffe://abc.example.com/id")},
+			ca.serverCertWithURIs(t, []string{"spiffe://abc.example.com/id"}), true},
+		{"URI matcher, the SAN's scheme in upper case", ca.pem, []*tlsv3.SubjectAltNameMatcher{uri("spiffe://abc.example.com/id")}, upperScheme, false},
+		{"URI matcher, a DNS SAN of the same text", ca.pem, []*tlsv3.SubjectAltNameMatcher{uri("abc.example.com")}, ca.serverCert(t, "abc.example.com"), false},
+	} {
+		cfg, err := compile(tc.ca, tc.matchers...)
+		if err != nil {
+			t.Fatalf("%s: %v", tc.name, err)
+		}
+		if err := verify(cfg, tc.cert); (err == nil) != tc.ok {
+			t.Errorf("%s: verification error %v, want accepted %v", tc.name, err, tc.ok)
+		}
+	}
+	if _, err := compile(nil, dns("abc.example.com")); err == nil || !strings.Contains(err.Error(), "without trusted CA is insecure") {
+		t.Errorf("SAN matchers without trusted_ca: %v, want Envoy's refusal", err)
+	}
+	if _, err := compile([]byte("not a certificate"), dns("abc.example.com")); err == nil {
+		t.Error("a trusted_ca without a certificate was accepted")
+	}
+	if _, err := compile([]byte{}); err == nil {
+		t.Error("an empty trusted_ca was accepted (and would verify nothing)")
 	}
 }

@@ -136,7 +136,15 @@ func inlineString(s string) *corev3.DataSource_InlineString {
 }
 
 // TestClientValidationRefusals: validation options the data plane does not
-// implement, and a CA bundle Envoy cannot load, are NACKed.
+// implement, and a CA bundle Envoy cannot load, are NACKed. Envoy refuses a
+// trusted_ca that holds no certificate ("Failed to load trusted CA
+// certificates from ...", parseCaCertList in source/common/tls/
+// cert_validator/default_validator.cc); require_client_certificate
+// without trusted_ca makes Envoy ask for no certificate at all
+// (addClientValidationContext returns before setting
+// SSL_VERIFY_FAIL_IF_NO_PEER_CERT), so it is refused here (stricter), as
+// are SAN matchers and a validation context over SDS on a listener (not
+// implemented).
 func TestClientValidationRefusals(t *testing.T) {
 	ca := newTestCA(t)
 	gw := tlsGateway("a.example.com")

@@ -6,6 +6,7 @@ package dataplane
 import (
 	"crypto/tls"
 	"crypto/x509"
+	"encoding/asn1"
 	"errors"
 	"fmt"
 	"net"
@@ -299,6 +300,13 @@ func upstreamServerVerification(u *tlsv3.UpstreamTlsContext) (*tls.Config, error
 		if pem, err = dataSourceBytes(vc.GetTrustedCa()); err != nil {
 			return nil, fmt.Errorf("trusted_ca: %w", err)
 		}
+		if len(pem) == 0 {
+			// Envoy reads a trusted_ca that is set as non-empty data
+			// (CertificateValidationContextConfigImpl::create,
+			// envoy.reloadable_features.reject_empty_trusted_ca_file); an
+			// empty one would otherwise verify nothing.
+			return nil, errors.New("trusted_ca: DataSource cannot be empty")
+		}
 	}
 	var pool *x509.CertPool
 	if len(pem) > 0 {
@@ -309,7 +317,10 @@ func upstreamServerVerification(u *tlsv3.UpstreamTlsContext) (*tls.Config, error
 	}
 	// SAN matchers (source/common/tls/cert_validator/default_validator.cc,
 	// matchSubjectAltName; san_matcher.cc): the certificate passes when
-	// any matcher matches any SAN of its type. DNS and URI exact only.
+	// any matcher matches any SAN of its type. DNS and URI exact only, each
+	// compared with the SAN's bytes as the certificate carries them
+	// (Utility::generalNameAsString), never with a parsed and re-printed
+	// URL, which would lower-case a URI's scheme and drop an empty fragment.
 	var sans, uris []string
 	for _, m := range vc.GetMatchTypedSubjectAltNames() {
 		exact := m.GetMatcher().GetExact()
@@ -323,6 +334,11 @@ func upstreamServerVerification(u *tlsv3.UpstreamTlsContext) (*tls.Config, error
 		default:
 			return nil, fmt.Errorf("match_typed_subject_alt_names: san_type %v not implemented (only DNS and URI)", m.GetSanType())
 		}
+	}
+	if pool == nil && len(sans)+len(uris) > 0 {
+		// Envoy refuses the context (CertificateValidationContextConfigImpl::
+		// initialize, source/common/ssl/certificate_validation_context_config_impl.cc).
+		return nil, errors.New("SAN-based verification of peer certificates without trusted CA is insecure and not allowed")
 	}
 	cfg.VerifyConnection = func(cs tls.ConnectionState) error {
 		if len(cs.PeerCertificates) == 0 {
@@ -346,9 +362,9 @@ func upstreamServerVerification(u *tlsv3.UpstreamTlsContext) (*tls.Config, error
 				return nil
 			}
 		}
-		for _, want := range uris {
-			for _, got := range leaf.URIs {
-				if got.String() == want {
+		if len(uris) > 0 {
+			for _, got := range rawURISANs(leaf) {
+				if slices.Contains(uris, got) {
 					return nil
 				}
 			}
@@ -356,6 +372,37 @@ func upstreamServerVerification(u *tlsv3.UpstreamTlsContext) (*tls.Config, error
 		return fmt.Errorf("server certificate matches none of the subject alternative names %v %v", sans, uris)
 	}
 	return cfg, nil
+}
+
+// oidSubjectAltName is the subjectAltName extension (RFC 5280 4.2.1.6).
+var oidSubjectAltName = asn1.ObjectIdentifier{2, 5, 29, 17}
+
+// rawURISANs are c's uniformResourceIdentifier subject alternative names
+// as their bytes stand in the certificate (crypto/x509 keeps only parsed
+// URLs); none when the extension does not parse.
+func rawURISANs(c *x509.Certificate) []string {
+	for _, e := range c.Extensions {
+		if !e.Id.Equal(oidSubjectAltName) {
+			continue
+		}
+		var seq asn1.RawValue
+		if rest, err := asn1.Unmarshal(e.Value, &seq); err != nil || len(rest) > 0 || !seq.IsCompound {
+			return nil
+		}
+		var out []string
+		for b := seq.Bytes; len(b) > 0; {
+			var gn asn1.RawValue
+			var err error
+			if b, err = asn1.Unmarshal(b, &gn); err != nil {
+				return nil
+			}
+			if gn.Class == asn1.ClassContextSpecific && gn.Tag == 6 { // uniformResourceIdentifier [6] IA5String
+				out = append(out, string(gn.Bytes))
+			}
+		}
+		return out
+	}
+	return nil
 }
 
 // endpointsOf returns the healthy endpoints of cla as "ip:port": health

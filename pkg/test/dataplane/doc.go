@@ -92,8 +92,9 @@
 //     the valid listeners and clusters of a state-of-the-world response and
 //     NACKs the rest.
 //   - Only the fields in allowed.go are implemented; everything else is
-//     NACKed where Envoy would act on it. Notably: HTTPS listeners (filter
-//     chain match, downstream TLS, SDS), vhost- and route-configuration-level
+//     NACKed where Envoy would act on it. Notably: TLS listener options
+//     beyond server_names, one SDS certificate, ALPN and an inline client
+//     CA (tls.go), vhost- and route-configuration-level
 //     header mutations and per-filter configs, substitution format commands
 //     (%COMMAND%) in header values, hash policies, retry_policy beyond retry_on
 //     (5xx, gateway-error, reset, connect-failure, retriable-status-codes),
@@ -115,22 +116,22 @@
 //     "upstream request timeout") but no x-envoy-* or server headers.
 //   - The connection manager adds x-forwarded-for (use_remote_address),
 //     x-forwarded-proto and x-request-id; not x-envoy-expected-rq-timeout-ms,
-//     x-envoy-attempt-count or via. The path is matched as received (no
-//     normalization, as Envoy's default); with strip_any_host_port the
-//     Host header itself loses its port before routing, as Envoy's
-//     HeaderUtility::stripPortFromHost does, so upstreams see it without.
+//     x-envoy-attempt-count or via. normalize_path resolves dot segments
+//     and refuses (400) what depends on googleurl's version (pathnorm.go);
+//     with strip_any_host_port the Host header itself loses its port
+//     before routing, as Envoy's HeaderUtility::stripPortFromHost does, so
+//     upstreams see it without.
 //   - Upstream: Go's HTTP client (HTTP/1.1, HTTP/2 over TLS, h2c with prior
 //     knowledge); hop-by-hop headers dropped; no connection draining on
 //     cluster change beyond closing idle connections.
 //   - TLS to upstreams verifies the chain against trusted_ca and the DNS
-//     subject alternative name matchers (not the SNI), and nothing without a
-//     validation context, as Envoy; a DNS matcher compares names exactly,
+//     and URI subject alternative name matchers (not the SNI), and nothing
+//     without a validation context, as Envoy; a DNS matcher compares names exactly,
 //     where Envoy also accepts a wildcard certificate name (stricter); the
 //     ext_proc gRPC channel, when the cluster sets no sni, sends the
 //     authority as SNI (Go gRPC's behaviour).
-//   - Redirects: a scheme change drops the request's port; well-known ports
-//     are left out of Location.
-//   - Request mirroring is fire-and-forget with a fixed 10 s bound.
+//   - Request mirroring is fire-and-forget with a fixed 10 s bound, and
+//     starts once the router has read the whole body (Envoy streams it).
 //   - The file_based_metadata token is trimmed of surrounding white space.
 //   - Weighted cluster choice uses Options.Rand, not Envoy's per-request
 //     random value or x-envoy-stable-hash headers.

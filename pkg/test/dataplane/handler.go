@@ -16,6 +16,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"google.golang.org/grpc/codes"
+
 	"github.com/infermesh/infermesh/pkg/test/dataplane/extproc"
 )
 
@@ -140,7 +142,10 @@ func (h *listenerHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		if body.complete.Load() {
 			status = http.StatusGatewayTimeout
 		}
-		resp, err = hcmReply(status, bodyDurationTimeout), nil
+		// To a gRPC request with DEADLINE_EXCEEDED, which
+		// onStreamMaxDurationReached passes to sendLocalReply
+		// (source/common/http/conn_manager_impl.cc), not the code's.
+		resp, err = extproc.GRPCLocalReply(req, localReply(status, bodyDurationTimeout), int(codes.DeadlineExceeded)), nil
 		fc.hcmReply(resp)
 	}
 	if err != nil {

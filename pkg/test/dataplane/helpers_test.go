@@ -102,7 +102,7 @@ func load(t *testing.T, dp *DataPlane, msgs ...proto.Message) {
 
 // backend is an HTTP/1.1 server on 127.0.0.1 answering with its name in
 // the body and header x-backend, and echoing the request in headers
-// x-seen-path, x-seen-host.
+// x-seen-path, x-seen-host, x-seen-proto, x-seen-xfp (x-forwarded-proto).
 func backend(t *testing.T, name string) *httptest.Server {
 	t.Helper()
 	s := httptest.NewServer(backendHandler(name))
@@ -116,6 +116,7 @@ func backendHandler(name string) http.Handler {
 		w.Header().Set("x-seen-path", r.URL.RequestURI())
 		w.Header().Set("x-seen-host", r.Host)
 		w.Header().Set("x-seen-proto", r.Proto)
+		w.Header().Set("x-seen-xfp", r.Header.Get("X-Forwarded-Proto"))
 		for k, v := range r.Header {
 			if strings.HasPrefix(strings.ToLower(k), "x-test-") {
 				w.Header()["Seen-"+k] = v

@@ -68,9 +68,13 @@ func TestRedirectLocationAsEnvoy(t *testing.T) {
 
 // strip_any_host_port rewrites the request's Host itself before routing
 // (ConnectionManagerUtility::maybeNormalizeHost, then
-// HeaderUtility::stripPortFromHost, source/common/http/header_utility.cc):
-// the upstream sees Host without the port; a port that is not a number, or
-// a colon inside an IPv6 literal, is left as it is.
+// HeaderUtility::stripPortFromHost, source/common/http/header_utility.cc;
+// HttpConnectionManager.strip_any_host_port in the API reference): the
+// upstream sees Host without the port; a port that is not a number, or a
+// colon inside an IPv6 literal, is left as it is. ignore_port_in_host_matching
+// (RouteConfiguration API reference; RouteMatcher::findVirtualHost in
+// source/common/router/config_impl.cc) leaves the port out of virtual host
+// selection only.
 func TestStripAnyHostPortRewritesHost(t *testing.T) {
 	for host, want := range map[string]string{
 		"x.example.com:8080": "x.example.com",
@@ -88,8 +92,9 @@ func TestStripAnyHostPortRewritesHost(t *testing.T) {
 	load(t, dp, edsCluster(t, "ca", false), cla("ca", a.Listener.Addr().String()),
 		rc(&routev3.VirtualHost{Name: "v", Domains: []string{"*"}, Routes: []*routev3.Route{{Match: prefix("/"), Action: toCluster("ca")}}}),
 		stripAnyHostPort(t, seedListener(t)))
-	if got := get(t, dp, 80, "GET", "x.example.com:8080", "/", nil).Header.Get("x-seen-host"); got != "x.example.com" {
-		t.Errorf("upstream Host %q, want x.example.com (port stripped by the connection manager)", got)
+	if resp := get(t, dp, 80, "GET", "x.example.com:8080", "/", nil); resp.Header.Get("x-seen-host") != "x.example.com" || resp.Header.Get("x-seen-xfp") != "http" {
+		t.Errorf("upstream Host %q, x-forwarded-proto %q; want x.example.com (port stripped by the connection manager), http",
+			resp.Header.Get("x-seen-host"), resp.Header.Get("x-seen-xfp"))
 	}
 
 	// Without it (core's listeners), the port reaches the upstream, and
@@ -101,6 +106,18 @@ func TestStripAnyHostPortRewritesHost(t *testing.T) {
 		seedListener(t))
 	if got := get(t, dp, 80, "GET", "x.example.com:8080", "/", nil).Header.Get("x-seen-host"); got != "x.example.com:8080" {
 		t.Errorf("upstream Host %q, want x.example.com:8080 (kept; matched without its port)", got)
+	}
+
+	// Without ignore_port_in_host_matching the port is part of the name
+	// matched against domains: x.example.com:8080 is not x.example.com.
+	strict := rc(&routev3.VirtualHost{Name: "v", Domains: []string{"x.example.com"}, Routes: []*routev3.Route{{Match: prefix("/"), Action: toCluster("ca")}}})
+	strict.IgnorePortInHostMatching = false
+	load(t, dp, strict)
+	if resp := get(t, dp, 80, "GET", "x.example.com:8080", "/", nil); resp.StatusCode != http.StatusNotFound {
+		t.Errorf("ignore_port_in_host_matching false, Host x.example.com:8080: %d, want 404", resp.StatusCode)
+	}
+	if resp := get(t, dp, 80, "GET", "x.example.com", "/", nil); resp.StatusCode != http.StatusOK {
+		t.Errorf("ignore_port_in_host_matching false, Host x.example.com: %d, want 200", resp.StatusCode)
 	}
 }
 

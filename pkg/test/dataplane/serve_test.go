@@ -10,6 +10,8 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"slices"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -96,7 +98,8 @@ func cla(name string, addrs ...string) *endpointv3.ClusterLoadAssignment {
 }
 
 // Virtual hosts: exact, then the longest "*suffix", then the longest
-// "prefix*", then "*"; the Host port is stripped. Routes: first match in
+// "prefix*", then "*"; the Host's port is left out of the match
+// (ignore_port_in_host_matching, which rc sets). Routes: first match in
 // order, path_separated_prefix matching whole segments, headers and query
 // parameters; no route is a 404.
 func TestRoutingPrecedence(t *testing.T) {
@@ -182,8 +185,13 @@ func TestWeightedSplit(t *testing.T) {
 	}
 }
 
-// Envoy's local replies: cluster not found (default 503, or the route's
-// code), no healthy upstream 503, upstream timeout 504.
+// Envoy's local replies (source/common/router/router.cc): cluster not
+// found (RouteAction.cluster_not_found_response_code, default 503), no
+// healthy upstream 503 (sendNoHealthyUpstreamResponse), RouteAction.timeout
+// 504 "upstream request timeout" (onUpstreamTimeoutAbort), no route 404.
+// To a gRPC request each is a headers-only 200 with grpc-status from
+// Grpc::Utility::httpToGrpcStatus and the body as grpc-message
+// (Http::Utility::prepareLocalReply, source/common/http/utility.cc).
 func TestLocalReplies(t *testing.T) {
 	dp := newTestDP(t, Options{})
 	hang := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { <-r.Context().Done() }))
@@ -202,13 +210,20 @@ func TestLocalReplies(t *testing.T) {
 		path string
 		code int
 		body string
+		grpc int // httpToGrpcStatus(code)
 	}{
-		{"/missing", 503, ""}, {"/missing500", 500, ""}, {"/empty", 503, bodyNoHealthyUpstream},
-		{"/slow", 504, bodyUpstreamTimeout}, {"/none", 404, ""},
+		{"/missing", 503, "", 14}, {"/missing500", 500, "", 2}, {"/empty", 503, bodyNoHealthyUpstream, 14},
+		{"/slow", 504, bodyUpstreamTimeout, 14}, {"/none", 404, "", 12},
 	} {
 		resp := get(t, dp, 80, "GET", "x", c.path, nil)
 		if resp.StatusCode != c.code || bodyOf(resp) != c.body {
 			t.Errorf("%s: %d %q, want %d %q", c.path, resp.StatusCode, bodyOf(resp), c.code, c.body)
+		}
+		resp = get(t, dp, 80, "POST", "x", c.path, http.Header{"Content-Type": {"application/grpc"}})
+		want := []string{strconv.Itoa(c.grpc), c.body, "application/grpc", ""}
+		got := []string{resp.Header.Get("grpc-status"), resp.Header.Get("grpc-message"), resp.Header.Get("content-type"), bodyOf(resp)}
+		if resp.StatusCode != 200 || !slices.Equal(got, want) {
+			t.Errorf("%s, gRPC: %d %q, want 200 %q", c.path, resp.StatusCode, got, want)
 		}
 	}
 }

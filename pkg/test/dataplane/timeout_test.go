@@ -39,10 +39,16 @@ func (p *hungProcessor) Process(s extprocsvc.ExternalProcessor_ProcessServer) er
 }
 
 // A route's max_stream_duration is counted from the stream's start by the
-// connection manager: it ends a request held by a hung ext_proc server
-// (which RouteAction.timeout, started by the router, never sees), it
-// replaces RouteAction.timeout, it answers 408 while the request body is
-// still arriving, and it resets a response already started.
+// connection manager (RouteAction.MaxStreamDuration in the route API
+// reference; ConnectionManagerImpl::ActiveStream::onStreamMaxDurationReached
+// in source/common/http/conn_manager_impl.cc): it ends a request held by a
+// hung ext_proc server (which RouteAction.timeout, started by the router,
+// never sees), it replaces RouteAction.timeout (FilterUtility::finalTimeout
+// in source/common/router/router.cc takes no global timeout once a route
+// uses max_stream_duration), it answers 504 "downstream duration timeout",
+// or 408 while the request body is still arriving
+// (Utility::maybeRequestTimeoutCode), to a gRPC request with grpc-status
+// DEADLINE_EXCEEDED, and it resets a response already started.
 func TestMaxStreamDuration(t *testing.T) {
 	const limit = 150 * time.Millisecond
 	dp := newTestDP(t, Options{})
@@ -129,6 +135,14 @@ func TestMaxStreamDuration(t *testing.T) {
 		resp := get(t, dp, 80, "GET", "x", "/slow", nil)
 		if resp.StatusCode != 504 || bodyOf(resp) != bodyDurationTimeout || time.Since(start) < limit {
 			t.Fatalf("%d %q after %v, want 504 %q after %v", resp.StatusCode, bodyOf(resp), time.Since(start), bodyDurationTimeout, limit)
+		}
+	})
+
+	t.Run("gRPC request: DEADLINE_EXCEEDED", func(t *testing.T) {
+		resp := get(t, dp, 80, "POST", "x", "/slow", http.Header{"Content-Type": {"application/grpc"}})
+		if got := []string{resp.Header.Get("grpc-status"), resp.Header.Get("grpc-message")}; resp.StatusCode != 200 ||
+			got[0] != "4" || got[1] != bodyDurationTimeout {
+			t.Fatalf("%d grpc-status %q grpc-message %q, want 200, 4 (DEADLINE_EXCEEDED), %q", resp.StatusCode, got[0], got[1], bodyDurationTimeout)
 		}
 	})
 

@@ -13,11 +13,14 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	listenerv3 "github.com/envoyproxy/go-control-plane/envoy/config/listener/v3"
 	tlsv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/transport_sockets/tls/v3"
+	resourcev3 "github.com/envoyproxy/go-control-plane/pkg/resource/v3"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/anypb"
+	"google.golang.org/protobuf/types/known/durationpb"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
@@ -175,7 +178,11 @@ func TestSDSWarmsTheListener(t *testing.T) {
 
 // TestSDSRotationAppliesToNewHandshakes: a new version of the secret is
 // used by the next handshake; a connection already open keeps working, and
-// the listener is not rebound (no drain).
+// the listener is not rebound (no drain). Envoy: SdsApi::onConfigUpdate
+// (source/common/secret/sds_api.cc) runs the secret's update callbacks,
+// which rebuild the transport socket factory's TLS context for new
+// connections only (the SDS configuration overview, "Secret discovery
+// service (SDS)": certificates are rotated without a listener update).
 func TestSDSRotationAppliesToNewHandshakes(t *testing.T) {
 	dp := newTestDP(t, Options{})
 	l, rc, secrets := tlsResources(t, tlsGateway("a.example.com"))
@@ -219,9 +226,12 @@ func TestSDSRotationAppliesToNewHandshakes(t *testing.T) {
 	}
 }
 
-// TestALPN: a chain's alpn_protocols are offered (Envoy's
-// CommonTlsContext.alpn_protocols); h2 gives HTTP/2 to the connection
-// manager (codec AUTO), http/1.1 HTTP/1.1.
+// TestALPN: a chain's alpn_protocols are offered (CommonTlsContext.
+// alpn_protocols in the TLS transport socket's API reference;
+// ServerContextImpl's ALPN select callback, source/common/tls/
+// server_context_impl.cc); h2 gives HTTP/2 to the connection manager
+// (HttpConnectionManager.codec_type AUTO picks the codec from ALPN), http/1.1
+// HTTP/1.1.
 func TestALPN(t *testing.T) {
 	dp := newTestDP(t, Options{})
 	l, rc, secrets := tlsResources(t, tlsGateway("a.example.com"))
@@ -264,7 +274,20 @@ func TestALPN(t *testing.T) {
 }
 
 // TestTLSListenerRefusals: what Envoy rejects, and what the data plane
-// does not implement, is a NACK.
+// does not implement, is a NACK:
+//
+//   - server_names without the TLS inspector listener filter: in Envoy such
+//     a chain never matches (no SNI is read without the inspector; the
+//     tls_inspector listener filter documentation); refused here, stricter;
+//   - two chains with the same match: Envoy refuses the listener
+//     ("multiple filter chains with the same matching rules are defined",
+//     FilterChainManagerImpl::addFilterChains, source/common/
+//     listener_manager/filter_chain_manager_impl.cc);
+//   - a chain without TLS beside TLS chains: not implemented;
+//   - a secret whose key is not its certificate's: Envoy's TLS context
+//     cannot be built from it (SdsApi::onConfigUpdate throws from the
+//     update callback, and the update is rejected), so it is NACKed, never
+//     quoting the key.
 func TestTLSListenerRefusals(t *testing.T) {
 	base, _, secrets := tlsResources(t, tlsGateway("a.example.com", ""))
 	mutate := func(f func(l *listenerv3.Listener)) *listenerv3.Listener {
@@ -295,6 +318,16 @@ func TestTLSListenerRefusals(t *testing.T) {
 			}
 		})
 	}
+	// An SDS initial_fetch_timeout would let Envoy's listener go warm
+	// without its certificate when it fires (the subscription's init target
+	// is then ready), and every handshake fail: not implemented.
+	late := mutateDownstreamTLS(t, base, func(d *tlsv3.DownstreamTlsContext) {
+		d.GetCommonTlsContext().GetTlsCertificateSdsSecretConfigs()[0].GetSdsConfig().InitialFetchTimeout = durationpb.New(time.Second)
+	})
+	if err := decodeMsg(t, resourcev3.ListenerType, late); err == nil || !strings.Contains(err.Error(), "initial_fetch_timeout") {
+		t.Errorf("SDS initial_fetch_timeout 1s: %v, want a NACK naming it", err)
+	}
+
 	bad := proto.Clone(secrets[0]).(*tlsv3.Secret)
 	bad.GetTlsCertificate().GetPrivateKey().Specifier = secrets[1].GetTlsCertificate().GetPrivateKey().Specifier
 	a, err := anypb.New(bad)
@@ -322,7 +355,12 @@ func mustPEMBlock(t *testing.T, b []byte) []byte {
 // findFilterChainForServerName) has its own route configuration, so a Host
 // that another listener of the port owns is answered 421 by the chain's
 // direct_response, a Host the chain's listener owns but no route serves
-// 404, and a matching Host reaches its listener's route only.
+// 404, and a matching Host reaches its listener's route only. Envoy has no
+// 421 of its own: the answer is the route configuration's
+// (DirectResponseAction). The backend sees x-forwarded-proto https, as
+// Envoy's connection manager sets it from the connection's TLS
+// (ConnectionManagerUtility::mutateRequestHeaders, source/common/http/
+// conn_manager_utility.cc, with use_remote_address).
 func TestMisdirectedRequestIs421(t *testing.T) {
 	gw := tlsGateway("", "second-example.org", "*.wildcard.org", "fourth-example.wildcard.org")
 	backends := map[string]string{}
@@ -391,6 +429,9 @@ func TestMisdirectedRequestIs421(t *testing.T) {
 		tr.CloseIdleConnections()
 		if resp.StatusCode != tc.status || resp.Header.Get("x-backend") != tc.backend {
 			t.Errorf("SNI %s, Host %s: %d from %q; want %d from %q", tc.sni, tc.host, resp.StatusCode, resp.Header.Get("x-backend"), tc.status, tc.backend)
+		}
+		if tc.backend != "" && resp.Header.Get("x-seen-xfp") != "https" {
+			t.Errorf("SNI %s, Host %s: the backend saw x-forwarded-proto %q, want https", tc.sni, tc.host, resp.Header.Get("x-seen-xfp"))
 		}
 	}
 }

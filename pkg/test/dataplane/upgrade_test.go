@@ -13,9 +13,12 @@ import (
 	"testing"
 	"time"
 
+	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	routev3 "github.com/envoyproxy/go-control-plane/envoy/config/route/v3"
+	extprocv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/http/ext_proc/v3"
 	hcmv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/network/http_connection_manager/v3"
 	resourcev3 "github.com/envoyproxy/go-control-plane/pkg/resource/v3"
+	"google.golang.org/protobuf/types/known/anypb"
 	"google.golang.org/protobuf/types/known/wrapperspb"
 )
 
@@ -64,12 +67,22 @@ func upgradeRequest(t *testing.T, dp *DataPlane, protocol string) (*http.Respons
 }
 
 // WebSocket through the connection manager's upgrade_configs (Envoy's
-// HttpConnectionManager.UpgradeConfig; the upgrades architecture page): the
-// upgrade request reaches the upstream with Connection and Upgrade, the
-// upstream's 101 reaches the client with them, and bytes then flow both
-// ways. A type upgrade_configs does not list, or lists with enabled false,
-// is refused with 403. A non-websocket type, or two configs of one type,
-// is a NACK.
+// HttpConnectionManager.UpgradeConfig in the API reference; the "HTTP
+// upgrades" architecture overview page, intro/arch_overview/http/upgrades;
+// ConnectionManagerUtility::mutateRequestHeaders and mutateResponseHeaders
+// keep Connection and Upgrade on an upgrade, source/common/http/
+// conn_manager_utility.cc): the upgrade request reaches the upstream with
+// Connection and Upgrade, the upstream's 101 reaches the client with them,
+// and bytes then flow both ways. The type is matched case-insensitively
+// (HttpConnectionManagerConfig::createUpgradeFilterChain,
+// findUpgradeCaseInsensitive, source/extensions/filters/network/
+// http_connection_manager/config.cc). A type upgrade_configs does not list, or lists with
+// enabled false, is refused with 403 and the connection closed
+// (ConnectionManagerImpl::ActiveStream::decodeHeaders, details
+// upgrade_failed). A non-websocket type, or two configs of one type, is a
+// NACK (not implemented); so is ext_proc on an upgraded stream refused
+// with a 500 (Envoy would hand the tunnel's bytes to the processor as
+// body; not implemented, stricter).
 func TestWebSocketUpgrade(t *testing.T) {
 	be := echoUpgradeBackend(t)
 	routes := rc(&routev3.VirtualHost{Name: "vh", Domains: []string{"*"}, Routes: []*routev3.Route{{Match: prefix("/"), Action: toCluster("up")}}})
@@ -109,6 +122,29 @@ func TestWebSocketUpgrade(t *testing.T) {
 		} else if ne, ok := err.(net.Error); ok && ne.Timeout() {
 			t.Error("the tunnel is still open after shutdown")
 		}
+	}
+
+	// ext_proc on the upgrade's route: refused, never tunnelled. The
+	// processor's cluster does not exist and failure_mode_allow lets other
+	// requests through (the backend's 426, one failure allowed), so only
+	// the refusal makes the upgrade a 500.
+	override, err := anypb.New(&extprocv3.ExtProcPerRoute{Override: &extprocv3.ExtProcPerRoute_Overrides{Overrides: &extprocv3.ExtProcOverrides{
+		ProcessingMode:   &extprocv3.ProcessingMode{RequestHeaderMode: extprocv3.ProcessingMode_SEND, ResponseHeaderMode: extprocv3.ProcessingMode_SKIP},
+		GrpcService:      &corev3.GrpcService{TargetSpecifier: &corev3.GrpcService_EnvoyGrpc_{EnvoyGrpc: &corev3.GrpcService_EnvoyGrpc{ClusterName: "epp"}}},
+		FailureModeAllow: wrapperspb.Bool(true),
+	}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	dp = withUpgrades(&hcmv3.HttpConnectionManager_UpgradeConfig{UpgradeType: "websocket"})
+	load(t, dp, rc(&routev3.VirtualHost{Name: "vh", Domains: []string{"*"}, Routes: []*routev3.Route{{Match: prefix("/"), Action: toCluster("up"),
+		TypedPerFilterConfig: map[string]*anypb.Any{filterExtProc: override}}}}))
+	if resp := get(t, dp, 80, "GET", "x", "/ws", nil); resp.StatusCode != http.StatusUpgradeRequired || dp.Counters().ExtProcFailuresAllowed != 1 {
+		t.Errorf("GET through the failing ext_proc: %d after %d failures allowed, want the backend's 426 after one (failure_mode_allow)",
+			resp.StatusCode, dp.Counters().ExtProcFailuresAllowed)
+	}
+	if resp, _, _ := upgradeRequest(t, dp, "websocket"); resp.StatusCode != http.StatusInternalServerError {
+		t.Errorf("websocket through ext_proc: %d, want 500 (not implemented)", resp.StatusCode)
 	}
 
 	dp = withUpgrades(&hcmv3.HttpConnectionManager_UpgradeConfig{UpgradeType: "websocket", Enabled: wrapperspb.Bool(false)})

@@ -37,6 +37,14 @@ const (
 	bodyDurationTimeout   = "downstream duration timeout"
 )
 
+// retryShadowBufferLimit is how much of a request body the router buffers
+// for retries: the stream's decoder buffer limit, which is the
+// listener's per_connection_buffer_limit_bytes, 1 MiB when unset
+// (ListenerImpl in source/common/listener_manager/listener_impl.cc); our
+// listeners do not set it, nor routes per_request_buffer_limit_bytes
+// (neither is in allowed.go).
+const retryShadowBufferLimit = 1 << 20
+
 // Causes of a request context's end, told apart with context.Cause.
 var (
 	// errRouteTimeout: RouteAction.timeout, counted by the router.
@@ -217,14 +225,33 @@ func (dp *DataPlane) router(ctx context.Context, ac *activeConfig, sel routeSel,
 	if r.hostRewrite != "" {
 		req.Authority = r.hostRewrite
 	}
+	// Retries need the request body again: the router buffers it, up to
+	// the stream's buffer limit; a larger body abandons them
+	// (Router::Filter::decodeData, "Give up on the retry/shadow",
+	// retry_or_shadow_abandoned) and streams to the one attempt. Mirrors
+	// stream their copy alongside the request since Envoy 1.33
+	// (envoy.reloadable_features.streaming_shadow), so they get the whole
+	// body whatever its size.
 	var body []byte
-	replay := r.retry != nil || len(r.mirrors) > 0
+	var streamed io.Reader // the body of an attempt that gave up retries unread
+	retries := r.retry != nil
+	replay := retries || len(r.mirrors) > 0
 	if replay && req.Body != nil {
-		b, err := io.ReadAll(req.Body)
+		rd := io.Reader(req.Body)
+		if len(r.mirrors) == 0 {
+			rd = io.LimitReader(req.Body, retryShadowBufferLimit+1)
+		}
+		b, err := io.ReadAll(rd)
 		if err != nil {
 			return localReply(http.StatusBadRequest, ""), nil, nil
 		}
 		body = b
+		if len(b) > retryShadowBufferLimit {
+			retries = false
+			if len(r.mirrors) == 0 {
+				replay, streamed = false, io.MultiReader(bytes.NewReader(b), req.Body)
+			}
+		}
 	}
 	dp.mirror(ac, r, req, body)
 
@@ -242,7 +269,7 @@ func (dp *DataPlane) router(ctx context.Context, ac *activeConfig, sel routeSel,
 	release := func() { c.rt.active.Add(-1); cancel() }
 	picker := newHostPicker(dp, c, md)
 	attempts := 1
-	if r.retry != nil {
+	if retries {
 		attempts += r.retry.numRetries
 	}
 	var resp *extproc.Response
@@ -267,8 +294,11 @@ func (dp *DataPlane) router(ctx context.Context, ac *activeConfig, sel routeSel,
 		}
 		served = servedMetadata(c.rt.cfg.overrideHost, host)
 		var rd io.Reader = req.Body
-		if replay {
+		switch {
+		case replay:
 			rd = bytes.NewReader(body)
+		case streamed != nil:
+			rd = streamed
 		}
 		// per_try_timeout runs until the attempt's response headers
 		// (UpstreamRequest's per-try timer; once the response started
@@ -702,8 +732,10 @@ func (b *upgradedBody) tunnel(w http.ResponseWriter, h http.Header) {
 }
 
 // mirror sends a copy of the request to each mirror cluster (sampled by
-// runtime_fraction), with "-shadow" appended to the host, and discards
-// the answer.
+// runtime_fraction's default_value), with "-shadow" appended to the host
+// before its port (shadowAppendedHost in source/common/router/
+// shadow_writer_impl.cc, which finds the port as getPortStart does), and
+// discards the answer (ShadowWriterImpl::shadow: fire and forget).
 func (dp *DataPlane) mirror(ac *activeConfig, r *route, req *extproc.Request, body []byte) {
 	for _, m := range r.mirrors {
 		if m.denominator > 0 && dp.randUnder(m.denominator) >= m.numerator {
@@ -715,12 +747,7 @@ func (dp *DataPlane) mirror(ac *activeConfig, r *route, req *extproc.Request, bo
 		}
 		host := c.rt.roundRobin(c.addrs)
 		cp := &extproc.Request{Method: req.Method, Path: req.Path, Scheme: req.Scheme, Headers: req.Headers.Clone()}
-		h, p, err := net.SplitHostPort(req.Authority)
-		if err != nil {
-			cp.Authority = req.Authority + "-shadow"
-		} else {
-			cp.Authority = net.JoinHostPort(h+"-shadow", p)
-		}
+		cp.Authority = shadowHost(req.Authority)
 		go func() {
 			// Fire and forget, bounded by the cluster's connect timeout and
 			// a fixed deadline.
@@ -732,6 +759,15 @@ func (dp *DataPlane) mirror(ac *activeConfig, r *route, req *extproc.Request, bo
 			}
 		}()
 	}
+}
+
+// shadowHost is Envoy's shadowAppendedHost: "-shadow" before the port
+// (hostPortStart), else at the end; "[::1]:80" becomes "[::1]-shadow:80".
+func shadowHost(host string) string {
+	if i := hostPortStart(host); i >= 0 {
+		return host[:i] + "-shadow" + host[i:]
+	}
+	return host + "-shadow"
 }
 
 // dialGRPC is the extproc.Dialer: a gRPC connection to one endpoint of an
