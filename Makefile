@@ -120,7 +120,8 @@ bench:
 # The benchmarks against a real cluster (tests/integration/xdsbench,
 # architecture/xds.md "Figures"), never part of `make test`. One case:
 # `make xdsbench XDSBENCH='ChangeToPush/pools=10000/gateways=10/httproute' COUNT=3`;
-# the cluster-mode start: `make xdsbench XDSBENCH='ClusterModeStart/pools=1000/start' BENCHTIME=1x COUNT=3`.
+# the cluster-mode start: `make xdsbench XDSBENCH='ClusterModeStart/pools=1000$$/start' BENCHTIME=1x COUNT=3`
+# (make turns `$$` into `$`, the regexp's end: pools=1000 alone would match pools=10000 too).
 XDSBENCH ?= ChangeToPush
 BENCHTIME ?= 100x
 xdsbench:

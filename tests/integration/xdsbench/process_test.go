@@ -81,6 +81,9 @@ func startPilotProcess(b *testing.B, bin, kubeconfig string, extra ...string) *p
 		"--lease-namespace", "default"}, extra...)
 	p := &pilotProcess{cmd: exec.Command(bin, args...), exited: make(chan struct{})}
 	p.cmd.Env = []string{"ENABLE_GATEWAY_API_INFERENCE_EXTENSION=true", "PILOT_GATEWAY_XDS_PLAINTEXT=true", "HOME=" + b.TempDir()}
+	// A benchmark killed before its cleanups (a timeout, a signal) takes
+	// the process with it, as kubeenv's processes.
+	p.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	stderr, err := p.cmd.StderrPipe()
 	if err != nil {
 		b.Fatal(err)

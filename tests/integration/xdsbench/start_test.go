@@ -73,6 +73,11 @@ const (
 // writes at start are over), writes (objects the writers wrote, from their
 // "writer: batch written" lines) and hwm-MiB (VmHWM at the end).
 //
+// Loading is latency-bound on a busy machine: at 10,000 pools this
+// session's load took 35 minutes, and the warm-up's shadow Services and
+// the EndpointSlice controller's slices came at 5-7 per second (see
+// architecture/xds.md, "Cluster-mode start"); give -timeout hours.
+//
 // Each size loads a cluster of its own (nothing is kept between sizes)
 // and -count repeats the start only. With XDSBENCH_PROFILE=DIR each start
 // writes its CPU profile (--profile-cpu, exec to stop) and its heap
@@ -80,7 +85,10 @@ const (
 // those binaries instead, each a sub-benchmark (start/pilot=NAME) on the
 // same cluster, for benchstat. Not part of make test:
 //
-//	make xdsbench XDSBENCH='ClusterModeStart/pools=1000/start' COUNT=3
+//	make xdsbench XDSBENCH='ClusterModeStart/pools=1000$$/start' BENCHTIME=1x COUNT=3
+//
+// (make turns $$ into $, the regexp's end: pools=1000 alone would match
+// pools=10000 too).
 func BenchmarkClusterModeStart(b *testing.B) {
 	bin := buildPilot(b)
 	pilots := startPilots(b, bin)
