@@ -79,7 +79,7 @@ func TestTLSSecretTransform(t *testing.T) {
 
 func TestKeepAppliedFields(t *testing.T) {
 	ours := metav1.ManagedFieldsEntry{Manager: "ours", Operation: metav1.ManagedFieldsOperationApply, FieldsType: "FieldsV1",
-		FieldsV1: &metav1.FieldsV1{Raw: []byte(`{"f:spec":{}}`)}}
+		FieldsV1: metav1.NewFieldsV1(`{"f:spec":{}}`)}
 	entries := []metav1.ManagedFieldsEntry{
 		{Manager: "kubectl", Operation: metav1.ManagedFieldsOperationApply},
 		ours,
