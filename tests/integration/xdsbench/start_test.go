@@ -56,9 +56,10 @@ const (
 // and Gateway, and N InferencePools (pool-NNNN) with one HTTPRoute each
 // (host pool-NNNN.example.com) and 10 ready pods each (pods created bound
 // to the Node, their status written through the status subresource as a
-// kubelet would). Then a warm-up pilot-discovery (client rate limit 2,000
-// per second, so its writes do not take minutes) creates the shadow
-// Services and writes every status, kube-controller-manager's EndpointSlice
+// kubelet would), and each pool's shadow Service, applied as the
+// controller applies it. Then a warm-up pilot-discovery (client rate limit
+// 2,000 per second, so its writes do not take minutes) finds the shadow
+// Services as desired and writes every status, kube-controller-manager's EndpointSlice
 // controller writes each shadow Service's EndpointSlice (10 ready
 // endpoints), and the warm-up process is stopped once quiet: the cluster
 // a restarted or upgraded pilot-discovery finds.
@@ -206,7 +207,8 @@ func loadSeed(b *testing.B, env *kubeenv.Env) {
 }
 
 // loadPools creates n pools' pods (first, so that each shadow Service's
-// EndpointSlice is written once, complete), then the pools and routes.
+// EndpointSlice is written once, complete), then the pools, their shadow
+// Services (applied as the controller applies them) and routes.
 func loadPools(b *testing.B, c *kube.Client, n int) {
 	b.Helper()
 	ctx, kc := b.Context(), c.Kube()
@@ -222,14 +224,23 @@ func loadPools(b *testing.B, c *kube.Client, n int) {
 		pool := seed.InferencePool()
 		pool.Name = name
 		pool.Spec.Selector.MatchLabels = map[inferencev1.LabelKey]inferencev1.LabelValue{"app": inferencev1.LabelValue(name)}
-		if _, err := c.Inference().InferenceV1().InferencePools(seed.Namespace).Create(ctx, pool, metav1.CreateOptions{}); err != nil {
+		created, err := c.Inference().InferenceV1().InferencePools(seed.Namespace).Create(ctx, pool, metav1.CreateOptions{})
+		if err != nil {
+			return err
+		}
+		// The shadow Service as the controller applies it: its writer
+		// (4 workers, three requests each) would take most of an hour
+		// at 10,000 pools on a busy machine.
+		_, err = kc.CoreV1().Services(seed.Namespace).Apply(ctx, gateway.ShadowService(created),
+			metav1.ApplyOptions{FieldManager: gateway.InferencePoolFieldManager, Force: true})
+		if err != nil {
 			return err
 		}
 		route := seed.HTTPRoute()
 		route.Name = name
 		route.Spec.Hostnames = []gwv1.Hostname{gwv1.Hostname(routeHost(i))}
 		route.Spec.Rules[0].BackendRefs[0].Name = gwv1.ObjectName(name)
-		_, err := c.GatewayAPI().GatewayV1().HTTPRoutes(seed.Namespace).Create(ctx, route, metav1.CreateOptions{})
+		_, err = c.GatewayAPI().GatewayV1().HTTPRoutes(seed.Namespace).Create(ctx, route, metav1.CreateOptions{})
 		return err
 	})
 }
