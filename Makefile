@@ -13,7 +13,7 @@ BENCH ?= .
 COUNT ?= 1
 PKG ?= ./...
 
-.PHONY: all build demo demo-traffic test lint vet staticcheck unit integ conformance conformance-gateway-api conformance-subset k8s-test-binaries helm manifests bench bench-compare fuzz fuzz-routes fuzz-translator clean
+.PHONY: all build demo demo-traffic test lint vet staticcheck unit integ conformance conformance-gateway-api conformance-subset k8s-test-binaries helm manifests bench xdsbench bench-compare fuzz fuzz-routes fuzz-translator clean
 
 all: build
 
@@ -122,6 +122,17 @@ conformance-subset:
 # Benchmarks are never part of `make test`.
 bench:
 	$(GO) test -run '^$$' -bench '$(BENCH)' -benchmem -count $(COUNT) $(PKG)
+
+# The benchmarks against a real cluster (tests/integration/xdsbench,
+# architecture/xds.md "Figures"), never part of `make test`. One case:
+# `make xdsbench XDSBENCH='ChangeToPush/pools=10000/gateways=10/httproute' COUNT=3`;
+# the cluster-mode start: `make xdsbench XDSBENCH='ClusterModeStart/pools=1000$$/start' BENCHTIME=1x COUNT=3`
+# (make turns `$$` into `$`, the regexp's end: pools=1000 alone would match pools=10000 too).
+XDSBENCH ?= ChangeToPush
+BENCHTIME ?= 100x
+xdsbench:
+	dir=$$(hack/k8s-test-binaries.sh) && \
+	KUBE_TEST_BINARIES=$$dir/bin $(GO) test -tags=integ -run '^$$' -bench '$(XDSBENCH)' -benchtime $(BENCHTIME) -count $(COUNT) -timeout 300m ./tests/integration/xdsbench/
 
 # Our krt against Istio's on the scenario of architecture/krt.md.
 bench-compare:

@@ -48,6 +48,9 @@ type Client struct {
 	dynamicInformers   dynamicinformer.DynamicSharedInformerFactory
 
 	opts options
+	// strip is the managedFields transform of every informer
+	// (keepAppliedFields of WithAppliedFieldsOf).
+	strip cache.TransformFunc
 
 	stop     chan struct{} // closed once when the Client ends
 	stopOnce sync.Once
@@ -143,19 +146,21 @@ func newClientsets(cfg *rest.Config, httpClient *http.Client) (clientsets, error
 }
 
 func newClient(cs clientsets, o options) *Client {
+	strip := keepAppliedFields(o.appliedFieldsOf)
 	return &Client{
 		kube:      cs.kube,
 		gateway:   cs.gateway,
 		inference: cs.inference,
 		dynamic:   cs.dynamic,
 		kubeInformers: informers.NewSharedInformerFactoryWithOptions(cs.kube, o.resync,
-			informers.WithTransform(coreTransform)),
+			informers.WithTransform(withTLSSecrets(strip))),
 		gatewayInformers: gatewayinformers.NewSharedInformerFactoryWithOptions(cs.gateway, o.resync,
-			gatewayinformers.WithTransform(StripManagedFields)),
+			gatewayinformers.WithTransform(strip)),
 		inferenceInformers: inferenceinformers.NewSharedInformerFactoryWithOptions(cs.inference, o.resync,
-			inferenceinformers.WithTransform(StripManagedFields)),
+			inferenceinformers.WithTransform(strip)),
 		dynamicInformers: dynamicinformer.NewDynamicSharedInformerFactory(cs.dynamic, o.resync),
 		opts:             o,
+		strip:            strip,
 		stop:             make(chan struct{}),
 		collections:      map[string]any{},
 	}
@@ -200,7 +205,7 @@ func (c *Client) DynamicInformer(gvr schema.GroupVersionResource) cache.SharedIn
 	inf := c.dynamicInformers.ForResource(gvr).Informer()
 	// SetTransform fails only once the informer has started, and then the
 	// transform was set by the call that created it.
-	_ = inf.SetTransform(StripManagedFields)
+	_ = inf.SetTransform(c.strip)
 	return inf
 }
 

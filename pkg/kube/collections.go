@@ -147,7 +147,7 @@ func (c *Client) DestinationRules() krt.Collection[DestinationRule] {
 }
 
 func (c *Client) typedInformer(inf cache.SharedIndexInformer) cache.SharedIndexInformer {
-	_ = inf.SetTransform(StripManagedFields) // cannot fail: the informer is not running
+	_ = inf.SetTransform(c.strip) // cannot fail: the informer is not running
 	return inf
 }
 

@@ -16,8 +16,10 @@
 //
 // # Informers
 //
-// Every informer strips metadata.managedFields (StripManagedFields), which the
-// control plane never reads. Gateway API, GatewayClass, HTTPRoute,
+// Every informer strips metadata.managedFields (StripManagedFields), except
+// the server-side apply entries of the field managers given to
+// WithAppliedFieldsOf (the control plane's own, so its writers can compare
+// what they applied with the cache instead of reading each object). Gateway API, GatewayClass, HTTPRoute,
 // ReferenceGrant and core types are required: their collections are
 // krt.NewInformer over the shared factories and sync once listed. InferencePool,
 // GRPCRoute, BackendTLSPolicy, DestinationRule and ListenerSet are optional CRDs

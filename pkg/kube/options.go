@@ -34,6 +34,9 @@ type options struct {
 	burst  int
 	resync time.Duration
 	debug  *krt.DebugHandler
+	// appliedFieldsOf are the field managers whose server-side apply
+	// entries the informers keep (WithAppliedFieldsOf).
+	appliedFieldsOf []string
 }
 
 // WithQPS sets the sustained rate of requests to the API server, shared by all
@@ -60,6 +63,17 @@ func WithResync(d time.Duration) Option {
 // /debug/krtz). A nil h is ignored.
 func WithDebugging(h *krt.DebugHandler) Option {
 	return func(o *options) { o.debug = h }
+}
+
+// WithAppliedFieldsOf makes the informers keep, of each object's
+// managedFields, the server-side apply entries of these field managers,
+// and strip every other entry as they do without it. A writer that applies
+// objects as one of these managers can then tell from the cached object
+// that its fields are already as desired (apply.Owned.UpToDate), without
+// reading the object from the API server. Only objects such a manager
+// applied carry the entry, so the informers' memory grows by that much.
+func WithAppliedFieldsOf(managers ...string) Option {
+	return func(o *options) { o.appliedFieldsOf = append(o.appliedFieldsOf, managers...) }
 }
 
 func buildOptions(opts []Option) (options, error) {

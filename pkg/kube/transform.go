@@ -10,8 +10,10 @@ import (
 )
 
 // StripManagedFields is the informer transform of every informer the Client
-// builds: it drops metadata.managedFields, which the control plane never
-// reads and which is often the largest part of a small object's metadata.
+// builds (unless WithAppliedFieldsOf keeps some entries): it drops
+// metadata.managedFields, which the control plane reads only to compare
+// what it applied, and which is often the largest part of a small object's
+// metadata.
 // It works on typed and unstructured objects alike, changes the object in
 // place (client-go hands transforms freshly decoded objects) and is
 // idempotent, as client-go requires. Anything without object metadata passes
@@ -61,13 +63,47 @@ func TLSSecretTransform(obj any) (any, error) {
 	return out, nil
 }
 
-// coreTransform is the core informer factory's transform: managed fields
-// stripped from every object, Secrets cut down by TLSSecretTransform. (The
-// factory sets its one transform on every informer it builds, also one
-// built through InformerFor, so the per-type step lives here.)
-func coreTransform(obj any) (any, error) {
-	obj, _ = StripManagedFields(obj)
-	return TLSSecretTransform(obj)
+// keepAppliedFields returns the informers' managedFields transform:
+// StripManagedFields when managers is empty; else one that keeps, of an
+// object's managedFields, only the server-side apply entries (operation
+// Apply, on the object itself, not a subresource) of those field managers
+// (WithAppliedFieldsOf). An object with none keeps no managedFields at all.
+// Like StripManagedFields it changes the object in place and is idempotent.
+func keepAppliedFields(managers []string) cache.TransformFunc {
+	if len(managers) == 0 {
+		return StripManagedFields
+	}
+	keep := make(map[string]bool, len(managers))
+	for _, m := range managers {
+		keep[m] = true
+	}
+	return func(obj any) (any, error) {
+		m, ok := obj.(metav1.Object)
+		if !ok || m.GetManagedFields() == nil {
+			return obj, nil
+		}
+		var kept []metav1.ManagedFieldsEntry
+		for _, e := range m.GetManagedFields() {
+			if keep[e.Manager] && e.Operation == metav1.ManagedFieldsOperationApply && e.Subresource == "" {
+				kept = append(kept, e)
+			}
+		}
+		m.SetManagedFields(kept)
+		return obj, nil
+	}
 }
 
-var _ cache.TransformFunc = coreTransform
+// withTLSSecrets returns the core informer factory's transform: strip (the
+// managedFields transform), then TLSSecretTransform. (The factory sets its
+// one transform on every informer it builds, also one built through
+// InformerFor, so the per-type step lives here.)
+func withTLSSecrets(strip cache.TransformFunc) cache.TransformFunc {
+	return func(obj any) (any, error) {
+		obj, _ = strip(obj)
+		return TLSSecretTransform(obj)
+	}
+}
+
+// coreTransform is the core factory's transform of a Client that keeps no
+// managedFields.
+var coreTransform = withTLSSecrets(StripManagedFields)

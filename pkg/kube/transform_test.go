@@ -4,6 +4,7 @@
 package kube
 
 import (
+	"slices"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -73,5 +74,56 @@ func TestTLSSecretTransform(t *testing.T) {
 	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "p", Labels: map[string]string{"a": "b"}}}
 	if got, _ := coreTransform(pod); got != any(pod) || pod.Labels == nil {
 		t.Errorf("a Pod passes through with its labels")
+	}
+}
+
+func TestKeepAppliedFields(t *testing.T) {
+	ours := metav1.ManagedFieldsEntry{Manager: "ours", Operation: metav1.ManagedFieldsOperationApply, FieldsType: "FieldsV1",
+		FieldsV1: metav1.NewFieldsV1(`{"f:spec":{}}`)}
+	entries := []metav1.ManagedFieldsEntry{
+		{Manager: "kubectl", Operation: metav1.ManagedFieldsOperationApply},
+		ours,
+		{Manager: "ours", Operation: metav1.ManagedFieldsOperationUpdate},
+		{Manager: "ours", Operation: metav1.ManagedFieldsOperationApply, Subresource: "status"},
+	}
+	keep := keepAppliedFields([]string{"ours", "also-ours"})
+	svc := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Name: "s", ManagedFields: slices.Clone(entries)}}
+	got, err := keep(svc)
+	if err != nil || got != any(svc) {
+		t.Fatalf("got %v, %v", got, err)
+	}
+	want := []metav1.ManagedFieldsEntry{ours}
+	if d := cmp.Diff(want, svc.ManagedFields); d != "" {
+		t.Errorf("kept entries (-want +got):\n%s", d)
+	}
+	_, _ = keep(svc)
+	if !cmp.Equal(want, svc.ManagedFields) {
+		t.Errorf("not idempotent: %v", svc.ManagedFields)
+	}
+
+	// An object none of whose entries are kept keeps none at all, as
+	// StripManagedFields leaves it; unstructured objects alike.
+	theirs := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "p", ManagedFields: someManagedFields}}
+	_, _ = keep(theirs)
+	if theirs.ManagedFields != nil {
+		t.Errorf("foreign entries kept: %v", theirs.ManagedFields)
+	}
+	u := &unstructured.Unstructured{}
+	u.SetName("u")
+	u.SetManagedFields(slices.Clone(entries))
+	_, _ = keep(u)
+	if !cmp.Equal(want, u.GetManagedFields()) {
+		t.Errorf("unstructured: kept %v", u.GetManagedFields())
+	}
+	if got, err := keep("not an object"); err != nil || got != "not an object" {
+		t.Fatalf("passthrough: got %v, %v", got, err)
+	}
+
+	// No managers: the Client's transform is StripManagedFields itself.
+	none := keepAppliedFields(nil)
+	svc = &corev1.Service{ObjectMeta: metav1.ObjectMeta{Name: "s", ManagedFields: slices.Clone(entries)}}
+	_, _ = none(svc)
+	if svc.ManagedFields != nil {
+		t.Errorf("without managers, entries kept: %v", svc.ManagedFields)
 	}
 }

@@ -22,6 +22,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation"
 
 	"github.com/infermesh/infermesh/pilot/pkg/bootstrap"
+	"github.com/infermesh/infermesh/pilot/pkg/config/kube/gateway"
 	"github.com/infermesh/infermesh/pilot/pkg/features"
 	"github.com/infermesh/infermesh/pilot/pkg/xds"
 	"github.com/infermesh/infermesh/pkg/kube"
@@ -245,7 +246,8 @@ func runDiscovery(ctx context.Context, stopSignals func(), o *discoveryOptions, 
 		if err != nil {
 			return err
 		}
-		client, err := d.newClient(src, kube.WithQPS(o.kubeQPS), kube.WithBurst(o.kubeBurst))
+		client, err := d.newClient(src, kube.WithQPS(o.kubeQPS), kube.WithBurst(o.kubeBurst),
+			kube.WithAppliedFieldsOf(gateway.FieldManagers(feats)...))
 		if err != nil {
 			return fmt.Errorf("cluster client from %s: %w", src.Tried, err)
 		}

@@ -166,6 +166,26 @@ func (o *Owned[O, AC]) Apply(ctx context.Context, c Client[O, AC], namespace, na
 	return result, nil
 }
 
+// UpToDate reports whether cached, a copy of the live object that may be
+// stale (an informer's), carries in our field manager's server-side apply
+// entry exactly desired: then Apply would find the same and write nothing,
+// so a caller may skip it and the read it starts with. Since desired
+// carries the ownership label, that also says the copy is ours; a copy
+// without our Apply entry (an informer that strips managedFields) is never
+// up to date, and the caller applies as usual. It remembers desired as
+// Apply does on Unchanged, so later drift is still told apart from our own
+// changes. A stale copy can only delay a write until the newer version
+// reaches the cache, whose event the caller must act on
+// (writer.OwnedWriter's Live).
+func (o *Owned[O, AC]) UpToDate(cached O, desired AC) bool {
+	current, err := o.Extract(cached, o.FieldManager)
+	if err != nil || !equality.Semantic.DeepEqual(current, desired) {
+		return false
+	}
+	o.remember(cached.GetNamespace()+"/"+cached.GetName(), desired)
+	return true
+}
+
 // create creates the object from its apply configuration, then applies the
 // same configuration over the new version. Create fails with AlreadyExists if
 // someone else created the name after our read, so such an object is never

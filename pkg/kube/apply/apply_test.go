@@ -253,3 +253,48 @@ func TestApplyIsGuardedByTheCheckedResourceVersion(t *testing.T) {
 		t.Fatalf("apply patches = %q, want one carrying the checked resourceVersion 42", patches)
 	}
 }
+
+func TestUpToDateReadsOurAppliedFieldsOfTheCachedCopy(t *testing.T) {
+	c := fake.NewClientset()
+	ctx := context.Background()
+	svcs := c.CoreV1().Services("ns")
+	if _, err := newOwned(nil).Apply(ctx, svcs, "ns", "pool-ip-1234", shadow("a")); err != nil {
+		t.Fatal(err)
+	}
+	cached := live(t, c)
+	// A new Owned, as after a restart: nothing applied by it yet.
+	rec := record.NewFakeRecorder(10)
+	o := newOwned(rec)
+	if o.UpToDate(cached, shadow("b")) {
+		t.Error("up to date with another selector")
+	}
+	stripped := cached.DeepCopy()
+	stripped.ManagedFields = nil
+	if o.UpToDate(stripped, shadow("a")) {
+		t.Error("up to date without our managedFields entry")
+	}
+	unlabelled := cached.DeepCopy()
+	delete(unlabelled.Labels, label)
+	if o.UpToDate(unlabelled, shadow("a")) {
+		t.Error("up to date without our ownership label")
+	}
+	n := len(c.Actions())
+	if !o.UpToDate(cached, shadow("a")) {
+		t.Fatal("not up to date with what was applied")
+	}
+	if len(c.Actions()) != n {
+		t.Fatalf("UpToDate made requests: %v", c.Actions()[n:])
+	}
+	// It remembers what is desired, as Apply does: a change by another
+	// manager after it is drift.
+	intruder := corev1ac.Service("pool-ip-1234", "ns").WithSpec(corev1ac.ServiceSpec().WithSelector(map[string]string{"app": "hijacked"}))
+	if _, err := svcs.Apply(ctx, intruder, metav1.ApplyOptions{FieldManager: "kubectl", Force: true}); err != nil {
+		t.Fatal(err)
+	}
+	if o.UpToDate(live(t, c), shadow("a")) {
+		t.Error("up to date after another manager took our selector")
+	}
+	if r, err := o.Apply(ctx, svcs, "ns", "pool-ip-1234", shadow("a")); err != nil || r != Restored {
+		t.Fatalf("apply after drift: %v, %v; want Restored", r, err)
+	}
+}

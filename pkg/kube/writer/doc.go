@@ -51,6 +51,13 @@
 //     difference that is only defaulting is seen as a change, and then every
 //     event of the object causes a write (a no-op for the server, but a
 //     request each time).
+//   - Owned objects: a sync whose live collection holds the object with our
+//     field manager's applied fields already as desired
+//     (apply.Owned.UpToDate; the Client keeps those entries with
+//     kube.WithAppliedFieldsOf) makes no request: a new leader's term, which
+//     syncs every key, then reads and writes only what differs. Any other
+//     sync reads the object from the API server and applies as before; a
+//     stale cached copy only delays a write until its newer version's event.
 //   - Nothing is processed before the desired collection has synced, so a
 //     partial view never reads as "nothing desired".
 //   - Nothing is written while IsLeader is false; keys popped then are dropped

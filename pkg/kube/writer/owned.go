@@ -26,6 +26,8 @@ type OwnedConfig[O apply.Object, AC any] struct {
 	// Live, if set, is a collection of the live objects of the kind (an
 	// informer, such as kube.Client.Services()). A change of a live object
 	// whose key is desired enqueues the key, so drift is repaired promptly.
+	// A sync whose cached object already carries our applied fields as
+	// desired (apply.Owned.UpToDate) makes no request.
 	Live krt.Collection[O]
 	// Owned does the writing: ownership check, SSA, drift events, recreation.
 	Owned *apply.Owned[O, AC]
@@ -108,9 +110,17 @@ func (w *OwnedWriter[O, AC]) sync(ctx context.Context, key string) (bool, error)
 		w.setNotOwned(key, false)
 		return false, nil
 	}
-	// The live object is read from the API server, not from Live: informer
-	// copies carry no managedFields (pkg/kube strips them), and the
-	// comparison with what we applied needs them.
+	// A cached copy that already shows our applied fields as desired saves
+	// the read and the write (at a leader's start, every key is synced).
+	// Otherwise the live object is read from the API server: a cached copy
+	// may be stale, and carries our managedFields only when the Client
+	// keeps them (kube.WithAppliedFieldsOf).
+	if w.cfg.Live != nil {
+		if live := w.cfg.Live.GetKey(key); live != nil && w.cfg.Owned.UpToDate(*live, d.Apply) {
+			w.setNotOwned(key, false)
+			return false, nil
+		}
+	}
 	res, err := w.cfg.Owned.Apply(ctx, w.cfg.Client(d.Namespace), d.Namespace, d.Name, d.Apply)
 	if errors.Is(err, apply.ErrNotOwned) {
 		if w.setNotOwned(key, true) {

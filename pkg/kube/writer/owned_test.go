@@ -280,3 +280,72 @@ func TestForeignObjectDeletedThenOursIsCreated(t *testing.T) {
 		return err == nil && s.Labels[label] == "pool"
 	})
 }
+
+// appliedBefore returns the Service ns/name as a previous leader left it,
+// applied with our field manager, managedFields and all.
+func appliedBefore(t *testing.T, d svcDesired) *corev1.Service {
+	t.Helper()
+	c := fake.NewClientset()
+	o := &apply.Owned[*corev1.Service, svcAC]{FieldManager: manager, OwnerLabel: label, Extract: corev1ac.ExtractService}
+	if _, err := o.Apply(context.Background(), c.CoreV1().Services(d.Namespace), d.Namespace, d.Name, d.Apply); err != nil {
+		t.Fatal(err)
+	}
+	s, err := getSvc(c, d.Name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+func TestCachedUpToDateObjectCostsNoRequest(t *testing.T) {
+	prev := appliedBefore(t, shadow("a", "x"))
+	stripped := prev.DeepCopy()
+	stripped.ManagedFields = nil
+	for _, tc := range []struct {
+		name   string
+		cached *corev1.Service
+		gets   int
+	}{
+		{"cached with our applied fields", prev, 0},
+		{"cached without managedFields", stripped, 1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := newFixture(t, prev.DeepCopy())
+			f.leader.Store(true)
+			f.live.UpdateObject(tc.cached)
+			f.desired.UpdateObject(shadow("a", "x"))
+			f.run(t)
+			waitFor(t, "the key to be synced", func() bool { return f.syncs("ns/a") > 0 })
+			gets := 0
+			for _, a := range f.client.Actions() {
+				if a.GetVerb() == "get" {
+					gets++
+				}
+			}
+			if gets != tc.gets || writeActions(f.client) != 0 {
+				t.Fatalf("%d gets and %d writes, want %d and none: %v", gets, writeActions(f.client), tc.gets, f.client.Actions())
+			}
+		})
+	}
+}
+
+func TestStaleCachedCopyWaitsForTheLiveEvent(t *testing.T) {
+	prev := appliedBefore(t, shadow("a", "x"))
+	f := newFixture(t, prev.DeepCopy())
+	f.leader.Store(true)
+	f.live.UpdateObject(prev) // the informer has not yet seen the intruder's change below
+	intruder := corev1ac.Service("a", "ns").WithSpec(corev1ac.ServiceSpec().WithSelector(map[string]string{"app": "hijacked"}))
+	hijacked, err := f.client.CoreV1().Services("ns").Apply(context.Background(), intruder,
+		metav1.ApplyOptions{FieldManager: "kubectl", Force: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.desired.UpdateObject(shadow("a", "x"))
+	f.run(t)
+	waitFor(t, "the key to be synced", func() bool { return f.syncs("ns/a") > 0 })
+	f.live.UpdateObject(hijacked) // the informer catches up
+	waitFor(t, "the selector to be restored", func() bool {
+		s, err := getSvc(f.client, "a")
+		return err == nil && s.Spec.Selector["app"] == "x"
+	})
+}

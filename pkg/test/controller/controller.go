@@ -38,6 +38,8 @@ func Start(t testing.TB, cfg *rest.Config, flags map[string]string, opts ...kube
 	}
 	cfg = rest.CopyConfig(cfg)
 	cfg.UserAgent = UserAgent
+	// As pilot-discovery builds its Client: the writers' own entries kept.
+	opts = append([]kube.Option{kube.WithAppliedFieldsOf(gateway.FieldManagers(f)...)}, opts...)
 	client, err := kube.NewFromRESTConfig(cfg, opts...)
 	if err != nil {
 		t.Fatal(err)

@@ -16,6 +16,7 @@ import (
 	"k8s.io/client-go/rest"
 
 	"github.com/infermesh/infermesh/pilot/pkg/bootstrap"
+	"github.com/infermesh/infermesh/pilot/pkg/config/kube/gateway"
 	"github.com/infermesh/infermesh/pilot/pkg/features"
 	"github.com/infermesh/infermesh/pilot/pkg/xds"
 	"github.com/infermesh/infermesh/pkg/kube"
@@ -30,6 +31,7 @@ func StartPilot(t testing.TB, cfg *rest.Config, debounce, maxDelay time.Duration
 	t.Helper()
 	f := features.Defaults()
 	f.EnableInferenceExtension = true
+	opts = append([]kube.Option{kube.WithAppliedFieldsOf(gateway.FieldManagers(f)...)}, opts...)
 	client, err := kube.NewFromRESTConfig(cfg, opts...)
 	if err != nil {
 		t.Fatal(err)
@@ -121,7 +123,7 @@ func GatewayFeatures(adsAddr string) features.Features {
 
 func (p *GatewayPilot) run(lis net.Listener) {
 	p.t.Helper()
-	client, err := kube.NewFromRESTConfig(p.cfg)
+	client, err := kube.NewFromRESTConfig(p.cfg, kube.WithAppliedFieldsOf(gateway.FieldManagers(p.Features())...))
 	if err != nil {
 		_ = lis.Close()
 		p.t.Fatal(err)

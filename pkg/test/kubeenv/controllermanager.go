@@ -9,17 +9,18 @@ import (
 )
 
 // newControllerManager is kube-controller-manager running only the given
-// controllers, without leader election and without its own HTTPS port.
-func newControllerManager(bin string, f files, controllers []string) *process {
+// controllers, without leader election and without its own HTTPS port, then
+// the flags of WithControllerManagerArgs.
+func newControllerManager(bin string, f files, controllers, extra []string) *process {
 	return &process{
 		name:    "kube-controller-manager",
 		path:    filepath.Join(bin, "kube-controller-manager"),
 		logPath: filepath.Join(f.logs, "kube-controller-manager.log"),
-		args: []string{
+		args: append([]string{
 			"--kubeconfig=" + f.kcmConfig,
 			"--leader-elect=false",
 			"--secure-port=0",
 			"--controllers=" + strings.Join(controllers, ","),
-		},
+		}, extra...),
 	}
 }

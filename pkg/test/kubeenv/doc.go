@@ -40,7 +40,8 @@
 //
 // The controller-manager runs the EndpointSlice, EndpointSlice-mirroring,
 // garbage-collector and service-account controllers (add more with
-// [WithControllers]). [WithScheduler] adds kube-scheduler, acting as
+// [WithControllers]; flags such as a higher client rate limit with
+// [WithControllerManagerArgs]). [WithScheduler] adds kube-scheduler, acting as
 // [SchedulerUser] through the apiserver's bootstrap RBAC (not system:masters),
 // without leader election, its HTTPS port on a free loopback port; Start waits
 // for its /readyz, and it stops first. It binds pods only to Nodes that report
@@ -49,7 +50,9 @@
 // plays the kubelet's part with [MarkPodReady] / [SetPodReady]: bind the pod to
 // the Node and write its IP, phase and Ready condition through the status
 // subresource. Then the EndpointSlice controller publishes it (measured here:
-// within 0.1 s on an idle machine; allow seconds).
+// within 0.1 s on an idle machine; allow seconds). To load thousands of
+// ready pods, [CreateBoundReadyPod] creates one already bound to the Node
+// and writes its status in two requests (CreateReadyPods makes five).
 // Pod addresses must not be loopback (the apiserver rejects 127.0.0.0/8 endpoint
 // addresses); use data such as 10.244.0.x. No test may send traffic to such an
 // address unless it lives in the test's own network namespace:

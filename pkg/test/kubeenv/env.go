@@ -82,7 +82,7 @@ func Start(t testing.TB, opts ...Option) *Env {
 	}
 	e.etcd = newEtcd(bin, e.files, etcdPort, peerPort)
 	e.apiServer = newAPIServer(bin, e.files, apiPort, etcdPort, o.apiServerArgs, o.serviceAccountAdmission)
-	e.controllerManager = newControllerManager(bin, e.files, o.controllers)
+	e.controllerManager = newControllerManager(bin, e.files, o.controllers, o.kcmArgs)
 	if o.scheduler {
 		e.schedulerPort = ports[3]
 		e.scheduler = newScheduler(bin, e.files, e.schedulerPort)

@@ -151,3 +151,30 @@ func CreateReadyPods(ctx context.Context, client kubernetes.Interface, namespace
 	}
 	return pods, nil
 }
+
+// CreateBoundReadyPod creates pod already bound to NodeName (spec.nodeName
+// set at creation, as for a pod the scheduler has placed), then plays the
+// kubelet once: status.podIP, phase Running and Ready written through the
+// status subresource on the created version, so a pod costs two requests
+// (CreateReadyPods makes five). For loading thousands of pods; ip is
+// checked as in SetPodReady. pod is not modified; the pod as written is
+// returned.
+func CreateBoundReadyPod(ctx context.Context, client kubernetes.Interface, pod *corev1.Pod, ip string) (*corev1.Pod, error) {
+	addr, err := netip.ParseAddr(ip)
+	if err != nil || addr.IsLoopback() || addr.IsUnspecified() {
+		return nil, fmt.Errorf("kubeenv: pod %s/%s: address %q must be valid, neither loopback nor unspecified", pod.Namespace, pod.Name, ip)
+	}
+	pod = pod.DeepCopy()
+	pod.Spec.NodeName = NodeName
+	pods := client.CoreV1().Pods(pod.Namespace)
+	created, err := pods.Create(ctx, pod, metav1.CreateOptions{})
+	if err != nil {
+		return nil, fmt.Errorf("kubeenv: create pod %s/%s: %w", pod.Namespace, pod.Name, err)
+	}
+	created.Status = runningStatus(created.Status, addr, true, metav1.NewTime(time.Now()))
+	out, err := pods.UpdateStatus(ctx, created, metav1.UpdateOptions{FieldManager: KubeletFieldManager})
+	if err != nil {
+		return nil, fmt.Errorf("kubeenv: update status of pod %s/%s: %w", pod.Namespace, pod.Name, err)
+	}
+	return out, nil
+}

@@ -54,3 +54,34 @@ func TestSetPodReadyRejectsLoopback(t *testing.T) {
 		}
 	}
 }
+
+func TestCreateBoundReadyPod(t *testing.T) {
+	client := fake.NewClientset()
+	in := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "p"}}
+	out, err := CreateBoundReadyPod(context.Background(), client, in, "10.244.0.7")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if in.Spec.NodeName != "" {
+		t.Errorf("CreateBoundReadyPod changed its input: nodeName %q", in.Spec.NodeName)
+	}
+	live, err := client.CoreV1().Pods("ns").Get(context.Background(), "p", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range []*corev1.Pod{out, live} {
+		ready := false
+		for _, c := range p.Status.Conditions {
+			ready = ready || (c.Type == corev1.PodReady && c.Status == corev1.ConditionTrue)
+		}
+		if p.Spec.NodeName != NodeName || p.Status.Phase != corev1.PodRunning || p.Status.PodIP != "10.244.0.7" || !ready {
+			t.Errorf("pod = node %q, phase %q, IP %q, ready %v; want %s, Running, 10.244.0.7, ready",
+				p.Spec.NodeName, p.Status.Phase, p.Status.PodIP, ready, NodeName)
+		}
+	}
+	for _, ip := range []string{"127.0.0.1", "0.0.0.0", "x"} {
+		if _, err := CreateBoundReadyPod(context.Background(), client, &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: ip}}, ip); err == nil {
+			t.Errorf("CreateBoundReadyPod accepted %q", ip)
+		}
+	}
+}

@@ -12,6 +12,7 @@ type options struct {
 	binaryDir     string
 	controllers   []string
 	apiServerArgs []string
+	kcmArgs       []string
 	crds          []string
 	standardCRDs  bool
 	scheduler     bool
@@ -56,6 +57,15 @@ func WithControllers(names ...string) Option {
 // here wins over the same flag set by Start, since the last one counts.
 func WithAPIServerArgs(args ...string) Option {
 	return func(o *options) { o.apiServerArgs = append(o.apiServerArgs, args...) }
+}
+
+// WithControllerManagerArgs appends flags to kube-controller-manager's
+// command line, as WithAPIServerArgs does for the apiserver; for example
+// "--kube-api-qps=1000" for a test that loads thousands of Services, whose
+// EndpointSlices the controller would otherwise write at its default 20
+// requests per second.
+func WithControllerManagerArgs(args ...string) Option {
+	return func(o *options) { o.kcmArgs = append(o.kcmArgs, args...) }
 }
 
 // WithCRDs installs the CustomResourceDefinitions in these YAML files (one or

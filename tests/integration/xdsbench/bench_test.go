@@ -9,8 +9,16 @@
 // stream receiving the new ClusterLoadAssignment or RouteConfiguration. It
 // is not part of make test; run it with
 //
+//	make xdsbench XDSBENCH=ChangeToPush COUNT=3
+//
+// which is
+//
 //	KUBE_TEST_BINARIES=$(hack/k8s-test-binaries.sh)/bin \
-//	  go test -tags=integ -run '^$' -bench . -benchtime 100x -timeout 30m ./tests/integration/xdsbench/
+//	  go test -tags=integ -run '^$' -bench ChangeToPush -benchtime 100x -count 3 -timeout 300m ./tests/integration/xdsbench/
+//
+// BenchmarkClusterModeStart (start_test.go) times pilot-discovery's
+// start against a loaded cluster, and BenchmarkPilotResources
+// (resources_test.go) its memory and CPU.
 package xdsbench
 
 import (
@@ -53,9 +61,29 @@ import (
 	"github.com/infermesh/infermesh/pkg/test/seed"
 )
 
+// size is a BenchmarkChangeToPush case: how many InferencePools (one
+// HTTPRoute each) on how many Gateways; pool i's route is on Gateway
+// i%gateways.
+type size struct{ pools, gateways int }
+
+// defaultSize is the case the earlier figures are of; sizes are all the
+// cases of BenchmarkChangeToPush.
+var (
+	defaultSize = size{pools: 1000, gateways: 10}
+	sizes       = []size{defaultSize, {pools: 10000, gateways: 10}}
+)
+
+// kcmLoadArgs raise kube-controller-manager's client rate limit from its
+// default 20 requests per second, at which writing the EndpointSlices of
+// 10,000 new shadow Services alone would take over 8 minutes. It changes
+// how fast the EndpointSlice controller catches up after set-up, not what
+// it writes, nor any single change's path.
+// --concurrent-service-endpoint-syncs (default 5) likewise: on a busy
+// machine each sync waits for its request, and 5 workers wrote about 5
+// slices a second.
+var kcmLoadArgs = []string{"--kube-api-qps=2000", "--kube-api-burst=4000", "--concurrent-service-endpoint-syncs=50"}
+
 const (
-	pools    = 1000
-	gateways = 10
 	// podsPerPool ready model-server pods per pool at the start; each pool
 	// also has one extra pod, bound to the node but not ready, that the
 	// benchmark marks ready (and, on a second visit, not ready).
@@ -70,8 +98,10 @@ const (
 )
 
 // BenchmarkChangeToPush measures change-to-push latency through the real
-// cluster: 1,000 InferencePools (2 ready pods each, plus one not-ready
-// extra pod) with one HTTPRoute each, spread over 10 Gateways;
+// cluster, in each case of sizes (pools=1000/gateways=10, the earlier
+// figures' case, and pools=10000/gateways=10), each with its own cluster:
+// N InferencePools (2 ready pods each, plus one not-ready
+// extra pod) with one HTTPRoute each, spread over the Gateways;
 // pilot-discovery in process (bootstrap.NewServer, always leading, Debounce
 // 1 ms, MaxDelay 10 ms); one delta ADS client per Gateway subscribed to all
 // of its EDS resources (wildcard), acking every response at once. Before
@@ -94,29 +124,43 @@ const (
 //     translation and push -> gRPC.
 //   - httproute: an HTTPRoute write (see benchRouteWrite), a configuration
 //     change: API server -> watch -> route collections -> the Gateway's
-//     translation (its 100 routes) -> RDS push -> gRPC.
+//     translation (its N/gateways routes) -> RDS push -> gRPC.
 //
 // Metrics: p50-ms, p99-ms and max-ms (targets: p50 under 20 ms, p99 under
 // 50 ms; the API server's own watch latency here is about 1.5 ms p50 and
 // 5 ms p99).
+//
+// One case alone, for example the route write at 10,000 routes:
+//
+//	make xdsbench XDSBENCH='ChangeToPush/pools=10000/gateways=10/httproute' COUNT=3
 func BenchmarkChangeToPush(b *testing.B) {
 	// pilot-discovery logs through slog's default logger; its per-object
 	// INFO lines during setup would drown the output.
 	prev := slog.Default()
 	slog.SetDefault(slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})))
 	b.Cleanup(func() { slog.SetDefault(prev) })
-	env := kubeenv.Start(b, kubeenv.WithStandardCRDs())
+	for _, sz := range sizes {
+		b.Run(fmt.Sprintf("pools=%d", sz.pools), func(b *testing.B) {
+			b.Run(fmt.Sprintf("gateways=%d", sz.gateways), func(b *testing.B) { changeToPush(b, sz) })
+		})
+	}
+}
+
+// changeToPush is one case of BenchmarkChangeToPush, on a cluster of its
+// own.
+func changeToPush(b *testing.B, sz size) {
+	env := kubeenv.Start(b, kubeenv.WithStandardCRDs(), kubeenv.WithControllerManagerArgs(kcmLoadArgs...))
 	admin, err := kube.NewFromRESTConfig(env.RESTConfig(), kube.WithQPS(clientQPS), kube.WithBurst(clientBurst))
 	if err != nil {
 		b.Fatal(err)
 	}
 	kc := admin.Kube()
 	began := time.Now()
-	extras := setUp(b, admin)
+	extras := setUp(b, admin, sz)
 	b.Logf("objects created in %v", time.Since(began).Round(time.Millisecond))
 
 	conn := controller.StartPilot(b, env.RESTConfig(), time.Millisecond, 10*time.Millisecond, kube.WithQPS(clientQPS), kube.WithBurst(clientBurst))
-	clients := make([]*deltaClient, gateways)
+	clients := make([]*deltaClient, sz.gateways)
 	for g := range clients {
 		clients[g] = newDeltaClient(b, conn, controller.ProxyNode(fmt.Sprintf("proxy-%d", g), seed.GatewayNamespace, gatewayName(g)))
 	}
@@ -124,7 +168,7 @@ func BenchmarkChangeToPush(b *testing.B) {
 	// pools' shadow assignments with podsPerPool endpoints.
 	for g, c := range clients {
 		want := map[string]bool{}
-		for i := g; i < pools; i += gateways {
+		for i := g; i < sz.pools; i += sz.gateways {
 			want[shadowCluster(i)] = true
 		}
 		deadline := time.Now().Add(settle)
@@ -137,26 +181,27 @@ func BenchmarkChangeToPush(b *testing.B) {
 			}
 		}
 	}
-	b.Logf("initial configuration on all %d proxies after %v", gateways, time.Since(began).Round(time.Millisecond))
+	b.Logf("initial configuration on all %d proxies after %v", sz.gateways, time.Since(began).Round(time.Millisecond))
 	// Let the controller's status writes and the EndpointSlice
 	// controller's catch-up finish: no response on any stream for 3s.
 	waitQuiet(b, clients)
 	b.Logf("quiet after %v", time.Since(began).Round(time.Millisecond))
 	// Whether each pool's extra pod is ready now; kept across -count runs.
-	ready := make([]bool, pools)
+	ready := make([]bool, sz.pools)
 	b.Run("pod-status", func(b *testing.B) { benchPodStatus(b, kc, clients, extras, ready) })
 	// The benchmark's own EndpointSlices are created by the first run of
 	// the sub-benchmark and reused by the next (-count).
 	var owned []*discoveryv1.EndpointSlice
-	b.Run("endpointslice", func(b *testing.B) { owned = benchSliceWrite(b, kc, clients, owned) })
-	b.Run("httproute", func(b *testing.B) { benchRouteWrite(b, admin.GatewayAPI(), clients) })
+	b.Run("endpointslice", func(b *testing.B) { owned = benchSliceWrite(b, kc, clients, owned, sz.pools) })
+	b.Run("httproute", func(b *testing.B) { benchRouteWrite(b, admin.GatewayAPI(), clients, sz.pools) })
 }
 
 // benchPodStatus is the pod-status variant: each op flips one pool's extra
 // pod with a pod status write, and kube-controller-manager's EndpointSlice
 // controller turns that into an EndpointSlice change. ready is whether each
-// extra pod is ready now; the ops update it.
+// extra pod is ready now (one per pool); the ops update it.
 func benchPodStatus(b *testing.B, kc kubernetes.Interface, clients []*deltaClient, extras []*corev1.Pod, ready []bool) {
+	pools, gateways := len(ready), len(clients)
 	ctx := b.Context()
 	sliceWatcher := watchNew[*discoveryv1.EndpointSlice, *discoveryv1.EndpointSliceList](b, kc.DiscoveryV1().EndpointSlices(ns))
 	lat := splitAt{at: "slice-"}
@@ -187,11 +232,12 @@ func benchPodStatus(b *testing.B, kc kubernetes.Interface, clients []*deltaClien
 // ready. One op flips that endpoint's ready condition with one Update, and
 // latency runs from the Update call to the delta client reading the
 // pool's assignment with the endpoint in it (or out of it).
-func benchSliceWrite(b *testing.B, kc kubernetes.Interface, clients []*deltaClient, owned []*discoveryv1.EndpointSlice) []*discoveryv1.EndpointSlice {
+func benchSliceWrite(b *testing.B, kc kubernetes.Interface, clients []*deltaClient, owned []*discoveryv1.EndpointSlice, pools int) []*discoveryv1.EndpointSlice {
 	ctx := b.Context()
 	api := kc.DiscoveryV1().EndpointSlices(ns)
+	gateways := len(clients)
 	if owned == nil {
-		owned = createBenchSlices(b, api)
+		owned = createBenchSlices(b, api, pools)
 	}
 	waitQuiet(b, clients)
 	var lat []time.Duration
@@ -226,8 +272,9 @@ func benchSliceWrite(b *testing.B, kc kubernetes.Interface, clients []*deltaClie
 // status write that follows (observedGeneration) is not waited for. A
 // watch on the HTTPRoutes splits it: watch-p50-ms/watch-p99-ms up to the
 // watch event, pilot-p50-ms/pilot-p99-ms from there to the ADS response.
-func benchRouteWrite(b *testing.B, gw gatewayclient.Interface, clients []*deltaClient) {
+func benchRouteWrite(b *testing.B, gw gatewayclient.Interface, clients []*deltaClient, pools int) {
 	ctx := b.Context()
+	gateways := len(clients)
 	api := gw.GatewayV1().HTTPRoutes(ns)
 	routeWatcher := watchNew[*gwv1.HTTPRoute, *gwv1.HTTPRouteList](b, api)
 	waitQuiet(b, clients)
@@ -290,7 +337,7 @@ func awaitRoute(b *testing.B, c *deltaClient, host, value string) time.Time {
 
 // createBenchSlices creates, per pool, the benchmark's EndpointSlice for
 // the pool's shadow Service (see benchSliceWrite) and returns them.
-func createBenchSlices(b *testing.B, api discoveryclient.EndpointSliceInterface) []*discoveryv1.EndpointSlice {
+func createBenchSlices(b *testing.B, api discoveryclient.EndpointSliceInterface, pools int) []*discoveryv1.EndpointSlice {
 	ctx := b.Context()
 	owned := make([]*discoveryv1.EndpointSlice, pools)
 	parallel(b, pools, func(i int) error {
@@ -526,10 +573,11 @@ func extraIP(i int) string  { return fmt.Sprintf("10.%d.%d.200", 100+i/250, i%25
 // EndpointSlice.
 func slice2IP(i int) string { return fmt.Sprintf("10.%d.%d.201", 100+i/250, i%250) }
 
-// setUp creates the namespaces, 10 Gateways, the EPP Service and a ready
-// EPP pod, and per pool the pool, its HTTPRoute (on Gateway i%10),
+// setUp creates the namespaces, sz's Gateways, the EPP Service and a ready
+// EPP pod, and per pool the pool, its HTTPRoute (on Gateway i%gateways),
 // podsPerPool ready pods and the extra pod, which it returns per pool.
-func setUp(b *testing.B, c *kube.Client) []*corev1.Pod {
+func setUp(b *testing.B, c *kube.Client, sz size) []*corev1.Pod {
+	pools, gateways := sz.pools, sz.gateways
 	b.Helper()
 	ctx := b.Context()
 	kc := c.Kube()
@@ -570,27 +618,33 @@ func setUp(b *testing.B, c *kube.Client) []*corev1.Pod {
 		if _, err := c.GatewayAPI().GatewayV1().HTTPRoutes(ns).Create(ctx, route, metav1.CreateOptions{}); err != nil {
 			return err
 		}
-		ips := make([]string, podsPerPool)
-		for j := range ips {
-			ips[j] = podIP(i, j)
-		}
 		labels := map[string]string{"app": name}
-		if _, err := kubeenv.CreateReadyPods(ctx, kc, ns, name, labels, 8000, ips...); err != nil {
-			return err
+		for j := range podsPerPool {
+			if _, err := kubeenv.CreateBoundReadyPod(ctx, kc, modelServerPod(ns, fmt.Sprintf("%s-%d", name, j), labels), podIP(i, j)); err != nil {
+				return err
+			}
 		}
 		// Bound to the node at creation, so that SetPodReady only writes
 		// the status; without a pod IP it is in no EndpointSlice.
-		extra, err := kc.CoreV1().Pods(ns).Create(ctx, &corev1.Pod{
-			ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name + "-extra", Labels: labels},
-			Spec: corev1.PodSpec{NodeName: kubeenv.NodeName, Containers: []corev1.Container{{
-				Name: "vllm", Image: "example.invalid/vllm:never-pulled",
-				Ports: []corev1.ContainerPort{{Name: "http", ContainerPort: 8000}},
-			}}},
-		}, metav1.CreateOptions{})
+		extra := modelServerPod(ns, name+"-extra", labels)
+		extra.Spec.NodeName = kubeenv.NodeName
+		extra, err := kc.CoreV1().Pods(ns).Create(ctx, extra, metav1.CreateOptions{})
 		extras[i] = extra
 		return err
 	})
 	return extras
+}
+
+// modelServerPod is a model-server pod of a pool (labels), one container
+// with port 8000 named http, its image never pulled.
+func modelServerPod(namespace, name string, labels map[string]string) *corev1.Pod {
+	return &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: name, Labels: labels},
+		Spec: corev1.PodSpec{Containers: []corev1.Container{{
+			Name: "vllm", Image: "example.invalid/vllm:never-pulled",
+			Ports: []corev1.ContainerPort{{Name: "http", ContainerPort: 8000}},
+		}}},
+	}
 }
 
 // deltaClient is one DeltaAggregatedResources stream with wildcard EDS and
@@ -708,8 +762,15 @@ func addresses(b *testing.B, a *anypb.Any) []string {
 // error.
 func parallel(b *testing.B, n int, f func(i int) error) {
 	b.Helper()
+	parallelWith(b, workersAdmin, n, f)
+}
+
+// parallelWith runs f(0..n-1), workers at a time, and fails on the first
+// error.
+func parallelWith(b *testing.B, workers, n int, f func(i int) error) {
+	b.Helper()
 	var g errgroup.Group
-	g.SetLimit(workersAdmin)
+	g.SetLimit(workers)
 	for i := range n {
 		g.Go(func() error {
 			if err := f(i); err != nil {

@@ -169,6 +169,16 @@ func NewController(cfg ControllerConfig) (*Controller, error) {
 // leaderelection.Elector.AddRunFunction (each runs once per leadership term).
 func (c *Controller) RunFunctions() []func(ctx context.Context) { return c.runs }
 
+// FieldManagers are the server-side apply field managers of the objects
+// the controller applies: InferencePoolFieldManager (shadow Services) and
+// the controller name (the default GatewayClass and Gateway deployments).
+// A Client whose informers keep their entries (kube.WithAppliedFieldsOf)
+// lets the writers find an unchanged object unchanged in the cache, so a
+// leader's start makes no request per object it finds as desired.
+func FieldManagers(f features.Features) []string {
+	return []string{InferencePoolFieldManager, f.ControllerName}
+}
+
 func managedValue(controller string) string { return strings.ReplaceAll(controller, "/", "-") }
 
 // defaultClassWriter creates the default GatewayClass
