@@ -186,77 +186,6 @@ func routeCmp(a, b *model.Route) int {
 	return cmp.Compare(a.Name, b.Name)
 }
 
-// routeDiff walks a listener's last routes (old, sorted) and its current
-// ones and returns the state for cur: keep makes it for a route that did
-// not change (sameRoute; old and new element), change for one that did
-// (old nil: added), and drop is told of one that is gone. When every
-// route is where it was (the same kind, namespace and name at each index,
-// the common case of routes edited in place) old is updated in place and
-// returned. ok is false, with nothing more called, when cur is not
-// strictly sorted by routeCmp (a hand-built model): the caller then
-// translates from scratch.
-func routeDiff[T any](old []T, route func(T) *model.Route, cur []*model.Route,
-	keep func(o T, r *model.Route) T, change func(o *T, r *model.Route) T, drop func(o T),
-) (next []T, ok bool) {
-	if len(old) == len(cur) {
-		aligned := true
-		for j, r := range cur {
-			if o := route(old[j]); o != r && routeCmp(o, r) != 0 {
-				aligned = false
-				break
-			}
-		}
-		if aligned {
-			for j, r := range cur {
-				switch o := route(old[j]); {
-				case o == r:
-				case sameRoute(o, r):
-					old[j] = keep(old[j], r)
-				default:
-					old[j] = change(&old[j], r)
-				}
-			}
-			return old, true
-		}
-	}
-	next = make([]T, 0, len(cur))
-	i := 0
-	prevKept := false
-	for j, r := range cur {
-		if i < len(old) && route(old[i]) == r {
-			if j > 0 && !prevKept && routeCmp(cur[j-1], r) >= 0 {
-				return nil, false
-			}
-			next = append(next, keep(old[i], r))
-			i++
-			prevKept = true
-			continue
-		}
-		if j > 0 && routeCmp(cur[j-1], r) >= 0 {
-			return nil, false
-		}
-		prevKept = false
-		for i < len(old) && routeCmp(route(old[i]), r) < 0 {
-			drop(old[i])
-			i++
-		}
-		if i < len(old) && routeCmp(route(old[i]), r) == 0 {
-			if sameRoute(route(old[i]), r) {
-				next = append(next, keep(old[i], r))
-			} else {
-				next = append(next, change(&old[i], r))
-			}
-			i++
-			continue
-		}
-		next = append(next, change(nil, r))
-	}
-	for ; i < len(old); i++ {
-		drop(old[i])
-	}
-	return next, true
-}
-
 // --- route configurations ---
 
 // rcState is what the Translator keeps of one route configuration.
@@ -266,7 +195,7 @@ type rcState struct {
 	sig string
 	// lists are, per listener of the port (only the chain's on an HTTPS
 	// port), its routes as last translated.
-	lists [][]rcRoute
+	lists []routeList[rcRoute]
 	// vhosts are the virtual hosts routes serve, by hostname; sorted are
 	// their hostnames in order; wild those that are "*" or wildcards.
 	vhosts   map[string]*vhState
@@ -344,7 +273,7 @@ func (t *Translator) buildRoutes(gw *model.Gateway) ([]*routev3.RouteConfigurati
 			sig := rcSig(g, chain, gw.EPPBodyMode)
 			st := t.rcs[name]
 			if st == nil || st.sig != sig {
-				st = &rcState{sig: sig, lists: make([][]rcRoute, len(g.listeners)), vhosts: map[string]*vhState{},
+				st = &rcState{sig: sig, lists: make([]routeList[rcRoute], len(g.listeners)), vhosts: map[string]*vhState{},
 					wild: map[string]bool{}, empties: map[string]*routev3.VirtualHost{}}
 				t.rcs[name] = st
 			}
@@ -392,7 +321,7 @@ func (st *rcState) update(g portGroup, chain int, opts Options) (*routev3.RouteC
 		if chain >= 0 && li != chain {
 			continue
 		}
-		next, ok := routeDiff(st.lists[li], func(o rcRoute) *model.Route { return o.r }, l.Routes,
+		ok := st.lists[li].diff(l.Routes,
 			func(o rcRoute, r *model.Route) rcRoute {
 				if o.r != r {
 					for _, h := range o.hosts {
@@ -427,7 +356,6 @@ func (st *rcState) update(g portGroup, chain int, opts Options) (*routev3.RouteC
 		if !ok {
 			return nil, false
 		}
-		st.lists[li] = next
 	}
 
 	port := strconv.FormatUint(uint64(g.port), 10)
@@ -646,7 +574,7 @@ type clusterState struct {
 	sig string
 	// lists are, per listener, its routes' cluster references as last
 	// translated.
-	lists [][]clRoute
+	lists []routeList[clRoute]
 	// refs are, per cluster name, the references to it in (listener,
 	// route) order.
 	refs map[string][]clRef
@@ -693,13 +621,13 @@ func (t *Translator) buildClusters(gw *model.Gateway, inputs func([]string) Inpu
 	sig := clusterSig(gw)
 	st := t.cl
 	if st == nil || st.sig != sig || len(st.lists) != len(gw.Listeners) {
-		st = &clusterState{sig: sig, lists: make([][]clRoute, len(gw.Listeners)), refs: map[string][]clRef{},
+		st = &clusterState{sig: sig, lists: make([]routeList[clRoute], len(gw.Listeners)), refs: map[string][]clRef{},
 			specs: map[string]clusterSpec{}, msgs: map[string]*clusterv3.Cluster{}, eppUses: map[string]int{}}
 		t.cl = st
 	}
 	changed := map[string]bool{}
 	for li, l := range gw.Listeners {
-		next, ok := routeDiff(st.lists[li], func(o clRoute) *model.Route { return o.r }, l.Routes,
+		ok := st.lists[li].diff(l.Routes,
 			func(o clRoute, r *model.Route) clRoute {
 				if o.r != r {
 					for _, op := range o.ops {
@@ -722,7 +650,6 @@ func (t *Translator) buildClusters(gw *model.Gateway, inputs func([]string) Inpu
 			t.cl = nil
 			return BuildClusters(gw, inputs(EPPHosts(gw)), t.opts)
 		}
-		st.lists[li] = next
 	}
 	in := inputs(st.eppHosts)
 	// An EPP's TLS changed: its clusters are built again.
