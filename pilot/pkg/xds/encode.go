@@ -4,9 +4,11 @@
 package xds
 
 import (
+	"encoding/binary"
 	"slices"
 	"strings"
 
+	"github.com/cespare/xxhash/v2"
 	clusterv3 "github.com/envoyproxy/go-control-plane/envoy/config/cluster/v3"
 	listenerv3 "github.com/envoyproxy/go-control-plane/envoy/config/listener/v3"
 	routev3 "github.com/envoyproxy/go-control-plane/envoy/config/route/v3"
@@ -40,12 +42,16 @@ type gatewayEncoding struct {
 }
 
 // rcEncoding is one route configuration's entry and, for each of its
-// virtual hosts, its serialization (a part of the entry's bytes).
+// virtual hosts, its serialization (a part of the entry's bytes) and the
+// hash of it, from which the entry's version is made (routeversion.go).
 type rcEncoding struct {
 	rc      *routev3.RouteConfiguration
 	entry   *entry
 	vhosts  []*routev3.VirtualHost
 	vhBytes [][]byte
+	// hashes holds xxhash64 of each virtual host's bytes, 8 bytes little
+	// endian each, in order: the middle part of the version's input.
+	hashes []byte
 }
 
 // entriesFor are the entries of msgs (kind k), reusing last's entry for
@@ -112,7 +118,9 @@ func routeEntries(rcs []*routev3.RouteConfiguration, encs map[string]*rcEncoding
 // message field is the concatenation of its elements, each as tag, length
 // and bytes; virtual_hosts is field 2, after name (1) and before every
 // other field. So the bytes are: name, then each virtual host, then the
-// other fields.
+// other fields. The version is made from the parts (routeversion.go): the
+// virtual hosts' hashes are kept with their bytes, so a new version hashes
+// its new virtual hosts and the list of hashes, not the whole.
 func encodeRouteConfiguration(rc *routev3.RouteConfiguration, last *rcEncoding) (*rcEncoding, error) {
 	head, err := marshalOpts.Marshal(&routev3.RouteConfiguration{Name: rc.GetName()})
 	if err != nil {
@@ -124,12 +132,14 @@ func encodeRouteConfiguration(rc *routev3.RouteConfiguration, last *rcEncoding) 
 	}
 	vhs := rc.GetVirtualHosts()
 	parts := make([][]byte, len(vhs))
+	hashes := make([]byte, 8*len(vhs))
 	size := len(head) + len(tail)
 	i := 0
 	for j, vh := range vhs {
 		if last != nil {
 			if k := findMsg(last.vhosts, i, vh); k >= 0 {
 				parts[j] = last.vhBytes[k]
+				copy(hashes[8*j:8*j+8], last.hashes[8*k:8*k+8])
 				i = k + 1
 			}
 		}
@@ -139,12 +149,13 @@ func encodeRouteConfiguration(rc *routev3.RouteConfiguration, last *rcEncoding) 
 				return nil, err
 			}
 			parts[j] = b
+			binary.LittleEndian.PutUint64(hashes[8*j:], xxhash.Sum64(b))
 		}
 		size += protowire.SizeTag(virtualHostsField) + protowire.SizeBytes(len(parts[j]))
 	}
 	buf := make([]byte, 0, size)
 	buf = append(buf, head...)
-	enc := &rcEncoding{rc: rc, vhosts: vhs, vhBytes: make([][]byte, len(vhs))}
+	enc := &rcEncoding{rc: rc, vhosts: vhs, vhBytes: make([][]byte, len(vhs)), hashes: hashes}
 	for j, p := range parts {
 		buf = protowire.AppendTag(buf, virtualHostsField, protowire.BytesType)
 		buf = protowire.AppendVarint(buf, uint64(len(p)))
@@ -153,7 +164,7 @@ func encodeRouteConfiguration(rc *routev3.RouteConfiguration, last *rcEncoding) 
 		enc.vhBytes[j] = buf[start:len(buf):len(buf)]
 	}
 	buf = append(buf, tail...)
-	enc.entry = entryOf(kindRoute, rc.GetName(), buf)
+	enc.entry = entryWithVersion(kindRoute, rc.GetName(), buf, partsVersion(head, len(vhs), hashes, tail))
 	return enc, nil
 }
 
