@@ -35,6 +35,10 @@ type gatewayEncoding struct {
 	clusters   []*clusterv3.Cluster
 	clEntries  []*entry
 	routes     map[string]*rcEncoding
+	// clSorted and lisSorted are clEntries and lisEntries sorted by name,
+	// as the snapshot holds them.
+	clSorted  []*entry
+	lisSorted []*entry
 
 	edsNames []string
 	sdsNames []string
@@ -218,6 +222,17 @@ func rcFieldsAfterVirtualHosts(rc *routev3.RouteConfiguration) *routev3.RouteCon
 		return true
 	})
 	return out
+}
+
+// sortedAgain is sortedByName(es), known without a look when es is the
+// list last was (entriesFor keeps it while nothing changed): checking that
+// 20,000 cluster names are in order cost a third of a millisecond per
+// push.
+func sortedAgain(es, last, lastSorted []*entry) []*entry {
+	if lastSorted != nil && sameList(es, last) {
+		return lastSorted
+	}
+	return sortedByName(es)
 }
 
 // sortedByName sorts es by name unless they are.
