@@ -6,6 +6,7 @@ package core
 import (
 	"cmp"
 	"fmt"
+	"maps"
 	"reflect"
 	"slices"
 	"sort"
@@ -588,6 +589,8 @@ type clusterState struct {
 	// with some, sorted.
 	eppUses  map[string]int
 	eppHosts []string
+	// eppDelta are the changes of eppUses counted during a diff.
+	eppDelta map[string]int
 	out      []*clusterv3.Cluster
 }
 
@@ -651,6 +654,7 @@ func (t *Translator) buildClusters(gw *model.Gateway, inputs func([]string) Inpu
 			return BuildClusters(gw, inputs(EPPHosts(gw)), t.opts)
 		}
 	}
+	st.applyEPP()
 	in := inputs(st.eppHosts)
 	// An EPP's TLS changed: its clusters are built again.
 	if !sameEPPTLS(st.eppTLS, in.EPPTLS) {
@@ -740,24 +744,51 @@ func (t *Translator) buildClusters(gw *model.Gateway, inputs func([]string) Inpu
 	return out, nil
 }
 
-// countEPP adds d to the references of the EPP hosts ops call.
+// countEPP adds d to the references of the EPP hosts ops call; the
+// change reaches eppHosts at applyEPP.
 func (st *clusterState) countEPP(ops []clusterOp, d int) {
 	for _, op := range ops {
 		if op.kind != opEPP {
 			continue
 		}
-		n := st.eppUses[op.eppHost] + d
-		i, found := slices.BinarySearch(st.eppHosts, op.eppHost)
-		switch {
-		case n > 0 && !found:
-			st.eppHosts = slices.Insert(st.eppHosts, i, op.eppHost)
-		case n <= 0 && found:
-			st.eppHosts = slices.Delete(st.eppHosts, i, i+1)
+		if st.eppDelta == nil {
+			st.eppDelta = map[string]int{}
 		}
+		st.eppDelta[op.eppHost] += d
+	}
+}
+
+// applyEPP adds the counted changes to eppUses, and to eppHosts the hosts
+// now used and not before, or the reverse. A route whose EPP stays (one
+// edited, or dropped and added back) leaves eppHosts alone: inserting into
+// and deleting from 10,000 sorted names moved them twice per route change.
+// Many hosts coming or going (a first translation) sort them all once.
+func (st *clusterState) applyEPP() {
+	var flipped []string
+	for h, d := range st.eppDelta {
+		was := st.eppUses[h]
+		n := was + d
 		if n > 0 {
-			st.eppUses[op.eppHost] = n
+			st.eppUses[h] = n
 		} else {
-			delete(st.eppUses, op.eppHost)
+			delete(st.eppUses, h)
+		}
+		if (was > 0) != (n > 0) {
+			flipped = append(flipped, h)
+		}
+	}
+	clear(st.eppDelta)
+	if len(flipped) > 16 {
+		st.eppHosts = slices.Sorted(maps.Keys(st.eppUses))
+		return
+	}
+	for _, h := range flipped {
+		i, found := slices.BinarySearch(st.eppHosts, h)
+		switch _, used := st.eppUses[h]; {
+		case used && !found:
+			st.eppHosts = slices.Insert(st.eppHosts, i, h)
+		case !used && found:
+			st.eppHosts = slices.Delete(st.eppHosts, i, i+1)
 		}
 	}
 }
