@@ -197,11 +197,11 @@ type rcState struct {
 	// lists are, per listener of the port (only the chain's on an HTTPS
 	// port), its routes as last translated.
 	lists []routeList[rcRoute]
-	// vhosts are the virtual hosts routes serve, by hostname; sorted are
-	// their hostnames in order; wild those that are "*" or wildcards.
+	// vhosts are the virtual hosts routes serve, by hostname; sortedVH
+	// their messages in hostname order (vhlist.go); wild those that are
+	// "*" or wildcards.
 	vhosts   map[string]*vhState
-	sorted   []string
-	sortedVH []*routev3.VirtualHost // the messages of sorted, aligned
+	sortedVH []*routev3.VirtualHost
 	wild     map[string]bool
 	// empties are the routeless virtual hosts of listener hostnames
 	// (last built, by hostname), emptyNames those in the last output.
@@ -360,19 +360,16 @@ func (st *rcState) update(g portGroup, chain int, opts Options) (*routev3.RouteC
 	}
 
 	port := strconv.FormatUint(uint64(g.port), 10)
-	bulk := len(changed) > 16 && len(changed) > len(st.sorted)/8
+	bulk := len(changed) > 16 && len(changed) > len(st.sortedVH)/8
+	var gone []string
+	var added []*routev3.VirtualHost
 	for h := range changed {
 		vs := st.vhosts[h]
 		if vs == nil || len(vs.members) == 0 {
 			if vs != nil {
 				delete(st.vhosts, h)
 				delete(st.wild, h)
-				if !bulk {
-					if i, found := slices.BinarySearch(st.sorted, h); found {
-						st.sorted = slices.Delete(st.sorted, i, i+1)
-						st.sortedVH = slices.Delete(st.sortedVH, i, i+1)
-					}
-				}
+				gone = append(gone, h)
 			}
 			continue
 		}
@@ -396,24 +393,20 @@ func (st *rcState) update(g portGroup, chain int, opts Options) (*routev3.RouteC
 		if bulk {
 			continue
 		}
-		i, found := slices.BinarySearch(st.sorted, h)
-		if found {
+		if i, found := searchVH(st.sortedVH, h); found {
 			st.sortedVH[i] = vs.vh
 		} else {
-			st.sorted = slices.Insert(st.sorted, i, h)
-			st.sortedVH = slices.Insert(st.sortedVH, i, vs.vh)
+			added = append(added, vs.vh)
 		}
 	}
 	if bulk {
-		st.sorted = st.sorted[:0]
-		for h := range st.vhosts {
-			st.sorted = append(st.sorted, h)
-		}
-		sort.Strings(st.sorted)
-		st.sortedVH = make([]*routev3.VirtualHost, len(st.sorted))
-		for i, h := range st.sorted {
+		hosts := slices.Sorted(maps.Keys(st.vhosts))
+		st.sortedVH = make([]*routev3.VirtualHost, len(hosts))
+		for i, h := range hosts {
 			st.sortedVH[i] = st.vhosts[h].vh
 		}
+	} else {
+		st.sortedVH = spliceVHosts(st.sortedVH, gone, added)
 	}
 
 	// Routeless virtual hosts and the misdirected one, as
@@ -484,10 +477,10 @@ func (st *rcState) update(g portGroup, chain int, opts Options) (*routev3.RouteC
 	if chain >= 0 {
 		rc.Name = ChainRouteConfigName(g.port, g.listeners[chain].Name)
 	}
-	rc.VirtualHosts = make([]*routev3.VirtualHost, 0, len(st.sorted)+len(empties)+1)
+	rc.VirtualHosts = make([]*routev3.VirtualHost, 0, len(st.sortedVH)+len(empties)+1)
 	e := 0
-	for i, h := range st.sorted {
-		for e < len(empties) && empties[e] < h {
+	for i, vh := range st.sortedVH {
+		for e < len(empties) && empties[e] < vhHost(vh) {
 			rc.VirtualHosts = append(rc.VirtualHosts, st.empties[empties[e]])
 			e++
 		}
