@@ -72,8 +72,11 @@
 // # Versions
 //
 // A resource's version is the 64-bit xxhash of its deterministic
-// serialization (16 hex digits), so equal content has equal versions, also
-// across restarts. A response's version_info (SotW) or system_version_info
+// serialization (16 hex digits); a route configuration's is made from its
+// parts, the hashes of its virtual hosts kept beside their bytes
+// (routeversion.go), so that a change to one of 10,000 virtual hosts does
+// not hash the other 3.5 MB. Either way equal content has equal versions,
+// also across restarts. A response's version_info (SotW) or system_version_info
 // (delta) is a hash of the names and versions of everything the stream's
 // subscription covers. The cache records, through the subscription's
 // returned resources, the version of every resource it sent on the stream

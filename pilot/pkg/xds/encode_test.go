@@ -67,7 +67,7 @@ func TestRouteConfigurationFromVirtualHostBytes(t *testing.T) {
 				t.Fatalf("configuration %d: version %s, want %s", i, enc.entry.version, wantEntry.version)
 			}
 			for j, vh := range rc.GetVirtualHosts() {
-				if b, _ := marshalOpts.Marshal(vh); !bytes.Equal(enc.vhBytes[j], b) {
+				if b, _ := marshalOpts.Marshal(vh); !bytes.Equal(enc.vhBytes(j), b) {
 					t.Fatalf("configuration %d virtual host %d: kept bytes are not its own", i, j)
 				}
 			}

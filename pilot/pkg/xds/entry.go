@@ -56,9 +56,10 @@ func kindOf(typeURL string) (kind, bool) {
 // variants. Entries are immutable once built and shared between streams.
 type entry struct {
 	name string
-	// version is the first 64 bits of xxhash of the deterministic
-	// serialization, as 16 hex digits: equal content, equal version, also
-	// across restarts of pilot-discovery.
+	// version is xxhash64 of the deterministic serialization, as 16 hex
+	// digits (a route configuration's from its parts' hashes,
+	// routeversion.go): equal content, equal version, also across restarts
+	// of pilot-discovery.
 	version string
 	// any is DiscoveryResponse.resources[i].
 	any *anypb.Any
@@ -85,9 +86,17 @@ func newEntry(k kind, name string, m proto.Message) (*entry, error) {
 // entryOf is the entry of a resource of kind k serialized as b (what
 // marshalOpts.Marshal returns for it).
 func entryOf(k kind, name string, b []byte) *entry {
+	if k == kindRoute {
+		return entryWithVersion(k, name, b, routeConfigurationVersion(b))
+	}
+	return entryWithVersion(k, name, b, hashHex(xxhash.Sum64(b)))
+}
+
+// entryWithVersion is the entry of a resource of kind k serialized as b
+// whose version v the caller computed by the entry version rules.
+func entryWithVersion(k kind, name string, b []byte, v string) *entry {
 	entriesBuilt.Add(1)
 	a := &anypb.Any{TypeUrl: k.typeURL(), Value: b}
-	v := hashHex(xxhash.Sum64(b))
 	return &entry{name: name, version: v, any: a, resource: &discoveryv3.Resource{Name: name, Version: v, Resource: a}}
 }
 

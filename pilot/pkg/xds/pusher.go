@@ -557,12 +557,13 @@ func newSnapshotFrom(key string, res core.Resources, edsNames []string, enc *gat
 	if err != nil {
 		return nil, nil, err
 	}
-	snap.byKind[kindCluster] = sortedByName(clEntries)
-	snap.byKind[kindListener] = sortedByName(lisEntries)
+	snap.byKind[kindCluster] = sortedAgain(clEntries, enc.clEntries, enc.clSorted)
+	snap.byKind[kindListener] = sortedAgain(lisEntries, enc.lisEntries, enc.lisSorted)
 	snap.byKind[kindRoute] = sortedByName(rcEntries)
 	next := &gatewayEncoding{validator: enc.validator, listeners: res.Listeners, lisEntries: lisEntries,
 		clusters: res.Clusters, clEntries: clEntries, routes: routes, edsNames: edsNames,
-		warmEDS: enc.warmEDS, warmRDS: enc.warmRDS}
+		warmEDS: enc.warmEDS, warmRDS: enc.warmRDS,
+		clSorted: snap.byKind[kindCluster], lisSorted: snap.byKind[kindListener]}
 	if first || !sameList(res.Clusters, enc.clusters) {
 		versions := make(map[string]string, len(clEntries))
 		for _, e := range clEntries {

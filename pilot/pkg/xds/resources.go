@@ -13,6 +13,7 @@ import (
 	listenerv3 "github.com/envoyproxy/go-control-plane/envoy/config/listener/v3"
 	routev3 "github.com/envoyproxy/go-control-plane/envoy/config/route/v3"
 	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/reflect/protoreflect"
 
 	"github.com/infermesh/infermesh/pilot/pkg/model"
 	"github.com/infermesh/infermesh/pilot/pkg/networking/core"
@@ -46,7 +47,7 @@ func (g GatewayResources) ResourceName() string { return g.Gateway }
 // translation did not change.
 func (g GatewayResources) Equals(o GatewayResources) bool {
 	return g.Gateway == o.Gateway && g.Err == o.Err &&
-		protosEqual(g.Listeners, o.Listeners) && protosEqual(g.Routes, o.Routes) &&
+		protosEqual(g.Listeners, o.Listeners) && routeConfigurationsEqual(g.Routes, o.Routes) &&
 		protosEqual(g.Clusters, o.Clusters) && stringsEqual(g.EDSNames, o.EDSNames)
 }
 
@@ -200,6 +201,56 @@ func protosEqual[T proto.Message](a, b []T) bool {
 		}
 	}
 	return true
+}
+
+// routeConfigurationsEqual is protosEqual for route configurations at the
+// cost of what differs: a route change gives a new configuration whose
+// other virtual hosts are the previous messages (core.Translator), and
+// proto.Equal of the whole would compare thousands of them field by field
+// up to the first difference.
+func routeConfigurationsEqual(a, b []*routev3.RouteConfiguration) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i] != b[i] && !routeConfigurationEqual(a[i], b[i]) {
+			return false
+		}
+	}
+	return true
+}
+
+// routeConfigurationEqual is proto.Equal(x, y), comparing each pair of
+// virtual hosts that are not the same message and then the other fields.
+func routeConfigurationEqual(x, y *routev3.RouteConfiguration) bool {
+	if x == nil || y == nil {
+		return proto.Equal(x, y)
+	}
+	xv, yv := x.GetVirtualHosts(), y.GetVirtualHosts()
+	if len(xv) != len(yv) {
+		return false
+	}
+	for j := range xv {
+		if xv[j] != yv[j] && !proto.Equal(xv[j], yv[j]) {
+			return false
+		}
+	}
+	return proto.Equal(withoutVirtualHosts(x), withoutVirtualHosts(y))
+}
+
+// withoutVirtualHosts is a message with rc's fields (and unknown fields)
+// but virtual_hosts, sharing their values.
+func withoutVirtualHosts(rc *routev3.RouteConfiguration) *routev3.RouteConfiguration {
+	out := &routev3.RouteConfiguration{}
+	dst := out.ProtoReflect()
+	rc.ProtoReflect().Range(func(fd protoreflect.FieldDescriptor, v protoreflect.Value) bool {
+		if fd.Number() != virtualHostsField {
+			dst.Set(fd, v)
+		}
+		return true
+	})
+	dst.SetUnknown(rc.ProtoReflect().GetUnknown())
+	return out
 }
 
 func stringsEqual(a, b []string) bool {

@@ -118,7 +118,9 @@ func processCPU(b *testing.B) time.Duration {
 
 // BenchmarkTranslatorRouteChange10000: core.Translator.Build of the
 // 10,000-route Gateway of bigGateway after one route's hostname changed
-// (the translation part of xds's BenchmarkRouteChangeOneGateway10000).
+// (the translation part of xds's BenchmarkRouteChangeOneGateway10000);
+// cpu-ms/op is the process's CPU time in the timed parts (the collector's
+// concurrent work included).
 func BenchmarkTranslatorRouteChange10000(b *testing.B) {
 	gw, in := bigGateway(10000)
 	tr := NewTranslator(inferenceOn)
@@ -127,6 +129,7 @@ func BenchmarkTranslatorRouteChange10000(b *testing.B) {
 	}
 	b.ReportAllocs()
 	i := 0
+	var cpu time.Duration
 	for b.Loop() {
 		b.StopTimer()
 		g := *gw
@@ -138,8 +141,11 @@ func BenchmarkTranslatorRouteChange10000(b *testing.B) {
 		g.Listeners = []model.Listener{l}
 		i++
 		b.StartTimer()
+		cpu0 := processCPU(b)
 		if _, err := tr.Build(&g, in); err != nil {
 			b.Fatal(err)
 		}
+		cpu += processCPU(b) - cpu0
 	}
+	b.ReportMetric(float64(cpu)/float64(time.Millisecond)/float64(b.N), "cpu-ms/op")
 }

@@ -6,6 +6,7 @@ package core
 import (
 	"cmp"
 	"fmt"
+	"maps"
 	"reflect"
 	"slices"
 	"sort"
@@ -186,77 +187,6 @@ func routeCmp(a, b *model.Route) int {
 	return cmp.Compare(a.Name, b.Name)
 }
 
-// routeDiff walks a listener's last routes (old, sorted) and its current
-// ones and returns the state for cur: keep makes it for a route that did
-// not change (sameRoute; old and new element), change for one that did
-// (old nil: added), and drop is told of one that is gone. When every
-// route is where it was (the same kind, namespace and name at each index,
-// the common case of routes edited in place) old is updated in place and
-// returned. ok is false, with nothing more called, when cur is not
-// strictly sorted by routeCmp (a hand-built model): the caller then
-// translates from scratch.
-func routeDiff[T any](old []T, route func(T) *model.Route, cur []*model.Route,
-	keep func(o T, r *model.Route) T, change func(o *T, r *model.Route) T, drop func(o T),
-) (next []T, ok bool) {
-	if len(old) == len(cur) {
-		aligned := true
-		for j, r := range cur {
-			if o := route(old[j]); o != r && routeCmp(o, r) != 0 {
-				aligned = false
-				break
-			}
-		}
-		if aligned {
-			for j, r := range cur {
-				switch o := route(old[j]); {
-				case o == r:
-				case sameRoute(o, r):
-					old[j] = keep(old[j], r)
-				default:
-					old[j] = change(&old[j], r)
-				}
-			}
-			return old, true
-		}
-	}
-	next = make([]T, 0, len(cur))
-	i := 0
-	prevKept := false
-	for j, r := range cur {
-		if i < len(old) && route(old[i]) == r {
-			if j > 0 && !prevKept && routeCmp(cur[j-1], r) >= 0 {
-				return nil, false
-			}
-			next = append(next, keep(old[i], r))
-			i++
-			prevKept = true
-			continue
-		}
-		if j > 0 && routeCmp(cur[j-1], r) >= 0 {
-			return nil, false
-		}
-		prevKept = false
-		for i < len(old) && routeCmp(route(old[i]), r) < 0 {
-			drop(old[i])
-			i++
-		}
-		if i < len(old) && routeCmp(route(old[i]), r) == 0 {
-			if sameRoute(route(old[i]), r) {
-				next = append(next, keep(old[i], r))
-			} else {
-				next = append(next, change(&old[i], r))
-			}
-			i++
-			continue
-		}
-		next = append(next, change(nil, r))
-	}
-	for ; i < len(old); i++ {
-		drop(old[i])
-	}
-	return next, true
-}
-
 // --- route configurations ---
 
 // rcState is what the Translator keeps of one route configuration.
@@ -266,12 +196,12 @@ type rcState struct {
 	sig string
 	// lists are, per listener of the port (only the chain's on an HTTPS
 	// port), its routes as last translated.
-	lists [][]rcRoute
-	// vhosts are the virtual hosts routes serve, by hostname; sorted are
-	// their hostnames in order; wild those that are "*" or wildcards.
+	lists []routeList[rcRoute]
+	// vhosts are the virtual hosts routes serve, by hostname; sortedVH
+	// their messages in hostname order (vhlist.go); wild those that are
+	// "*" or wildcards.
 	vhosts   map[string]*vhState
-	sorted   []string
-	sortedVH []*routev3.VirtualHost // the messages of sorted, aligned
+	sortedVH []*routev3.VirtualHost
 	wild     map[string]bool
 	// empties are the routeless virtual hosts of listener hostnames
 	// (last built, by hostname), emptyNames those in the last output.
@@ -344,7 +274,7 @@ func (t *Translator) buildRoutes(gw *model.Gateway) ([]*routev3.RouteConfigurati
 			sig := rcSig(g, chain, gw.EPPBodyMode)
 			st := t.rcs[name]
 			if st == nil || st.sig != sig {
-				st = &rcState{sig: sig, lists: make([][]rcRoute, len(g.listeners)), vhosts: map[string]*vhState{},
+				st = &rcState{sig: sig, lists: make([]routeList[rcRoute], len(g.listeners)), vhosts: map[string]*vhState{},
 					wild: map[string]bool{}, empties: map[string]*routev3.VirtualHost{}}
 				t.rcs[name] = st
 			}
@@ -392,7 +322,7 @@ func (st *rcState) update(g portGroup, chain int, opts Options) (*routev3.RouteC
 		if chain >= 0 && li != chain {
 			continue
 		}
-		next, ok := routeDiff(st.lists[li], func(o rcRoute) *model.Route { return o.r }, l.Routes,
+		ok := st.lists[li].diff(l.Routes,
 			func(o rcRoute, r *model.Route) rcRoute {
 				if o.r != r {
 					for _, h := range o.hosts {
@@ -427,23 +357,19 @@ func (st *rcState) update(g portGroup, chain int, opts Options) (*routev3.RouteC
 		if !ok {
 			return nil, false
 		}
-		st.lists[li] = next
 	}
 
 	port := strconv.FormatUint(uint64(g.port), 10)
-	bulk := len(changed) > 16 && len(changed) > len(st.sorted)/8
+	bulk := len(changed) > 16 && len(changed) > len(st.sortedVH)/8
+	var gone []string
+	var added []*routev3.VirtualHost
 	for h := range changed {
 		vs := st.vhosts[h]
 		if vs == nil || len(vs.members) == 0 {
 			if vs != nil {
 				delete(st.vhosts, h)
 				delete(st.wild, h)
-				if !bulk {
-					if i, found := slices.BinarySearch(st.sorted, h); found {
-						st.sorted = slices.Delete(st.sorted, i, i+1)
-						st.sortedVH = slices.Delete(st.sortedVH, i, i+1)
-					}
-				}
+				gone = append(gone, h)
 			}
 			continue
 		}
@@ -467,24 +393,20 @@ func (st *rcState) update(g portGroup, chain int, opts Options) (*routev3.RouteC
 		if bulk {
 			continue
 		}
-		i, found := slices.BinarySearch(st.sorted, h)
-		if found {
+		if i, found := searchVH(st.sortedVH, h); found {
 			st.sortedVH[i] = vs.vh
 		} else {
-			st.sorted = slices.Insert(st.sorted, i, h)
-			st.sortedVH = slices.Insert(st.sortedVH, i, vs.vh)
+			added = append(added, vs.vh)
 		}
 	}
 	if bulk {
-		st.sorted = st.sorted[:0]
-		for h := range st.vhosts {
-			st.sorted = append(st.sorted, h)
-		}
-		sort.Strings(st.sorted)
-		st.sortedVH = make([]*routev3.VirtualHost, len(st.sorted))
-		for i, h := range st.sorted {
+		hosts := slices.Sorted(maps.Keys(st.vhosts))
+		st.sortedVH = make([]*routev3.VirtualHost, len(hosts))
+		for i, h := range hosts {
 			st.sortedVH[i] = st.vhosts[h].vh
 		}
+	} else {
+		st.sortedVH = spliceVHosts(st.sortedVH, gone, added)
 	}
 
 	// Routeless virtual hosts and the misdirected one, as
@@ -555,10 +477,10 @@ func (st *rcState) update(g portGroup, chain int, opts Options) (*routev3.RouteC
 	if chain >= 0 {
 		rc.Name = ChainRouteConfigName(g.port, g.listeners[chain].Name)
 	}
-	rc.VirtualHosts = make([]*routev3.VirtualHost, 0, len(st.sorted)+len(empties)+1)
+	rc.VirtualHosts = make([]*routev3.VirtualHost, 0, len(st.sortedVH)+len(empties)+1)
 	e := 0
-	for i, h := range st.sorted {
-		for e < len(empties) && empties[e] < h {
+	for i, vh := range st.sortedVH {
+		for e < len(empties) && empties[e] < vhHost(vh) {
 			rc.VirtualHosts = append(rc.VirtualHosts, st.empties[empties[e]])
 			e++
 		}
@@ -646,7 +568,7 @@ type clusterState struct {
 	sig string
 	// lists are, per listener, its routes' cluster references as last
 	// translated.
-	lists [][]clRoute
+	lists []routeList[clRoute]
 	// refs are, per cluster name, the references to it in (listener,
 	// route) order.
 	refs map[string][]clRef
@@ -660,6 +582,8 @@ type clusterState struct {
 	// with some, sorted.
 	eppUses  map[string]int
 	eppHosts []string
+	// eppDelta are the changes of eppUses counted during a diff.
+	eppDelta map[string]int
 	out      []*clusterv3.Cluster
 }
 
@@ -693,13 +617,13 @@ func (t *Translator) buildClusters(gw *model.Gateway, inputs func([]string) Inpu
 	sig := clusterSig(gw)
 	st := t.cl
 	if st == nil || st.sig != sig || len(st.lists) != len(gw.Listeners) {
-		st = &clusterState{sig: sig, lists: make([][]clRoute, len(gw.Listeners)), refs: map[string][]clRef{},
+		st = &clusterState{sig: sig, lists: make([]routeList[clRoute], len(gw.Listeners)), refs: map[string][]clRef{},
 			specs: map[string]clusterSpec{}, msgs: map[string]*clusterv3.Cluster{}, eppUses: map[string]int{}}
 		t.cl = st
 	}
 	changed := map[string]bool{}
 	for li, l := range gw.Listeners {
-		next, ok := routeDiff(st.lists[li], func(o clRoute) *model.Route { return o.r }, l.Routes,
+		ok := st.lists[li].diff(l.Routes,
 			func(o clRoute, r *model.Route) clRoute {
 				if o.r != r {
 					for _, op := range o.ops {
@@ -722,8 +646,8 @@ func (t *Translator) buildClusters(gw *model.Gateway, inputs func([]string) Inpu
 			t.cl = nil
 			return BuildClusters(gw, inputs(EPPHosts(gw)), t.opts)
 		}
-		st.lists[li] = next
 	}
+	st.applyEPP()
 	in := inputs(st.eppHosts)
 	// An EPP's TLS changed: its clusters are built again.
 	if !sameEPPTLS(st.eppTLS, in.EPPTLS) {
@@ -813,24 +737,51 @@ func (t *Translator) buildClusters(gw *model.Gateway, inputs func([]string) Inpu
 	return out, nil
 }
 
-// countEPP adds d to the references of the EPP hosts ops call.
+// countEPP adds d to the references of the EPP hosts ops call; the
+// change reaches eppHosts at applyEPP.
 func (st *clusterState) countEPP(ops []clusterOp, d int) {
 	for _, op := range ops {
 		if op.kind != opEPP {
 			continue
 		}
-		n := st.eppUses[op.eppHost] + d
-		i, found := slices.BinarySearch(st.eppHosts, op.eppHost)
-		switch {
-		case n > 0 && !found:
-			st.eppHosts = slices.Insert(st.eppHosts, i, op.eppHost)
-		case n <= 0 && found:
-			st.eppHosts = slices.Delete(st.eppHosts, i, i+1)
+		if st.eppDelta == nil {
+			st.eppDelta = map[string]int{}
 		}
+		st.eppDelta[op.eppHost] += d
+	}
+}
+
+// applyEPP adds the counted changes to eppUses, and to eppHosts the hosts
+// now used and not before, or the reverse. A route whose EPP stays (one
+// edited, or dropped and added back) leaves eppHosts alone: inserting into
+// and deleting from 10,000 sorted names moved them twice per route change.
+// Many hosts coming or going (a first translation) sort them all once.
+func (st *clusterState) applyEPP() {
+	var flipped []string
+	for h, d := range st.eppDelta {
+		was := st.eppUses[h]
+		n := was + d
 		if n > 0 {
-			st.eppUses[op.eppHost] = n
+			st.eppUses[h] = n
 		} else {
-			delete(st.eppUses, op.eppHost)
+			delete(st.eppUses, h)
+		}
+		if (was > 0) != (n > 0) {
+			flipped = append(flipped, h)
+		}
+	}
+	clear(st.eppDelta)
+	if len(flipped) > 16 {
+		st.eppHosts = slices.Sorted(maps.Keys(st.eppUses))
+		return
+	}
+	for _, h := range flipped {
+		i, found := slices.BinarySearch(st.eppHosts, h)
+		switch _, used := st.eppUses[h]; {
+		case used && !found:
+			st.eppHosts = slices.Insert(st.eppHosts, i, h)
+		case !used && found:
+			st.eppHosts = slices.Delete(st.eppHosts, i, i+1)
 		}
 	}
 }

@@ -46,6 +46,12 @@ type SetValidator struct {
 	// refs counts, per cluster name, the virtual hosts of the last set
 	// that name it.
 	refs map[string]int
+	// vhRefs are the clusters each virtual host of the last set names, by
+	// message: a cache (the names are a function of the message; a miss
+	// reads them again), so that a new version of a route configuration
+	// costs its new and removed virtual hosts, not a list as long as all
+	// of them.
+	vhRefs map[*routev3.VirtualHost][]string
 }
 
 // listenerNeeds are the clusters a listener's ext_proc filters call.
@@ -53,12 +59,14 @@ type listenerNeeds struct {
 	clusters []string
 }
 
-// rcValid is one route configuration that passed: its virtual hosts and
-// the clusters each names.
+// rcValid is one route configuration that passed (its virtual hosts),
+// or is checked: then also the virtual hosts it has and its last version
+// had not (with the clusters each names), and the reverse, for vhRefs.
 type rcValid struct {
 	rc     *routev3.RouteConfiguration
 	vhosts []*routev3.VirtualHost
-	refs   [][]string
+	added  map[*routev3.VirtualHost][]string
+	gone   []*routev3.VirtualHost
 }
 
 // Valid reports whether res passes Validate (see SetValidator); when it
@@ -130,20 +138,22 @@ func (v *SetValidator) Valid(res Resources) bool {
 			next[rc.GetName()] = last
 			continue
 		}
-		rv, ok := checkRouteConfiguration(rc, last, memo, hasCluster, delta)
+		rv, ok := checkRouteConfiguration(rc, last, memo, hasCluster, delta, v.refsOf)
 		if !ok {
 			return false
 		}
 		next[rc.GetName()] = rv
 	}
+	var gone [][]*routev3.VirtualHost
 	if v.ok {
 		for name, last := range v.rcs {
 			if next[name] == nil {
-				for _, refs := range last.refs {
-					for _, c := range refs {
+				for _, vh := range last.vhosts {
+					for _, c := range v.refsOf(vh, memo) {
 						delta[c]--
 					}
 				}
+				gone = append(gone, last.vhosts)
 			}
 		}
 	}
@@ -155,6 +165,21 @@ func (v *SetValidator) Valid(res Resources) bool {
 	// Passed: this set is the next baseline.
 	if !v.ok {
 		v.refs = map[string]int{}
+		v.vhRefs = map[*routev3.VirtualHost][]string{}
+	}
+	for _, vhs := range gone {
+		for _, vh := range vhs {
+			delete(v.vhRefs, vh)
+		}
+	}
+	for _, rv := range next {
+		for _, vh := range rv.gone {
+			delete(v.vhRefs, vh)
+		}
+		for vh, refs := range rv.added {
+			v.vhRefs[vh] = refs
+		}
+		rv.added, rv.gone = nil, nil
 	}
 	for c, d := range delta {
 		if n := v.refs[c] + d; n > 0 {
@@ -208,9 +233,10 @@ func (v *SetValidator) checkClusters(cs []*clusterv3.Cluster, memo anyMemo) (rem
 // checkRouteConfiguration checks rc, whose last version that passed is
 // last (nil if none): its own fields (all but virtual_hosts) and each
 // virtual host last did not have, whose clusters must exist; delta gets
-// the change of references per cluster name.
+// the change of references per cluster name (refsOf gives those of a
+// virtual host of last).
 func checkRouteConfiguration(rc *routev3.RouteConfiguration, last *rcValid, memo anyMemo,
-	hasCluster func(string) bool, delta map[string]int,
+	hasCluster func(string) bool, delta map[string]int, refsOf func(*routev3.VirtualHost, anyMemo) []string,
 ) (*rcValid, bool) {
 	if validateDeep(withoutVirtualHosts(rc), memo) != nil {
 		return nil, false
@@ -220,18 +246,24 @@ func checkRouteConfiguration(rc *routev3.RouteConfiguration, last *rcValid, memo
 	if failed {
 		return nil, false
 	}
-	rv := &rcValid{rc: rc, vhosts: rc.GetVirtualHosts(), refs: make([][]string, len(rc.GetVirtualHosts()))}
+	rv := &rcValid{rc: rc, vhosts: rc.GetVirtualHosts(), added: map[*routev3.VirtualHost][]string{}}
 	var oldVH []*routev3.VirtualHost
-	var oldRefs [][]string
 	if last != nil {
-		oldVH, oldRefs = last.vhosts, last.refs
+		oldVH = last.vhosts
 	}
-	used := make([]bool, len(oldVH))
+	// Virtual hosts of last that the walk passes over are not in rc.
+	drop := func(vhs []*routev3.VirtualHost) {
+		for _, vh := range vhs {
+			for _, c := range refsOf(vh, memo) {
+				delta[c]--
+			}
+			rv.gone = append(rv.gone, vh)
+		}
+	}
 	i := 0
-	for j, vh := range rc.GetVirtualHosts() {
+	for _, vh := range rc.GetVirtualHosts() {
 		if k := findNear(oldVH, i, vh); k >= 0 {
-			rv.refs[j] = oldRefs[k]
-			used[k] = true
+			drop(oldVH[i:k])
 			i = k + 1
 			continue
 		}
@@ -239,19 +271,22 @@ func checkRouteConfiguration(rc *routev3.RouteConfiguration, last *rcValid, memo
 		if !ok {
 			return nil, false
 		}
-		rv.refs[j] = refs
+		rv.added[vh] = refs
 		for _, c := range refs {
 			delta[c]++
 		}
 	}
-	for k, u := range used {
-		if !u {
-			for _, c := range oldRefs[k] {
-				delta[c]--
-			}
-		}
-	}
+	drop(oldVH[i:])
 	return rv, true
+}
+
+// refsOf are the clusters vh names (checkVirtualHost's list), from the
+// cache or read again.
+func (v *SetValidator) refsOf(vh *routev3.VirtualHost, memo anyMemo) []string {
+	if refs, ok := v.vhRefs[vh]; ok {
+		return refs
+	}
+	return clusterRefs(vh, memo, func(string, ...any) {})
 }
 
 // findNear is the index of vh in old at i or a few places after, -1 when
@@ -274,26 +309,34 @@ func checkVirtualHost(vh *routev3.VirtualHost, memo anyMemo, hasCluster func(str
 	failed := false
 	fail := func(string, ...any) { failed = true }
 	checkHeaderLists("", vh, fail)
-	var refs []string
-	need := func(_, c string) {
-		if c == ExtProcPlaceholderCluster || c == InvalidBackendCluster {
-			return
-		}
-		if !hasCluster(c) {
-			failed = true
-		}
-		if !slices.Contains(refs, c) {
-			refs = append(refs, c)
-		}
-	}
 	for _, r := range vh.GetRoutes() {
 		checkHeaderLists("", r, fail)
 		for _, cw := range r.GetRoute().GetWeightedClusters().GetClusters() {
 			checkHeaderLists("", cw, fail)
 		}
-		checkRouteRefs("", r, memo, need, fail)
+	}
+	refs := clusterRefs(vh, memo, fail)
+	for _, c := range refs {
+		if !hasCluster(c) {
+			failed = true
+		}
 	}
 	return refs, !failed
+}
+
+// clusterRefs are the clusters vh's routes name (checkRouteRefs; not the
+// placeholder clusters), each once, in order.
+func clusterRefs(vh *routev3.VirtualHost, memo anyMemo, fail func(string, ...any)) []string {
+	var refs []string
+	need := func(_, c string) {
+		if c != ExtProcPlaceholderCluster && c != InvalidBackendCluster && !slices.Contains(refs, c) {
+			refs = append(refs, c)
+		}
+	}
+	for _, r := range vh.GetRoutes() {
+		checkRouteRefs("", r, memo, need, fail)
+	}
+	return refs
 }
 
 // withoutVirtualHosts is a message with rc's fields but virtual_hosts
