@@ -421,7 +421,9 @@ func (c *Cache) publish(u update) {
 	var oldEntries [numKinds]map[string]*entry
 	for _, k := range sharedKinds {
 		changed := u.sharedOf(k)
-		oldEntries[k] = make(map[string]*entry, len(changed))
+		if len(changed) > 0 {
+			oldEntries[k] = make(map[string]*entry, len(changed))
+		}
 		for n, e := range changed {
 			oldEntries[k][n] = c.shared[k][n]
 			if e == nil {
@@ -498,9 +500,27 @@ func (c *Cache) relink(key string, old, snap *gatewaySnapshot) {
 // users, plus, for a Gateway whose names or warm keys changed, its names.
 // Called with c.mu held, after u is applied.
 func (c *Cache) sharedChanges(u update, olds map[string]*gatewaySnapshot, oldEntries [numKinds]map[string]*entry) map[string]*[numKinds]*setChange {
-	out := map[string]*[numKinds]*setChange{}
+	var out map[string]*[numKinds]*setChange
+	changeOf := func(key string) *[numKinds]*setChange {
+		if out == nil {
+			out = map[string]*[numKinds]*setChange{}
+		}
+		if out[key] == nil {
+			out[key] = &[numKinds]*setChange{}
+		}
+		return out[key]
+	}
 	for _, k := range sharedKinds {
-		names := map[string]map[string]struct{}{}
+		var names map[string]map[string]struct{}
+		namesOf := func(key string) map[string]struct{} {
+			if names == nil {
+				names = map[string]map[string]struct{}{}
+			}
+			if names[key] == nil {
+				names[key] = map[string]struct{}{}
+			}
+			return names[key]
+		}
 		for key, old := range olds {
 			snap := c.gateways[key]
 			switch {
@@ -510,15 +530,10 @@ func (c *Cache) sharedChanges(u update, olds map[string]*gatewaySnapshot, oldEnt
 				set := fullSet(c.viewOf(snap, k, nil))
 				set.seq = c.seq
 				c.sets[k][key] = &set
-				if out[key] == nil {
-					out[key] = &[numKinds]*setChange{}
-				}
-				out[key][k] = &setChange{full: true}
-			default:
-				ns := map[string]struct{}{}
-				changedNames(ns, old.sharedNames(k), snap.sharedNames(k))
-				changedKeys(ns, old.warm[k], snap.warm[k])
-				names[key] = ns
+				changeOf(key)[k] = &setChange{full: true}
+			case !sameList(old.sharedNames(k), snap.sharedNames(k)) || !sameWarm(old.warm[k], snap.warm[k]):
+				changedNames(namesOf(key), old.sharedNames(k), snap.sharedNames(k))
+				changedKeys(namesOf(key), old.warm[k], snap.warm[k])
 			}
 		}
 		for n := range u.sharedOf(k) {
@@ -526,10 +541,7 @@ func (c *Cache) sharedChanges(u update, olds map[string]*gatewaySnapshot, oldEnt
 				if out[key] != nil && out[key][k] != nil {
 					continue // new: answered from its whole set
 				}
-				if names[key] == nil {
-					names[key] = map[string]struct{}{}
-				}
-				names[key][n] = struct{}{}
+				namesOf(key)[n] = struct{}{}
 			}
 		}
 		for key, ns := range names {
@@ -543,12 +555,8 @@ func (c *Cache) sharedChanges(u update, olds map[string]*gatewaySnapshot, oldEnt
 				oldSnap = o
 			}
 			set.apply(c.viewOf(oldSnap, k, oldEntries[k]), c.viewOf(c.gateways[key], k, nil), sorted)
-			ch := &setChange{names: sorted, prevSeq: set.seq}
+			changeOf(key)[k] = &setChange{names: sorted, prevSeq: set.seq}
 			set.seq = c.seq
-			if out[key] == nil {
-				out[key] = &[numKinds]*setChange{}
-			}
-			out[key][k] = ch
 		}
 	}
 	return out

@@ -152,28 +152,25 @@ type nextVersions struct {
 	// wildcard when the response was computed.
 	rev, seq uint64
 	wild     bool
-	all      bool
-	names    []string
-	versions []string
-	removed  []string
+	// changed are recorded at their versions under keys (all: at their
+	// own versions, in a new map); removed are deleted.
+	all     bool
+	changed []*entry
+	keys    warmKeys
+	removed []string
 
 	once sync.Once
 	m    map[string]string
 }
 
 func (c *Cache) nextVersions(w *watch, p *plan) *nextVersions {
-	n := &nextVersions{c: c, held: w.held, base: w.returned(), wild: w.sub.IsWildcard(), all: p.all, removed: p.removed}
+	n := &nextVersions{c: c, held: w.held, base: w.returned(), wild: w.sub.IsWildcard(),
+		all: p.all, changed: p.changed, removed: p.removed}
+	if !p.all {
+		n.keys = c.gateways[w.gateway].warm[w.kind]
+	}
 	if w.held != nil {
 		n.rev, n.seq = w.held.rev, c.sets[w.kind][w.gateway].seq
-	}
-	keys := c.gateways[w.gateway].warm[w.kind]
-	n.names = make([]string, len(p.changed))
-	n.versions = make([]string, len(p.changed))
-	for i, e := range p.changed {
-		n.names[i], n.versions[i] = e.name, e.version
-		if !p.all {
-			n.versions[i] = keys.version(e)
-		}
 	}
 	return n
 }
@@ -185,14 +182,14 @@ func (n *nextVersions) get() map[string]string {
 
 func (n *nextVersions) make() map[string]string {
 	if n.all {
-		m := make(map[string]string, len(n.names))
+		m := make(map[string]string, len(n.changed))
 		n.apply(m)
 		return m
 	}
 	if n.held == nil {
 		m := maps.Clone(n.base)
 		if m == nil {
-			m = make(map[string]string, len(n.names))
+			m = make(map[string]string, len(n.changed))
 		}
 		n.apply(m)
 		return m
@@ -203,8 +200,8 @@ func (n *nextVersions) make() map[string]string {
 }
 
 func (n *nextVersions) apply(m map[string]string) {
-	for i, name := range n.names {
-		m[name] = n.versions[i]
+	for _, e := range n.changed {
+		m[e.name] = n.keys.version(e)
 	}
 	for _, name := range n.removed {
 		delete(m, name)
@@ -222,7 +219,7 @@ func (c *Cache) took(n *nextVersions) map[string]string {
 	if st.own == nil {
 		st.own = maps.Clone(n.base)
 		if st.own == nil {
-			st.own = make(map[string]string, len(n.names))
+			st.own = make(map[string]string, len(n.changed))
 		}
 	}
 	n.apply(st.own)
