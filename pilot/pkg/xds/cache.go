@@ -285,10 +285,11 @@ func (c *Cache) respond(w *watch, ch *setChange) bool {
 	}
 	w.synced = false
 	version := c.versionOf(snap, w.kind, desired)
-	next := c.nextVersions(w, p)
 	if w.sotw != nil {
+		r := newSotwResponse(w.sotw, version, p.changed)
+		c.setNext(&r.next, w, p)
 		select {
-		case w.sotwCh <- newSotwResponse(w.sotw, version, p.changed, next):
+		case w.sotwCh <- r:
 		default:
 			// The stream servers buffer one response per type and the
 			// cache answers each watch once, so this cannot happen; if it
@@ -303,8 +304,10 @@ func (c *Cache) respond(w *watch, ch *setChange) bool {
 	for i, e := range p.changed {
 		rs[i] = keys.resource(e)
 	}
+	r := &deltaResponse{req: w.delta, version: version, resources: rs, removed: p.removed}
+	c.setNext(&r.next, w, p)
 	select {
-	case w.deltaCh <- &deltaResponse{req: w.delta, version: version, resources: rs, removed: p.removed, next: next}:
+	case w.deltaCh <- r:
 	default:
 		c.log.Error("xds: delta response channel full, response dropped", "gateway", w.gateway, "type", w.kind.String())
 		c.metrics.dropped.Inc()
@@ -675,7 +678,7 @@ func (c *Cache) Fetch(_ context.Context, req *cachev3.Request) (cachev3.Response
 	if v == req.GetVersionInfo() {
 		return nil, errSkipFetch
 	}
-	return newSotwResponse(req, v, desired, nil), nil
+	return newSotwResponse(req, v, desired), nil
 }
 
 // fetchSubscription is the subscription of a one-off REST request.

@@ -159,24 +159,34 @@ type nextVersions struct {
 	keys    warmKeys
 	removed []string
 
-	once sync.Once
+	mu   sync.Mutex
+	done bool
 	m    map[string]string
 }
 
-func (c *Cache) nextVersions(w *watch, p *plan) *nextVersions {
-	n := &nextVersions{c: c, held: w.held, base: w.returned(), wild: w.sub.IsWildcard(),
-		all: p.all, changed: p.changed, removed: p.removed}
+// setNext fills n, a response's next-version map, for w's response p.
+func (c *Cache) setNext(n *nextVersions, w *watch, p *plan) {
+	n.c, n.held, n.base, n.wild = c, w.held, w.returned(), w.sub.IsWildcard()
+	n.all, n.changed, n.removed = p.all, p.changed, p.removed
 	if !p.all {
 		n.keys = c.gateways[w.gateway].warm[w.kind]
 	}
 	if w.held != nil {
 		n.rev, n.seq = w.held.rev, c.sets[w.kind][w.gateway].seq
 	}
-	return n
 }
 
+// get is the map, made on the first call (nil for a response without one,
+// a Fetch's).
 func (n *nextVersions) get() map[string]string {
-	n.once.Do(func() { n.m = n.make() })
+	if n.c == nil {
+		return nil
+	}
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if !n.done {
+		n.m, n.done = n.make(), true
+	}
 	return n.m
 }
 
@@ -248,17 +258,17 @@ type sotwResponse struct {
 	req       *cachev3.Request
 	version   string
 	resources []*anypb.Any
-	next      *nextVersions
+	next      nextVersions
 }
 
 var _ cachev3.Response = (*sotwResponse)(nil)
 
-func newSotwResponse(req *cachev3.Request, version string, es []*entry, next *nextVersions) *sotwResponse {
+func newSotwResponse(req *cachev3.Request, version string, es []*entry) *sotwResponse {
 	rs := make([]*anypb.Any, len(es))
 	for i, e := range es {
 		rs[i] = e.any
 	}
-	return &sotwResponse{req: req, version: version, resources: rs, next: next}
+	return &sotwResponse{req: req, version: version, resources: rs}
 }
 
 func (r *sotwResponse) GetDiscoveryResponse() (*discoveryv3.DiscoveryResponse, error) {
@@ -268,12 +278,7 @@ func (r *sotwResponse) GetRequest() *discoveryv3.DiscoveryRequest { return r.req
 func (r *sotwResponse) GetVersion() (string, error)               { return r.version, nil }
 func (r *sotwResponse) GetResponseVersion() string                { return r.version }
 func (r *sotwResponse) GetContext() context.Context               { return context.Background() }
-func (r *sotwResponse) GetReturnedResources() map[string]string {
-	if r.next == nil {
-		return nil
-	}
-	return r.next.get()
-}
+func (r *sotwResponse) GetReturnedResources() map[string]string   { return r.next.get() }
 
 // deltaResponse implements cachev3.DeltaResponse; see sotwResponse.
 type deltaResponse struct {
@@ -281,7 +286,7 @@ type deltaResponse struct {
 	version   string
 	resources []*discoveryv3.Resource
 	removed   []string
-	next      *nextVersions
+	next      nextVersions
 }
 
 var _ cachev3.DeltaResponse = (*deltaResponse)(nil)
