@@ -271,15 +271,16 @@ func (c *Cache) respond(w *watch, ch *setChange) bool {
 		w.synced = false
 		return false
 	}
-	var p *plan
+	var p plan
+	var send bool
 	var desired []*entry
 	if ch != nil && !ch.full && w.synced && w.seq == ch.prevSeq {
-		p = c.changedPlan(w, snap, ch.names)
+		p, send = c.changedPlan(w, snap, ch.names)
 	} else {
 		desired = c.desired(snap, w.kind, w.sub)
-		p = fullPlan(w, desired, snap.warm[w.kind], w.returned())
+		p, send = fullPlan(w, desired, snap.warm[w.kind], w.returned())
 	}
-	if p == nil {
+	if !send {
 		c.markInSync(w)
 		return false
 	}
@@ -287,7 +288,7 @@ func (c *Cache) respond(w *watch, ch *setChange) bool {
 	version := c.versionOf(snap, w.kind, desired)
 	if w.sotw != nil {
 		r := newSotwResponse(w.sotw, version, p.changed)
-		c.setNext(&r.next, w, p)
+		c.setNext(&r.next, w, &p)
 		select {
 		case w.sotwCh <- r:
 		default:
@@ -305,7 +306,7 @@ func (c *Cache) respond(w *watch, ch *setChange) bool {
 		rs[i] = keys.resource(e)
 	}
 	r := &deltaResponse{req: w.delta, version: version, resources: rs, removed: p.removed}
-	c.setNext(&r.next, w, p)
+	c.setNext(&r.next, w, &p)
 	select {
 	case w.deltaCh <- r:
 	default:
@@ -534,7 +535,7 @@ func (c *Cache) sharedChanges(u update, olds map[string]*gatewaySnapshot, oldEnt
 				set.seq = c.seq
 				c.sets[k][key] = &set
 				changeOf(key)[k] = &setChange{full: true}
-			case !sameList(old.sharedNames(k), snap.sharedNames(k)) || !sameWarm(old.warm[k], snap.warm[k]):
+			case !stringsEqual(old.sharedNames(k), snap.sharedNames(k)) || !sameWarm(old.warm[k], snap.warm[k]):
 				changedNames(namesOf(key), old.sharedNames(k), snap.sharedNames(k))
 				changedKeys(namesOf(key), old.warm[k], snap.warm[k])
 			}

@@ -49,14 +49,14 @@ type plan struct {
 //
 // A NACK (error_detail set) changes nothing here: what was rejected is what
 // was returned, so the watch parks until a new version exists. It returns
-// nil when there is nothing to send.
-func fullPlan(w *watch, desired []*entry, keys warmKeys, returned map[string]string) *plan {
+// false when there is nothing to send.
+func fullPlan(w *watch, desired []*entry, keys warmKeys, returned map[string]string) (plan, bool) {
 	first := w.nonce() == ""
 	if w.sotw != nil && (w.kind == kindListener || w.kind == kindCluster) {
 		if !first && sameSet(desired, returned) {
-			return nil
+			return plan{}, false
 		}
-		return &plan{changed: desired, all: true}
+		return plan{changed: desired, all: true}, true
 	}
 	var changed []*entry
 	held := 0 // desired names the stream holds
@@ -83,9 +83,9 @@ func fullPlan(w *watch, desired []*entry, keys warmKeys, returned map[string]str
 		sort.Strings(removed)
 	}
 	if len(changed) == 0 && len(removed) == 0 && (w.sotw != nil || !first) {
-		return nil
+		return plan{}, false
 	}
-	return &plan{changed: changed, removed: removed}
+	return plan{changed: changed, removed: removed}, true
 }
 
 // changedPlan is fullPlan for a watch of a shared kind (EDS, SDS) whose
@@ -95,7 +95,7 @@ func fullPlan(w *watch, desired []*entry, keys warmKeys, returned map[string]str
 // name is held at its version, and a delta stream held no name outside
 // what was desired, so the rest of fullPlan's comparison finds nothing.
 // Called with c.mu held.
-func (c *Cache) changedPlan(w *watch, snap *gatewaySnapshot, names []string) *plan {
+func (c *Cache) changedPlan(w *watch, snap *gatewaySnapshot, names []string) (plan, bool) {
 	returned := w.returned()
 	wild := w.sub.IsWildcard()
 	subscribed := w.sub.SubscribedResources()
@@ -116,10 +116,7 @@ func (c *Cache) changedPlan(w *watch, snap *gatewaySnapshot, names []string) *pl
 			p.removed = append(p.removed, n)
 		}
 	}
-	if len(p.changed) == 0 && len(p.removed) == 0 {
-		return nil
-	}
-	return &p
+	return p, len(p.changed) > 0 || len(p.removed) > 0
 }
 
 func sameSet(desired []*entry, returned map[string]string) bool {
