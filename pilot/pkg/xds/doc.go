@@ -46,7 +46,8 @@
 //     the controller's Gateway status reads (Programmed=False/Invalid).
 //  3. cache.go, respond.go: the Cache (go-control-plane cache.Cache) parks
 //     each request until it has something the stream lacks, then writes one
-//     response built from the shared serialized entries.
+//     response built from the shared serialized entries; sharedset.go and
+//     streams.go make an EDS or SDS change cost what changed.
 //  4. server.go: Server.Run wires the above and serves gRPC; syncz.go
 //     records per stream (stream id and peer address) what was sent, acked
 //     and nacked; truncate.go bounds the NACK messages it keeps and logs.
@@ -76,11 +77,16 @@
 // parts, the hashes of its virtual hosts kept beside their bytes
 // (routeversion.go), so that a change to one of 10,000 virtual hosts does
 // not hash the other 3.5 MB. Either way equal content has equal versions,
-// also across restarts. A response's version_info (SotW) or system_version_info
-// (delta) is a hash of the names and versions of everything the stream's
-// subscription covers. The cache records, through the subscription's
-// returned resources, the version of every resource it sent on the stream
-// (for EDS and RDS joined with a warm key, see Re-warming below).
+// also across restarts. A response's version_info (SotW) or
+// system_version_info (delta) is, for LDS, CDS and RDS, a hash of the names
+// and versions of everything the stream's subscription covers; for EDS and
+// SDS it is the Gateway's set version (sharedset.go): the sum, modulo 2^64,
+// of the xxhash of each name and version (under its warm key) of everything
+// the Gateway has of the type, whatever the subscription. A sum is kept per
+// change, and equal sets have equal versions, also across restarts. The
+// cache records, through the subscription's returned resources, the version
+// of every resource it sent on the stream (for EDS and RDS joined with a
+// warm key, see Re-warming below).
 //
 // # When a request is answered
 //
@@ -117,6 +123,14 @@
 //     infermesh_xds_nacks_total{type}, and not answered: the rejected
 //     version is exactly what the stream was last sent, so the watch parks
 //     until a different version exists.
+//   - EDS and SDS cost what changed (sharedset.go, streams.go): a publish
+//     answers a watch whose stream held everything desired from the names
+//     it changed for the watch's Gateway, and a request that only
+//     acknowledges a response (same returned map, same subscription, no
+//     change since) parks without comparing a name. The stream callbacks
+//     tell the cache which stream each request comes from; the cache keeps
+//     the map of what each stream holds and updates it in place when the
+//     stream takes a response, rather than copying it per response.
 //   - When one publish changes several types, responses go out in the order
 //     CDS, EDS, LDS, RDS, SDS (ordered ADS), so clusters exist before routes
 //     use them.

@@ -397,6 +397,7 @@ func (p *pusher) pushGateway(key string, u update, unlinked map[string]bool) {
 			}
 		}
 		sort.Strings(edsNames)
+		edsNames = slices.Compact(edsNames) // a name shared by two clusters is one assignment
 	}
 	sdsNames := enc.sdsNames
 	if first || !sameList(res.Clusters, enc.clusters) || !sameList(res.Listeners, enc.listeners) {

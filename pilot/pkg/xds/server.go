@@ -198,7 +198,7 @@ func (s *Server) Run(ctx context.Context, lis net.Listener) error {
 		p.run(ctx, syncers, d)
 	}()
 
-	xdsServer := serverv3.NewServer(ctx, s.cache, s.tracker,
+	xdsServer := serverv3.NewServer(ctx, s.cache, streamCallbacks{tracker: s.tracker, cache: s.cache},
 		sotwv3.WithOrderedADS(), sotwv3.WithLogger(slogAdapter{s.cfg.Logger}))
 	gs := grpc.NewServer(s.cfg.GRPCOptions...)
 	discoveryv3.RegisterAggregatedDiscoveryServiceServer(gs, xdsServer)
