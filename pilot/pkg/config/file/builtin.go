@@ -4,7 +4,6 @@
 package file
 
 import (
-	"encoding/json"
 	"fmt"
 	"regexp"
 
@@ -117,15 +116,16 @@ func decodeBuiltin(ref docRef, gvk schema.GroupVersionKind, u map[string]any, ra
 // re-encoding u. toJSON's text is what encoding/json writes for the YAML's
 // values, and the generic decoding and re-encoding of u changes nothing in
 // it but the order of keys, so the typed result is the same; on any error
-// the decoding is redone from u's own encoding, so errors (their order
-// included) are as they always were.
+// the decoding is redone from u's own encoding (genericJSON, which is
+// json.Marshal's text), so errors (their order included) are as they
+// always were. raw is nil for a document read the short way (shortWay).
 func strictDecode(u map[string]any, raw []byte) (runtime.Object, error) {
 	if raw != nil {
 		if obj, _, err := strictDeserializer.Decode(raw, nil, nil); err == nil {
 			return obj, nil
 		}
 	}
-	data, err := json.Marshal(u)
+	data, err := genericJSON(u)
 	if err != nil {
 		return nil, fmt.Errorf("internal error: %w", err)
 	}

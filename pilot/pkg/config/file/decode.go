@@ -70,6 +70,13 @@ func (d *decoder) decodeJSON(ref docRef, data []byte, res *decodeResult) {
 		res.problems = append(res.problems, ref.problem("", "invalid JSON: "+err.Error()))
 		return
 	}
+	d.decodeValue(ref, top, data, res)
+}
+
+// decodeValue decodes one document's generic value (utiljson.Unmarshal's),
+// whose JSON text is data, or nil when the document did not go through
+// JSON (shortWay).
+func (d *decoder) decodeValue(ref docRef, top any, data []byte, res *decodeResult) {
 	if top == nil {
 		return // "null": an empty document
 	}

@@ -390,13 +390,17 @@ func (s *Source) decodeFile(f string, data []byte) *fileDecode {
 // under a sync.Once), so documents decode concurrently.
 func (s *Source) decodeDocument(f string, d document) fileDecode {
 	ref := docRef{file: f, doc: d.index, line: d.line}
-	j, line, err := toJSON(d)
-	if err != nil {
-		ref.line = line
-		return fileDecode{problems: []Problem{ref.problem("", err.Error())}, broken: true}
-	}
 	var res decodeResult
-	s.dec.decodeJSON(ref, j, &res)
+	if top, ok := shortWay(d.body); ok {
+		s.dec.decodeValue(ref, top, nil, &res)
+	} else {
+		j, line, err := toJSON(d)
+		if err != nil {
+			ref.line = line
+			return fileDecode{problems: []Problem{ref.problem("", err.Error())}, broken: true}
+		}
+		s.dec.decodeJSON(ref, j, &res)
+	}
 	return fileDecode{objects: res.objects, problems: res.problems, rejected: res.rejected}
 }
 
