@@ -104,10 +104,10 @@ func decodeBuiltin(ref docRef, gvk schema.GroupVersionKind, u map[string]any, ra
 		res.reject(id, ref.fieldProblems(errs)...)
 		return
 	}
-	o := object{id: id, coll: bk.coll, key: namespacedKey(id.namespace, id.name), digest: digestOf(obj), ref: ref}
-	if _, ok := obj.(*corev1.Pod); ok {
-		o.specDigest = specDigest(obj) // generation follows the manifest, not the reduced Pod
-	}
+	o := object{id: id, coll: bk.coll, key: namespacedKey(id.namespace, id.name), ref: ref}
+	// Both digests here, on every core, rather than in load; from the whole
+	// object, so a Pod's generation follows the manifest, not the reduced Pod.
+	o.digest, o.specDigest = objectDigests(obj)
 	o.value = storedValue(obj)
 	res.objects = append(res.objects, o)
 }

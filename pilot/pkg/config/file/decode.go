@@ -30,7 +30,8 @@ type object struct {
 	key string
 	// value is what the collection stores (*corev1.Pod, kube.DestinationRule, ...).
 	value any
-	// digest is the SHA-256 of value's JSON; equal digests mean no change.
+	// digest is equal exactly when value's JSON is: equal digests mean no
+	// change (digestOf; objectDigests for built-in kinds).
 	digest string
 	// specDigest is value without metadata and status (stampServerFields).
 	specDigest string

@@ -8,7 +8,6 @@ import (
 	"crypto/sha256"
 	"fmt"
 	"log/slog"
-	"maps"
 	"os"
 	"path/filepath"
 	goruntime "runtime"
@@ -216,7 +215,11 @@ func newCollection[T any](s *Source, name string, objs []object) krt.StaticColle
 
 // sortedObjects returns m's objects by collection, then key.
 func sortedObjects(m map[objectID]object) []object {
-	return sortObjects(slices.Collect(maps.Values(m)))
+	objs := make([]object, 0, len(m)) // sized once: slices.Collect grows it by copying
+	for _, o := range m {
+		objs = append(objs, o)
+	}
+	return sortObjects(objs)
 }
 
 // sortObjects sorts objs by collection, then key (then group and kind, for
