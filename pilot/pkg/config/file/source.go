@@ -223,23 +223,39 @@ func sortedObjects(m map[objectID]object) []object {
 }
 
 // sortObjects sorts objs by collection, then key (then group and kind, for
-// objects of no collection), and returns it. It sorts pointers and moves
-// each object once: an object is a few hundred bytes, and a folder of model
-// servers holds a hundred thousand of them.
+// objects of no collection), and returns it. It sorts indices, then moves
+// each object once, in place: an object is a few hundred bytes, and a
+// folder of model servers holds a hundred thousand of them.
 func sortObjects(objs []object) []object {
-	ptrs := make([]*object, len(objs))
-	for i := range objs {
-		ptrs[i] = &objs[i]
+	order := make([]int32, len(objs))
+	for i := range order {
+		order[i] = int32(i)
 	}
-	slices.SortFunc(ptrs, func(a, b *object) int {
+	slices.SortFunc(order, func(i, j int32) int {
+		a, b := &objs[i], &objs[j]
 		return cmp.Or(strings.Compare(a.coll, b.coll), strings.Compare(a.key, b.key),
 			strings.Compare(a.id.group, b.id.group), strings.Compare(a.id.kind, b.id.kind))
 	})
-	out := make([]object, len(objs))
-	for i, p := range ptrs {
-		out[i] = *p
+	// order[i] is the index of the object that goes to place i: follow each
+	// cycle of the permutation, marking the places filled.
+	for start := range order {
+		if order[start] < 0 || int(order[start]) == start {
+			continue
+		}
+		held := objs[start]
+		at := start
+		for {
+			from := int(order[at])
+			order[at] = -1
+			if from == start {
+				objs[at] = held
+				break
+			}
+			objs[at] = objs[from]
+			at = from
+		}
 	}
-	return out
+	return objs
 }
 
 // loadResult is one read of the folder.
@@ -269,27 +285,41 @@ func (s *Source) load(prev map[objectID]object) (loadResult, error) {
 		return loadResult{}, err
 	}
 	problems := sc.problems
-	var candidates []object
-	broken := map[string]bool{}         // files kept whole at their last good state
-	rejected := map[objectID]bool{}     // objects declared but invalid
-	rejectedIn := map[fileObject]bool{} // the same, by declaring file
-	decoded := make(map[string]*fileDecode, len(sc.files))
-	// same: so far, the files and their bytes are the last read's, which
-	// had no problem (problems about duplicates and held objects depend on
-	// what was accepted before, so only a read without them is repeated
-	// exactly by returning its result).
+	fds, unread := s.readFiles(sc.files)
+	// same: the files and their bytes are the last read's, which had no
+	// problem (problems about duplicates and held objects depend on what
+	// was accepted before, so only a read without them is repeated exactly
+	// by returning its result).
 	same := prev != nil && len(s.problems) == 0 && len(sc.problems) == 0 && len(sc.files) == len(s.decoded)
-	for _, f := range sc.files {
-		data, err := os.ReadFile(filepath.Join(s.dir, filepath.FromSlash(f)))
-		if err != nil {
-			problems = append(problems, Problem{File: f, Document: -1, Message: "cannot read: " + err.Error()})
-			broken[f] = true
+	decoded := make(map[string]*fileDecode, len(sc.files))
+	n := 0
+	for i, f := range sc.files {
+		if fds[i] == nil {
 			same = false
 			continue
 		}
-		fd := s.decodeFile(f, data)
-		same = same && fd == s.decoded[f]
-		decoded[f] = fd
+		same = same && fds[i] == s.decoded[f]
+		decoded[f] = fds[i]
+		n += len(fds[i].objects)
+	}
+	s.decoded = decoded
+	if same {
+		// Reading the same bytes again decides the same: each file decodes
+		// to the same objects (decodeFile), each declared once, and each
+		// is the stored value, kept as it is. Spare the work.
+		return loadResult{accepted: prev, dirs: sc.dirs, unchanged: true}, nil
+	}
+	candidates := make([]object, 0, n)  // sized once: a folder's objects are many, and large
+	broken := map[string]bool{}         // files kept whole at their last good state
+	rejected := map[objectID]bool{}     // objects declared but invalid
+	rejectedIn := map[fileObject]bool{} // the same, by declaring file
+	for i, f := range sc.files {
+		fd := fds[i]
+		if fd == nil {
+			problems = append(problems, unread[i])
+			broken[f] = true
+			continue
+		}
 		candidates = append(candidates, fd.objects...)
 		problems = append(problems, fd.problems...)
 		if fd.broken {
@@ -300,17 +330,24 @@ func (s *Source) load(prev map[objectID]object) (loadResult, error) {
 			rejectedIn[fileObject{file: f, id: id}] = true
 		}
 	}
-	s.decoded = decoded
-	if same {
-		// Reading the same bytes again decides the same: each file decodes
-		// to the same objects (decodeFile), each declared once, and each
-		// is the stored value, kept as it is. Spare the work.
-		return loadResult{accepted: prev, dirs: sc.dirs, unchanged: true}, nil
-	}
 	accepted, dups := pickDeclarations(candidates, prev, func(fo fileObject) bool {
 		return broken[fo.file] || rejectedIn[fo]
 	})
 	problems = append(problems, dups...)
+	stampAccepted(accepted, prev)
+	for id, o := range prev {
+		if _, ok := accepted[id]; !ok && (broken[o.ref.file] || rejected[id]) {
+			accepted[id] = o
+		}
+	}
+	sortProblems(problems)
+	return loadResult{accepted: accepted, problems: problems, dirs: sc.dirs}, nil
+}
+
+// stampAccepted sets the server's fields (stampServerFields) on each newly
+// accepted object, given its previous version in prev, if any; an object
+// whose value is the stored one is kept as stored.
+func stampAccepted(accepted, prev map[objectID]object) {
 	now := time.Now()
 	for id, c := range accepted {
 		var p *object
@@ -333,13 +370,22 @@ func (s *Source) load(prev map[objectID]object) (loadResult, error) {
 		stampServerFields(&c, p, now)
 		accepted[id] = c
 	}
-	for id, o := range prev {
-		if _, ok := accepted[id]; !ok && (broken[o.ref.file] || rejected[id]) {
-			accepted[id] = o
+}
+
+// readFiles reads and decodes each of files (decodeFile); a file that
+// cannot be read has no decoding, and a problem at its index in unread.
+func (s *Source) readFiles(files []string) (fds []*fileDecode, unread []Problem) {
+	fds = make([]*fileDecode, len(files))
+	unread = make([]Problem, len(files))
+	for i, f := range files {
+		data, err := os.ReadFile(filepath.Join(s.dir, filepath.FromSlash(f)))
+		if err != nil {
+			unread[i] = Problem{File: f, Document: -1, Message: "cannot read: " + err.Error()}
+			continue
 		}
+		fds[i] = s.decodeFile(f, data)
 	}
-	sortProblems(problems)
-	return loadResult{accepted: accepted, problems: problems, dirs: sc.dirs}, nil
+	return fds, unread
 }
 
 // fileDecode is what one file's bytes decode to: its documents' objects and
