@@ -102,7 +102,9 @@
 // problem, when its result is kept as it is), and hands each collection only
 // the differences (ConditionalUpdateObject / DeleteObject): an unchanged
 // object emits no event. Revision counts reloads that changed an object or
-// the problems. A file's documents are decoded and validated on every core,
+// the problems. The documents of every file to decode are decoded and
+// validated together on every core, custom resources first (their
+// validation makes most of the garbage, the Pods most of what stays live),
 // each result kept at its document's place, so the outcome is the one of a
 // single goroutine.
 package file

@@ -5,12 +5,8 @@ package file
 
 import (
 	"cmp"
-	"crypto/sha256"
 	"fmt"
 	"log/slog"
-	"os"
-	"path/filepath"
-	goruntime "runtime"
 	"slices"
 	"strings"
 	"sync"
@@ -370,111 +366,6 @@ func stampAccepted(accepted, prev map[objectID]object) {
 		stampServerFields(&c, p, now)
 		accepted[id] = c
 	}
-}
-
-// readFiles reads and decodes each of files (decodeFile); a file that
-// cannot be read has no decoding, and a problem at its index in unread.
-func (s *Source) readFiles(files []string) (fds []*fileDecode, unread []Problem) {
-	fds = make([]*fileDecode, len(files))
-	unread = make([]Problem, len(files))
-	for i, f := range files {
-		data, err := os.ReadFile(filepath.Join(s.dir, filepath.FromSlash(f)))
-		if err != nil {
-			unread[i] = Problem{File: f, Document: -1, Message: "cannot read: " + err.Error()}
-			continue
-		}
-		fds[i] = s.decodeFile(f, data)
-	}
-	return fds, unread
-}
-
-// fileDecode is what one file's bytes decode to: its documents' objects and
-// problems, the objects it declared that were rejected, and whether a
-// document is not YAML.
-type fileDecode struct {
-	sum      [sha256.Size]byte
-	objects  []object
-	problems []Problem
-	rejected []objectID
-	broken   bool
-}
-
-// decodeFile decodes and validates the documents of file f, unless the
-// previous read decoded the very same bytes: decoding and validation depend
-// on nothing but the bytes (and the embedded CRDs), so that result is reused
-// (its objects marked reused). Checks across files (duplicates) run on
-// every read. This makes Run's first read after New, and every reload after
-// an edit of one file, cost the files that changed.
-func (s *Source) decodeFile(f string, data []byte) *fileDecode {
-	sum := sha256.Sum256(data)
-	if fd, ok := s.decoded[f]; ok && fd.sum == sum {
-		for i := range fd.objects {
-			fd.objects[i].reused = true
-		}
-		return fd
-	}
-	fd := &fileDecode{sum: sum}
-	docs := splitDocuments(data)
-	results := make([]fileDecode, len(docs))
-	decodeEach(len(docs), func(i int) { results[i] = s.decodeDocument(f, docs[i]) })
-	n := 0
-	for _, r := range results {
-		n += len(r.objects)
-	}
-	if n > 0 {
-		fd.objects = make([]object, 0, n)
-	}
-	for i, r := range results {
-		results[i] = fileDecode{} // what is copied can go
-		fd.objects = append(fd.objects, r.objects...)
-		fd.problems = append(fd.problems, r.problems...)
-		fd.rejected = append(fd.rejected, r.rejected...)
-		fd.broken = fd.broken || r.broken
-	}
-	return fd
-}
-
-// decodeDocument decodes and validates one document of file f. It reads
-// nothing but the document and the decoder (whose CRDs are built once,
-// under a sync.Once), so documents decode concurrently.
-func (s *Source) decodeDocument(f string, d document) fileDecode {
-	ref := docRef{file: f, doc: d.index, line: d.line}
-	var res decodeResult
-	if top, ok := shortWay(d.body); ok {
-		s.dec.decodeValue(ref, top, nil, &res)
-	} else {
-		j, line, err := toJSON(d)
-		if err != nil {
-			ref.line = line
-			return fileDecode{problems: []Problem{ref.problem("", err.Error())}, broken: true}
-		}
-		s.dec.decodeJSON(ref, j, &res)
-	}
-	return fileDecode{objects: res.objects, problems: res.problems, rejected: res.rejected}
-}
-
-// decodeEach calls fn(i) for every i in [0, n), on up to GOMAXPROCS
-// goroutines: a file of many documents (a folder's Pods) is decoded on
-// every core. The caller puts each result at its index, so the outcome
-// does not depend on the order the calls ran in.
-func decodeEach(n int, fn func(i int)) {
-	workers := min(goruntime.GOMAXPROCS(0), n)
-	if workers <= 1 {
-		for i := range n {
-			fn(i)
-		}
-		return
-	}
-	var next atomic.Int64
-	var wg sync.WaitGroup
-	for range workers {
-		wg.Go(func() {
-			for i := int(next.Add(1) - 1); i < n; i = int(next.Add(1) - 1) {
-				fn(i)
-			}
-		})
-	}
-	wg.Wait()
 }
 
 // reload reads the folder again and hands the collections the differences.
