@@ -235,7 +235,10 @@ func runDiscovery(ctx context.Context, stopSignals func(), o *discoveryOptions, 
 		Debounce: o.pushDebounce, MaxDelay: o.pushMaxDelay, GRPCOptions: grpcOpts,
 	}
 	source := "file " + strings.Join(o.files, "")
+	liftMemoryLimit := func() {}
 	if len(o.files) > 0 {
+		liftMemoryLimit = limitStartupMemory(d.lookupEnv)
+		defer liftMemoryLimit()
 		files, err := openFiles(o.files[0], log)
 		if err != nil {
 			return err
@@ -291,6 +294,9 @@ func runDiscovery(ctx context.Context, stopSignals func(), o *discoveryOptions, 
 	}
 	done := make(chan error, 1)
 	go func() { done <- srv.Run(ctx, adsLis, httpLis, debugLis) }()
+	readyCtx, stopWaiting := context.WithCancel(ctx)
+	defer stopWaiting()
+	go whenReady(readyCtx, srv.XDS().Ready, liftMemoryLimit)
 	select {
 	case err := <-done:
 		return err

@@ -52,3 +52,45 @@ func containerPorts(cs []corev1.Container) []corev1.Container {
 	}
 	return out
 }
+
+// ReducePodFields reduces pod in place to what PodFields returns: afterwards
+// pod equals PodFields of the pod it was, its containers and conditions
+// trimmed in their own slices. For a caller that holds the only reference
+// to a freshly decoded Pod (file mode, a hundred thousand of them), this
+// spares a second Pod and container slice per Pod, and keeps the decoded
+// ones from becoming garbage amid the Pods that stay.
+func ReducePodFields(pod *corev1.Pod) {
+	containers := reduceContainers(pod.Spec.Containers)
+	initContainers := reduceContainers(pod.Spec.InitContainers)
+	conditions := pod.Status.Conditions
+	if len(conditions) == 0 {
+		conditions = nil
+	}
+	for i, c := range conditions {
+		conditions[i] = corev1.PodCondition{Type: c.Type, Status: c.Status}
+	}
+	*pod = corev1.Pod{
+		TypeMeta: pod.TypeMeta,
+		ObjectMeta: metav1.ObjectMeta{
+			Name: pod.Name, Namespace: pod.Namespace, UID: pod.UID,
+			ResourceVersion: pod.ResourceVersion, Generation: pod.Generation,
+			CreationTimestamp: pod.CreationTimestamp, DeletionTimestamp: pod.DeletionTimestamp,
+			Labels: pod.Labels,
+		},
+		Spec: corev1.PodSpec{
+			NodeName: pod.Spec.NodeName, Hostname: pod.Spec.Hostname, Subdomain: pod.Spec.Subdomain,
+			Containers: containers, InitContainers: initContainers,
+		},
+		Status: corev1.PodStatus{Phase: pod.Status.Phase, PodIP: pod.Status.PodIP, PodIPs: pod.Status.PodIPs, Conditions: conditions},
+	}
+}
+
+func reduceContainers(cs []corev1.Container) []corev1.Container {
+	if len(cs) == 0 {
+		return nil
+	}
+	for i := range cs {
+		cs[i] = corev1.Container{Name: cs[i].Name, RestartPolicy: cs[i].RestartPolicy, Ports: cs[i].Ports}
+	}
+	return cs
+}

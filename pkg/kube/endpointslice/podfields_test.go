@@ -10,6 +10,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
+	"sigs.k8s.io/randfill"
 )
 
 // richPods are Pods that use every field ForService reads (named ports in
@@ -80,5 +81,26 @@ func TestPodFieldsKeepWhatForServiceReads(t *testing.T) {
 		r.Spec.Containers[0].Image != "" || r.Spec.Containers[0].Env != nil || r.Status.ContainerStatuses != nil ||
 		r.Status.Conditions[1].Message != "" {
 		t.Errorf("PodFields kept fields ForService does not read: %+v", r)
+	}
+}
+
+// TestReducePodFieldsIsPodFields: ReducePodFields leaves a Pod equal to what
+// PodFields returns for it, over the rich Pods and randomly filled ones
+// (every field of a Pod set or not, at random).
+func TestReducePodFieldsIsPodFields(t *testing.T) {
+	pods := richPods()
+	f := randfill.NewWithSeed(17).NilChance(0.3).NumElements(0, 2)
+	for range 300 {
+		var p corev1.Pod
+		f.Fill(&p)
+		pods = append(pods, &p)
+	}
+	for _, p := range pods {
+		want := PodFields(p.DeepCopy())
+		got := p.DeepCopy()
+		ReducePodFields(got)
+		if d := cmp.Diff(want, got); d != "" {
+			t.Fatalf("Pod %s/%s reduced in place differs from PodFields (-PodFields +in place):\n%s", p.Namespace, p.Name, d)
+		}
 	}
 }

@@ -4,7 +4,6 @@
 package file
 
 import (
-	"encoding/json"
 	"fmt"
 	"regexp"
 
@@ -19,6 +18,7 @@ import (
 	utilvalidation "k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	"k8s.io/client-go/kubernetes/scheme"
+	kjson "sigs.k8s.io/json"
 
 	"github.com/infermesh/infermesh/pkg/kube"
 	"github.com/infermesh/infermesh/pkg/kube/endpointslice"
@@ -104,11 +104,11 @@ func decodeBuiltin(ref docRef, gvk schema.GroupVersionKind, u map[string]any, ra
 		res.reject(id, ref.fieldProblems(errs)...)
 		return
 	}
-	o := object{id: id, coll: bk.coll, key: namespacedKey(id.namespace, id.name), digest: digestOf(obj), ref: ref}
+	o := object{id: id, coll: bk.coll, key: namespacedKey(id.namespace, id.name), ref: ref}
+	// Both digests here, on every core, rather than in load; from the whole
+	// object, so a Pod's generation follows the manifest, not the reduced Pod.
+	o.digest, o.specDigest = objectDigests(obj)
 	o.value = storedValue(obj)
-	if o.value != obj {
-		o.specDigest = specDigest(obj) // generation follows the manifest, not the reduced copy
-	}
 	res.objects = append(res.objects, o)
 }
 
@@ -116,33 +116,64 @@ func decodeBuiltin(ref docRef, gvk schema.GroupVersionKind, u map[string]any, ra
 // nil, is u's JSON as toJSON wrote it: decoding it directly spares
 // re-encoding u. toJSON's text is what encoding/json writes for the YAML's
 // values, and the generic decoding and re-encoding of u changes nothing in
-// it but the order of keys, so the typed result is the same; on any error
-// the decoding is redone from u's own encoding, so errors (their order
-// included) are as they always were.
+// it but the order of keys, so the typed result is the same. The decoding
+// itself is the strict deserializer's minus its first pass over the text
+// (which finds apiVersion and kind, known here already); on any error the
+// deserializer decodes u's own encoding (genericJSON, which is
+// json.Marshal's text) again, so errors (their order included) are as they
+// always were. raw is nil for a document read the short way (shortWay).
 func strictDecode(u map[string]any, raw []byte) (runtime.Object, error) {
-	if raw != nil {
-		if obj, _, err := strictDeserializer.Decode(raw, nil, nil); err == nil {
-			return obj, nil
+	data := raw
+	if data == nil {
+		var err error
+		if data, err = genericJSON(u); err != nil {
+			return nil, fmt.Errorf("internal error: %w", err)
 		}
 	}
-	data, err := json.Marshal(u)
-	if err != nil {
-		return nil, fmt.Errorf("internal error: %w", err)
+	if obj, ok := decodeStrictly(u, data); ok {
+		return obj, nil
+	}
+	if raw != nil {
+		var err error
+		if data, err = genericJSON(u); err != nil {
+			return nil, fmt.Errorf("internal error: %w", err)
+		}
 	}
 	obj, _, err := strictDeserializer.Decode(data, nil, nil)
 	return obj, err
 }
 
+// decodeStrictly is what strictDeserializer.Decode does to data, u's JSON,
+// once it has read apiVersion and kind (json.Serializer.Decode: a new object
+// of the kind, then sigs.k8s.io/json's strict unmarshalling); false on any
+// error.
+func decodeStrictly(u map[string]any, data []byte) (runtime.Object, bool) {
+	apiVersion, _ := u["apiVersion"].(string)
+	kind, _ := u["kind"].(string)
+	gv, err := schema.ParseGroupVersion(apiVersion)
+	if err != nil || gv.Version == "" || kind == "" {
+		return nil, false
+	}
+	obj, err := scheme.Scheme.New(gv.WithKind(kind))
+	if err != nil {
+		return nil, false
+	}
+	strictErrs, err := kjson.UnmarshalStrict(data, obj)
+	return obj, err == nil && len(strictErrs) == 0
+}
+
 // storedValue is what a collection keeps of a decoded built-in object, as
 // little as the pipeline reads (the digests are taken from the whole object
 // first, so any edit of the manifest still counts as a change): a Pod is
-// reduced to the fields the EndpointSlice computation reads
-// (endpointslice.PodFields), which in a folder of model servers is most of
-// what file mode holds; any other object loses metadata.managedFields, as
-// in the cluster-mode informers (kube.StripManagedFields).
+// reduced, in place, to the fields the EndpointSlice computation reads
+// (endpointslice.ReducePodFields), which in a folder of model servers is
+// most of what file mode holds; any other object loses
+// metadata.managedFields, as in the cluster-mode informers
+// (kube.StripManagedFields).
 func storedValue(obj runtime.Object) runtime.Object {
 	if p, ok := obj.(*corev1.Pod); ok {
-		return endpointslice.PodFields(p)
+		endpointslice.ReducePodFields(p)
+		return p
 	}
 	_, _ = kube.StripManagedFields(obj)
 	return obj

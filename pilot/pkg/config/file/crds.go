@@ -79,6 +79,15 @@ func (v *crdVersion) build() error {
 // schema.
 type crdSchemas map[schema.GroupVersionKind]*crdVersion
 
+// kindNames is the set of the kinds of c.
+func (c crdSchemas) kindNames() map[string]bool {
+	kinds := make(map[string]bool, len(c))
+	for gvk := range c {
+		kinds[gvk.Kind] = true
+	}
+	return kinds
+}
+
 var (
 	embeddedOnce    sync.Once
 	embeddedSchemas crdSchemas

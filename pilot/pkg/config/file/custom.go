@@ -113,6 +113,7 @@ func (d *decoder) decodeCustom(ref docRef, v *crdVersion, u map[string]any, res 
 	res.objects = append(res.objects, object{
 		id: id, coll: ck.coll, key: namespacedKey(id.namespace, id.name),
 		value: typed, digest: digestOf(u), ref: ref,
+		specDigest: specDigest(typed), // here, on every core, rather than in load
 	})
 }
 

@@ -30,7 +30,8 @@ type object struct {
 	key string
 	// value is what the collection stores (*corev1.Pod, kube.DestinationRule, ...).
 	value any
-	// digest is the SHA-256 of value's JSON; equal digests mean no change.
+	// digest is equal exactly when value's JSON is: equal digests mean no
+	// change (digestOf; objectDigests for built-in kinds).
 	digest string
 	// specDigest is value without metadata and status (stampServerFields).
 	specDigest string
@@ -70,6 +71,13 @@ func (d *decoder) decodeJSON(ref docRef, data []byte, res *decodeResult) {
 		res.problems = append(res.problems, ref.problem("", "invalid JSON: "+err.Error()))
 		return
 	}
+	d.decodeValue(ref, top, data, res)
+}
+
+// decodeValue decodes one document's generic value (utiljson.Unmarshal's),
+// whose JSON text is data, or nil when the document did not go through
+// JSON (shortWay).
+func (d *decoder) decodeValue(ref docRef, top any, data []byte, res *decodeResult) {
 	if top == nil {
 		return // "null": an empty document
 	}

@@ -17,7 +17,13 @@
 // following symlinks to folders. Files hold one or more YAML documents
 // separated by "---"; a `kind: List` is expanded. YAML is read as kubectl
 // reads it (sigs.k8s.io/yaml: YAML 1.1 scalars, so an unquoted n or no is a
-// boolean; duplicate keys are errors).
+// boolean; duplicate keys are errors). Most documents take a shorter way to
+// the same values, without sigs.k8s.io/yaml's JSON round trip: a reader of
+// the block style most manifests have (blockDocument), else yaml v3's node
+// tree read with YAML 1.1's rules (nodeDocument); anything either is unsure
+// of (tags, anchors, floats, a syntax error, ...) takes the long way, so
+// every problem text is the long way's. Tests compare the ways on
+// generated documents, and a fuzz target does on any.
 //
 // # What is checked, and how
 //
@@ -96,7 +102,9 @@
 // problem, when its result is kept as it is), and hands each collection only
 // the differences (ConditionalUpdateObject / DeleteObject): an unchanged
 // object emits no event. Revision counts reloads that changed an object or
-// the problems. A file's documents are decoded and validated on every core,
+// the problems. The documents of every file to decode are decoded and
+// validated together on every core, custom resources first (their
+// validation makes most of the garbage, the Pods most of what stays live),
 // each result kept at its document's place, so the outcome is the one of a
 // single goroutine.
 package file

@@ -5,13 +5,8 @@ package file
 
 import (
 	"cmp"
-	"crypto/sha256"
 	"fmt"
 	"log/slog"
-	"maps"
-	"os"
-	"path/filepath"
-	goruntime "runtime"
 	"slices"
 	"strings"
 	"sync"
@@ -216,27 +211,47 @@ func newCollection[T any](s *Source, name string, objs []object) krt.StaticColle
 
 // sortedObjects returns m's objects by collection, then key.
 func sortedObjects(m map[objectID]object) []object {
-	return sortObjects(slices.Collect(maps.Values(m)))
+	objs := make([]object, 0, len(m)) // sized once: slices.Collect grows it by copying
+	for _, o := range m {
+		objs = append(objs, o)
+	}
+	return sortObjects(objs)
 }
 
 // sortObjects sorts objs by collection, then key (then group and kind, for
-// objects of no collection), and returns it. It sorts pointers and moves
-// each object once: an object is a few hundred bytes, and a folder of model
-// servers holds a hundred thousand of them.
+// objects of no collection), and returns it. It sorts indices, then moves
+// each object once, in place: an object is a few hundred bytes, and a
+// folder of model servers holds a hundred thousand of them.
 func sortObjects(objs []object) []object {
-	ptrs := make([]*object, len(objs))
-	for i := range objs {
-		ptrs[i] = &objs[i]
+	order := make([]int32, len(objs))
+	for i := range order {
+		order[i] = int32(i)
 	}
-	slices.SortFunc(ptrs, func(a, b *object) int {
+	slices.SortFunc(order, func(i, j int32) int {
+		a, b := &objs[i], &objs[j]
 		return cmp.Or(strings.Compare(a.coll, b.coll), strings.Compare(a.key, b.key),
 			strings.Compare(a.id.group, b.id.group), strings.Compare(a.id.kind, b.id.kind))
 	})
-	out := make([]object, len(objs))
-	for i, p := range ptrs {
-		out[i] = *p
+	// order[i] is the index of the object that goes to place i: follow each
+	// cycle of the permutation, marking the places filled.
+	for start := range order {
+		if order[start] < 0 || int(order[start]) == start {
+			continue
+		}
+		held := objs[start]
+		at := start
+		for {
+			from := int(order[at])
+			order[at] = -1
+			if from == start {
+				objs[at] = held
+				break
+			}
+			objs[at] = objs[from]
+			at = from
+		}
 	}
-	return out
+	return objs
 }
 
 // loadResult is one read of the folder.
@@ -266,27 +281,41 @@ func (s *Source) load(prev map[objectID]object) (loadResult, error) {
 		return loadResult{}, err
 	}
 	problems := sc.problems
-	var candidates []object
-	broken := map[string]bool{}         // files kept whole at their last good state
-	rejected := map[objectID]bool{}     // objects declared but invalid
-	rejectedIn := map[fileObject]bool{} // the same, by declaring file
-	decoded := make(map[string]*fileDecode, len(sc.files))
-	// same: so far, the files and their bytes are the last read's, which
-	// had no problem (problems about duplicates and held objects depend on
-	// what was accepted before, so only a read without them is repeated
-	// exactly by returning its result).
+	fds, unread := s.readFiles(sc.files)
+	// same: the files and their bytes are the last read's, which had no
+	// problem (problems about duplicates and held objects depend on what
+	// was accepted before, so only a read without them is repeated exactly
+	// by returning its result).
 	same := prev != nil && len(s.problems) == 0 && len(sc.problems) == 0 && len(sc.files) == len(s.decoded)
-	for _, f := range sc.files {
-		data, err := os.ReadFile(filepath.Join(s.dir, filepath.FromSlash(f)))
-		if err != nil {
-			problems = append(problems, Problem{File: f, Document: -1, Message: "cannot read: " + err.Error()})
-			broken[f] = true
+	decoded := make(map[string]*fileDecode, len(sc.files))
+	n := 0
+	for i, f := range sc.files {
+		if fds[i] == nil {
 			same = false
 			continue
 		}
-		fd := s.decodeFile(f, data)
-		same = same && fd == s.decoded[f]
-		decoded[f] = fd
+		same = same && fds[i] == s.decoded[f]
+		decoded[f] = fds[i]
+		n += len(fds[i].objects)
+	}
+	s.decoded = decoded
+	if same {
+		// Reading the same bytes again decides the same: each file decodes
+		// to the same objects (decodeFile), each declared once, and each
+		// is the stored value, kept as it is. Spare the work.
+		return loadResult{accepted: prev, dirs: sc.dirs, unchanged: true}, nil
+	}
+	candidates := make([]object, 0, n)  // sized once: a folder's objects are many, and large
+	broken := map[string]bool{}         // files kept whole at their last good state
+	rejected := map[objectID]bool{}     // objects declared but invalid
+	rejectedIn := map[fileObject]bool{} // the same, by declaring file
+	for i, f := range sc.files {
+		fd := fds[i]
+		if fd == nil {
+			problems = append(problems, unread[i])
+			broken[f] = true
+			continue
+		}
 		candidates = append(candidates, fd.objects...)
 		problems = append(problems, fd.problems...)
 		if fd.broken {
@@ -297,17 +326,24 @@ func (s *Source) load(prev map[objectID]object) (loadResult, error) {
 			rejectedIn[fileObject{file: f, id: id}] = true
 		}
 	}
-	s.decoded = decoded
-	if same {
-		// Reading the same bytes again decides the same: each file decodes
-		// to the same objects (decodeFile), each declared once, and each
-		// is the stored value, kept as it is. Spare the work.
-		return loadResult{accepted: prev, dirs: sc.dirs, unchanged: true}, nil
-	}
 	accepted, dups := pickDeclarations(candidates, prev, func(fo fileObject) bool {
 		return broken[fo.file] || rejectedIn[fo]
 	})
 	problems = append(problems, dups...)
+	stampAccepted(accepted, prev)
+	for id, o := range prev {
+		if _, ok := accepted[id]; !ok && (broken[o.ref.file] || rejected[id]) {
+			accepted[id] = o
+		}
+	}
+	sortProblems(problems)
+	return loadResult{accepted: accepted, problems: problems, dirs: sc.dirs}, nil
+}
+
+// stampAccepted sets the server's fields (stampServerFields) on each newly
+// accepted object, given its previous version in prev, if any; an object
+// whose value is the stored one is kept as stored.
+func stampAccepted(accepted, prev map[objectID]object) {
 	now := time.Now()
 	for id, c := range accepted {
 		var p *object
@@ -330,98 +366,6 @@ func (s *Source) load(prev map[objectID]object) (loadResult, error) {
 		stampServerFields(&c, p, now)
 		accepted[id] = c
 	}
-	for id, o := range prev {
-		if _, ok := accepted[id]; !ok && (broken[o.ref.file] || rejected[id]) {
-			accepted[id] = o
-		}
-	}
-	sortProblems(problems)
-	return loadResult{accepted: accepted, problems: problems, dirs: sc.dirs}, nil
-}
-
-// fileDecode is what one file's bytes decode to: its documents' objects and
-// problems, the objects it declared that were rejected, and whether a
-// document is not YAML.
-type fileDecode struct {
-	sum      [sha256.Size]byte
-	objects  []object
-	problems []Problem
-	rejected []objectID
-	broken   bool
-}
-
-// decodeFile decodes and validates the documents of file f, unless the
-// previous read decoded the very same bytes: decoding and validation depend
-// on nothing but the bytes (and the embedded CRDs), so that result is reused
-// (its objects marked reused). Checks across files (duplicates) run on
-// every read. This makes Run's first read after New, and every reload after
-// an edit of one file, cost the files that changed.
-func (s *Source) decodeFile(f string, data []byte) *fileDecode {
-	sum := sha256.Sum256(data)
-	if fd, ok := s.decoded[f]; ok && fd.sum == sum {
-		for i := range fd.objects {
-			fd.objects[i].reused = true
-		}
-		return fd
-	}
-	fd := &fileDecode{sum: sum}
-	docs := splitDocuments(data)
-	results := make([]fileDecode, len(docs))
-	decodeEach(len(docs), func(i int) { results[i] = s.decodeDocument(f, docs[i]) })
-	n := 0
-	for _, r := range results {
-		n += len(r.objects)
-	}
-	if n > 0 {
-		fd.objects = make([]object, 0, n)
-	}
-	for i, r := range results {
-		results[i] = fileDecode{} // what is copied can go
-		fd.objects = append(fd.objects, r.objects...)
-		fd.problems = append(fd.problems, r.problems...)
-		fd.rejected = append(fd.rejected, r.rejected...)
-		fd.broken = fd.broken || r.broken
-	}
-	return fd
-}
-
-// decodeDocument decodes and validates one document of file f. It reads
-// nothing but the document and the decoder (whose CRDs are built once,
-// under a sync.Once), so documents decode concurrently.
-func (s *Source) decodeDocument(f string, d document) fileDecode {
-	ref := docRef{file: f, doc: d.index, line: d.line}
-	j, line, err := toJSON(d)
-	if err != nil {
-		ref.line = line
-		return fileDecode{problems: []Problem{ref.problem("", err.Error())}, broken: true}
-	}
-	var res decodeResult
-	s.dec.decodeJSON(ref, j, &res)
-	return fileDecode{objects: res.objects, problems: res.problems, rejected: res.rejected}
-}
-
-// decodeEach calls fn(i) for every i in [0, n), on up to GOMAXPROCS
-// goroutines: a file of many documents (a folder's Pods) is decoded on
-// every core. The caller puts each result at its index, so the outcome
-// does not depend on the order the calls ran in.
-func decodeEach(n int, fn func(i int)) {
-	workers := min(goruntime.GOMAXPROCS(0), n)
-	if workers <= 1 {
-		for i := range n {
-			fn(i)
-		}
-		return
-	}
-	var next atomic.Int64
-	var wg sync.WaitGroup
-	for range workers {
-		wg.Go(func() {
-			for i := int(next.Add(1) - 1); i < n; i = int(next.Add(1) - 1) {
-				fn(i)
-			}
-		})
-	}
-	wg.Wait()
 }
 
 // reload reads the folder again and hands the collections the differences.

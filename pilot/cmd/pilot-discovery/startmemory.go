@@ -1,0 +1,87 @@
+// Copyright infermesh authors
+// SPDX-License-Identifier: Apache-2.0
+
+package main
+
+import (
+	"context"
+	"math"
+	"runtime/debug"
+	"runtime/metrics"
+	"sync"
+	"time"
+)
+
+// startupMemoryLimit is the Go runtime's soft memory limit while file mode
+// starts, unless the environment sets GOMEMLIMIT (as the chart does from the
+// container's memory limit). File mode decodes the whole folder at once:
+// with the collector's default pacing the heap grows to twice the live heap
+// before each collection, so at 10,000 pools (100,000 Pods, about 450 MiB
+// live at the peak) the process peaked above 1 GiB. The limit makes the
+// collector run earlier instead, which costs little as long as the live heap
+// is well under it; so the limit follows the live heap up, to twice it, when
+// that is more (a bigger folder starts as it would without the limit).
+// Measured in architecture/krt.md, "File mode start".
+const startupMemoryLimit = 850 << 20
+
+// limitStartupMemory sets the start-up limit (see startupMemoryLimit) and
+// returns the function that lifts it, which the caller runs once the first
+// configuration is published. With GOMEMLIMIT set it does nothing.
+func limitStartupMemory(lookupEnv func(string) (string, bool)) (lift func()) {
+	if _, ok := lookupEnv("GOMEMLIMIT"); ok {
+		return func() {}
+	}
+	prev := debug.SetMemoryLimit(startupMemoryLimit)
+	ctx, cancel := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	wg.Go(func() { followLiveHeap(ctx, 100*time.Millisecond) })
+	return sync.OnceFunc(func() {
+		cancel()
+		wg.Wait()
+		debug.SetMemoryLimit(prev)
+	})
+}
+
+// followLiveHeap raises the limit to limitFor the live heap every tick,
+// until ctx ends.
+func followLiveHeap(ctx context.Context, tick time.Duration) {
+	t := time.NewTicker(tick)
+	defer t.Stop()
+	live := []metrics.Sample{{Name: "/gc/heap/live:bytes"}}
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		metrics.Read(live)
+		if live[0].Value.Kind() == metrics.KindUint64 {
+			debug.SetMemoryLimit(limitFor(live[0].Value.Uint64()))
+		}
+	}
+}
+
+// limitFor is the start-up limit for a live heap of live bytes: the fixed
+// limit, or twice the live heap (what the default pacing allows) when that
+// is more.
+func limitFor(live uint64) int64 {
+	if live > math.MaxInt64/2 {
+		return math.MaxInt64
+	}
+	return max(startupMemoryLimit, 2*int64(live))
+}
+
+// whenReady runs f once ready reports true (checked every 100 ms), unless
+// ctx ends first.
+func whenReady(ctx context.Context, ready func() bool, f func()) {
+	t := time.NewTicker(100 * time.Millisecond)
+	defer t.Stop()
+	for !ready() {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
+	f()
+}
