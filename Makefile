@@ -13,7 +13,7 @@ BENCH ?= .
 COUNT ?= 1
 PKG ?= ./...
 
-.PHONY: all build demo demo-traffic test lint vet staticcheck unit integ conformance conformance-gateway-api conformance-subset k8s-test-binaries helm manifests bench xdsbench bench-compare fuzz fuzz-routes fuzz-translator clean
+.PHONY: all build demo demo-traffic test lint vet staticcheck unit integ conformance conformance-gateway-api conformance-subset k8s-test-binaries helm manifests bench xdsbench bench-compare fuzz fuzz-routes fuzz-translator fuzz-files clean
 
 all: build
 
@@ -145,12 +145,18 @@ fuzz:
 
 # The incremental translator against the full one, the incremental
 # validator against core.Validate, and the push path against a from-scratch
-# translation, under the fuzzer: `make fuzz-translator FUZZTIME=10m` (each
-# target gets FUZZTIME).
+# translation, and the Cache's EDS/SDS answers against a plain model, under
+# the fuzzer: `make fuzz-translator FUZZTIME=10m` (each target gets FUZZTIME).
 fuzz-translator:
 	$(GO) test -run '^$$' -fuzz '^FuzzTranslator$$' -fuzztime $(FUZZTIME) ./pilot/pkg/networking/core/
 	$(GO) test -run '^$$' -fuzz '^FuzzSetValidator$$' -fuzztime $(FUZZTIME) ./pilot/pkg/networking/core/
 	$(GO) test -run '^$$' -fuzz '^FuzzPushPath$$' -fuzztime $(FUZZTIME) ./pilot/pkg/xds/
+	$(GO) test -run '^$$' -fuzz '^FuzzCacheAnswers$$' -fuzztime $(FUZZTIME) ./pilot/pkg/xds/
+
+# File mode's short ways of reading YAML against sigs.k8s.io/yaml under the
+# fuzzer: `make fuzz-files FUZZTIME=10m`.
+fuzz-files:
+	$(GO) test -run '^$$' -fuzz '^FuzzShortWays$$' -fuzztime $(FUZZTIME) ./pilot/pkg/config/file/
 
 # The route isolation property under the fuzzer: `make fuzz-routes FUZZTIME=10m`.
 fuzz-routes:
