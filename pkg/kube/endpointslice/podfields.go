@@ -18,7 +18,21 @@ import (
 // for every Service, ForService(svc, pods) equals ForService(svc, PodFields of
 // pods). The result shares pod's label map and strings; pod is not modified.
 func PodFields(pod *corev1.Pod) *corev1.Pod {
-	out := &corev1.Pod{
+	var conditions []corev1.PodCondition
+	if n := len(pod.Status.Conditions); n > 0 {
+		conditions = make([]corev1.PodCondition, n)
+		for i, c := range pod.Status.Conditions {
+			conditions[i] = corev1.PodCondition{Type: c.Type, Status: c.Status}
+		}
+	}
+	out := reducedPod(pod, containerPorts(pod.Spec.Containers), containerPorts(pod.Spec.InitContainers), conditions)
+	return &out
+}
+
+// reducedPod is PodFields' Pod of pod, with the given containers, init
+// containers and conditions (already reduced).
+func reducedPod(pod *corev1.Pod, containers, initContainers []corev1.Container, conditions []corev1.PodCondition) corev1.Pod {
+	return corev1.Pod{
 		TypeMeta: pod.TypeMeta,
 		ObjectMeta: metav1.ObjectMeta{
 			Name: pod.Name, Namespace: pod.Namespace, UID: pod.UID,
@@ -28,18 +42,15 @@ func PodFields(pod *corev1.Pod) *corev1.Pod {
 		},
 		Spec: corev1.PodSpec{
 			NodeName: pod.Spec.NodeName, Hostname: pod.Spec.Hostname, Subdomain: pod.Spec.Subdomain,
-			Containers:     containerPorts(pod.Spec.Containers),
-			InitContainers: containerPorts(pod.Spec.InitContainers),
+			Containers: containers, InitContainers: initContainers,
 		},
-		Status: corev1.PodStatus{Phase: pod.Status.Phase, PodIP: pod.Status.PodIP, PodIPs: pod.Status.PodIPs},
+		Status: corev1.PodStatus{Phase: pod.Status.Phase, PodIP: pod.Status.PodIP, PodIPs: pod.Status.PodIPs, Conditions: conditions},
 	}
-	if n := len(pod.Status.Conditions); n > 0 {
-		out.Status.Conditions = make([]corev1.PodCondition, n)
-		for i, c := range pod.Status.Conditions {
-			out.Status.Conditions[i] = corev1.PodCondition{Type: c.Type, Status: c.Status}
-		}
-	}
-	return out
+}
+
+// portsOnly is c with only the fields PodFields keeps.
+func portsOnly(c *corev1.Container) corev1.Container {
+	return corev1.Container{Name: c.Name, RestartPolicy: c.RestartPolicy, Ports: c.Ports}
 }
 
 func containerPorts(cs []corev1.Container) []corev1.Container {
@@ -48,7 +59,7 @@ func containerPorts(cs []corev1.Container) []corev1.Container {
 	}
 	out := make([]corev1.Container, len(cs))
 	for i := range cs {
-		out[i] = corev1.Container{Name: cs[i].Name, RestartPolicy: cs[i].RestartPolicy, Ports: cs[i].Ports}
+		out[i] = portsOnly(&cs[i])
 	}
 	return out
 }
@@ -69,20 +80,7 @@ func ReducePodFields(pod *corev1.Pod) {
 	for i, c := range conditions {
 		conditions[i] = corev1.PodCondition{Type: c.Type, Status: c.Status}
 	}
-	*pod = corev1.Pod{
-		TypeMeta: pod.TypeMeta,
-		ObjectMeta: metav1.ObjectMeta{
-			Name: pod.Name, Namespace: pod.Namespace, UID: pod.UID,
-			ResourceVersion: pod.ResourceVersion, Generation: pod.Generation,
-			CreationTimestamp: pod.CreationTimestamp, DeletionTimestamp: pod.DeletionTimestamp,
-			Labels: pod.Labels,
-		},
-		Spec: corev1.PodSpec{
-			NodeName: pod.Spec.NodeName, Hostname: pod.Spec.Hostname, Subdomain: pod.Spec.Subdomain,
-			Containers: containers, InitContainers: initContainers,
-		},
-		Status: corev1.PodStatus{Phase: pod.Status.Phase, PodIP: pod.Status.PodIP, PodIPs: pod.Status.PodIPs, Conditions: conditions},
-	}
+	*pod = reducedPod(pod, containers, initContainers, conditions)
 }
 
 func reduceContainers(cs []corev1.Container) []corev1.Container {
@@ -90,7 +88,7 @@ func reduceContainers(cs []corev1.Container) []corev1.Container {
 		return nil
 	}
 	for i := range cs {
-		cs[i] = corev1.Container{Name: cs[i].Name, RestartPolicy: cs[i].RestartPolicy, Ports: cs[i].Ports}
+		cs[i] = portsOnly(&cs[i])
 	}
 	return cs
 }
