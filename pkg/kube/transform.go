@@ -103,7 +103,3 @@ func withTLSSecrets(strip cache.TransformFunc) cache.TransformFunc {
 		return TLSSecretTransform(obj)
 	}
 }
-
-// coreTransform is the core factory's transform of a Client that keeps no
-// managedFields.
-var coreTransform = withTLSSecrets(StripManagedFields)

@@ -50,6 +50,9 @@ func TestTLSSecretTransform(t *testing.T) {
 		Type: corev1.SecretTypeTLS,
 		Data: map[string][]byte{"tls.crt": []byte("CRT"), "tls.key": []byte("KEY"), "ca.crt": []byte("CA")},
 	}
+	// The core factory's transform of a Client that keeps no managedFields
+	// (NewForConfig without WithAppliedFieldsOf).
+	coreTransform := withTLSSecrets(keepAppliedFields(nil))
 	got, err := coreTransform(tlsSecret)
 	if err != nil {
 		t.Fatal(err)

@@ -21,11 +21,6 @@ import (
 	"syscall"
 	"testing"
 	"time"
-
-	"k8s.io/client-go/tools/clientcmd"
-	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
-
-	"github.com/infermesh/infermesh/pkg/test/kubeenv"
 )
 
 // buildPilot builds pilot-discovery from this checkout into a temporary
@@ -39,23 +34,6 @@ func buildPilot(b *testing.B) string {
 		b.Fatalf("go build: %v\n%s", err, out)
 	}
 	return bin
-}
-
-// writeKubeconfig writes a kubeconfig for env's admin user into a temporary
-// folder and returns its path.
-func writeKubeconfig(b *testing.B, env *kubeenv.Env) string {
-	b.Helper()
-	rc := env.RESTConfig()
-	cfg := clientcmdapi.NewConfig()
-	cfg.Clusters["kubeenv"] = &clientcmdapi.Cluster{Server: rc.Host, CertificateAuthorityData: rc.CAData}
-	cfg.AuthInfos["admin"] = &clientcmdapi.AuthInfo{Token: rc.BearerToken}
-	cfg.Contexts["admin"] = &clientcmdapi.Context{Cluster: "kubeenv", AuthInfo: "admin"}
-	cfg.CurrentContext = "admin"
-	kubeconfig := filepath.Join(b.TempDir(), "kubeconfig")
-	if err := clientcmd.WriteToFile(*cfg, kubeconfig); err != nil {
-		b.Fatal(err)
-	}
-	return kubeconfig
 }
 
 // pilotProcess is pilot-discovery run as a user runs it: its own process,

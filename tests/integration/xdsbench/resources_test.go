@@ -38,7 +38,7 @@ func BenchmarkPilotResources(b *testing.B) {
 	}
 	setUp(b, admin, defaultSize)
 	bin := buildPilot(b)
-	kubeconfig := writeKubeconfig(b, env)
+	kubeconfig := env.Kubeconfig
 	for b.Loop() {
 		measurePilot(b, bin, kubeconfig)
 	}

@@ -168,7 +168,7 @@ func loadStartCluster(b *testing.B, bin string, n int) string {
 	loaded := time.Since(began)
 	b.Logf("loaded %d pools, %d routes, %d pods in %v (%.0f objects/s)", n, n, n*startPodsPerPool,
 		loaded.Round(time.Second), float64(n*(2+startPodsPerPool))/loaded.Seconds())
-	kubeconfig := writeKubeconfig(b, env)
+	kubeconfig := env.Kubeconfig
 	warm := startPilotProcess(b, bin, kubeconfig, "--kube-qps=2000", "--kube-burst=4000")
 	warm.waitReady(b, loadWait)
 	waitSlices(b, admin.Kube(), n)
