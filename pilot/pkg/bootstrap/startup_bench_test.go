@@ -14,13 +14,13 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
 	"github.com/infermesh/infermesh/pilot/pkg/config/file"
 	"github.com/infermesh/infermesh/pilot/pkg/features"
 	"github.com/infermesh/infermesh/pilot/pkg/xds"
+	"github.com/infermesh/infermesh/pkg/test/cputime"
 )
 
 // BenchmarkFileModeStart is file mode's start-up (issue 17 item 5), in
@@ -39,24 +39,15 @@ func BenchmarkFileModeStart(b *testing.B) {
 			log := slog.New(slog.NewTextHandler(io.Discard, nil))
 			b.ReportAllocs()
 			b.ResetTimer()
-			cpu0 := processCPUTime(b)
+			cpu0 := cputime.Process(b)
 			for range b.N {
 				startFileMode(b, dir, log)
 			}
 			// CPU time (all goroutines, the collector's included) says what
 			// the work costs on a machine whose other load skews sec/op.
-			b.ReportMetric((processCPUTime(b)-cpu0).Seconds()/float64(b.N), "cpu-sec/op")
+			b.ReportMetric((cputime.Process(b)-cpu0).Seconds()/float64(b.N), "cpu-sec/op")
 		})
 	}
-}
-
-// processCPUTime is the process's user and system CPU time so far.
-func processCPUTime(b *testing.B) time.Duration {
-	var ru syscall.Rusage
-	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
-		b.Fatal(err)
-	}
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
 // startFileMode builds and runs file mode over dir until its first publish,

@@ -18,8 +18,8 @@
 package model
 
 import (
+	"reflect"
 	"strings"
-
 	"time"
 
 	inferencev1 "sigs.k8s.io/gateway-api-inference-extension/api/v1"
@@ -49,6 +49,36 @@ type Gateway struct {
 	// Gateway presents to the Service backends it reaches over TLS (a
 	// BackendTLSPolicy's). "" for none.
 	BackendClientCertificate string
+}
+
+// Equals is reflect.DeepEqual of g and o, except that a route (*Route) that
+// is the same pointer in both is not looked into, and a nil Listeners or
+// Routes slice equals an empty one. krt calls it when the controller's
+// Translator collection recomputes a Gateway: after one route changes,
+// every other route is the pointer it was (routes are immutable once
+// built), so the comparison costs the changed routes, not the Gateway's
+// thousands.
+func (g Gateway) Equals(o Gateway) bool {
+	if len(g.Listeners) != len(o.Listeners) {
+		return false
+	}
+	for i := range g.Listeners {
+		a, b := g.Listeners[i], o.Listeners[i]
+		if len(a.Routes) != len(b.Routes) {
+			return false
+		}
+		for j, r := range a.Routes {
+			if r != b.Routes[j] && !reflect.DeepEqual(r, b.Routes[j]) {
+				return false
+			}
+		}
+		a.Routes, b.Routes = nil, nil
+		if !reflect.DeepEqual(a, b) {
+			return false
+		}
+	}
+	g.Listeners, o.Listeners = nil, nil
+	return reflect.DeepEqual(g, o)
 }
 
 // EPPBodyMode selects the ext_proc body modes of a Gateway's pool routes

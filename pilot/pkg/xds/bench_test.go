@@ -10,7 +10,6 @@ import (
 	"io"
 	"log/slog"
 	"net"
-	"syscall"
 	"testing"
 	"time"
 
@@ -28,6 +27,7 @@ import (
 	"github.com/infermesh/infermesh/pilot/pkg/networking/core"
 	"github.com/infermesh/infermesh/pilot/test/seedmodel"
 	"github.com/infermesh/infermesh/pkg/kube/krt"
+	"github.com/infermesh/infermesh/pkg/test/cputime"
 	"github.com/infermesh/infermesh/pkg/test/seed"
 )
 
@@ -333,12 +333,12 @@ func benchRouteEdit(b *testing.B, pools int, at func(i int) int, edit func(i int
 		gw.Listeners = []model.Listener{l}
 		ch, cancelWatch := s.watch(resourcev3.RouteType, returned, "bench")
 		b.StartTimer()
-		cpu0 := processCPU(b)
+		cpu0 := cputime.Process(b)
 
 		s.gateways.UpdateObject(gw)
 		resp := s.recv(ch)
 
-		cpu += processCPU(b) - cpu0
+		cpu += cputime.Process(b) - cpu0
 		b.StopTimer()
 		cancelWatch()
 		if len(resp.GetResources()) != 1 {
@@ -361,19 +361,6 @@ func benchRouteEdit(b *testing.B, pools int, at func(i int) int, edit func(i int
 	}
 	b.ReportMetric((push1-push0)*1e9/float64(b.N), "push-ns/op")
 	b.ReportMetric(float64(cpu)/float64(time.Millisecond)/float64(b.N), "cpu-ms/op")
-}
-
-// processCPU is the user and system CPU time this process has used (all
-// threads: the push path, krt and the garbage collector's concurrent
-// work). Summed over the timed parts it is a figure that other work on
-// the machine disturbs less than ns/op.
-func processCPU(b *testing.B) time.Duration {
-	b.Helper()
-	var ru syscall.Rusage
-	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
-		b.Fatal(err)
-	}
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
 // benchCheckCLA fails unless r carries exactly the assignment of cluster,

@@ -18,6 +18,7 @@ import (
 
 	"github.com/infermesh/infermesh/pilot/pkg/model"
 	"github.com/infermesh/infermesh/pkg/kube/krt"
+	"github.com/infermesh/infermesh/pkg/test/cputime"
 )
 
 // BenchmarkEndpointChangeStreams10000 is BenchmarkEndpointChangeOnePool10000
@@ -102,7 +103,7 @@ func BenchmarkEndpointChangeStreams10000(b *testing.B) {
 	ack(recv(len(names), ""))
 	parked()
 
-	cpu0 := processCPU(b)
+	cpu0 := cputime.Process(b)
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
 		pool := i % pools
@@ -112,5 +113,5 @@ func BenchmarkEndpointChangeStreams10000(b *testing.B) {
 		parked()
 	}
 	b.StopTimer()
-	b.ReportMetric(float64(processCPU(b)-cpu0)/1e6/float64(b.N), "cpu-ms/op")
+	b.ReportMetric(float64(cputime.Process(b)-cpu0)/1e6/float64(b.N), "cpu-ms/op")
 }

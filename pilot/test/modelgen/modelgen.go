@@ -5,8 +5,9 @@
 // it, the way the controller would produce them: each change (a route, a
 // pool, a Service, an Endpoint Picker's TLS, endpoints, a listener)
 // replaces only the model values it affects, so unchanged routes keep
-// their pointers (or, after Rebuild, get new pointers to the same inner
-// values, as the controller's TranslatorGateway makes them). The
+// their pointers, as the controller's Translator collection hands them on
+// (routeModel); after Rebuild they get new pointers to the same inner
+// values, as TranslatorGateway builds them. The
 // translator's and the push path's property tests compare incremental
 // output with a from-scratch translation after every step.
 package modelgen
@@ -343,8 +344,9 @@ func (w *World) rematerializeIf(uses func(ruleSrc) bool) {
 }
 
 // Rebuild gives every route a new *model.Route holding the same rule,
-// Service and pool values, as the controller does on every Gateway
-// recomputation.
+// Service and pool values, as TranslatorGateway builds them (and as the
+// controller did on every Gateway recomputation before its routeModel
+// collection): the translator must find them unchanged.
 func (w *World) Rebuild() {
 	for _, r := range w.routes {
 		c := *r.model

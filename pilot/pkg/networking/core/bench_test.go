@@ -5,7 +5,6 @@ package core
 
 import (
 	"fmt"
-	"syscall"
 	"testing"
 	"time"
 
@@ -13,6 +12,7 @@ import (
 	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
 
 	"github.com/infermesh/infermesh/pilot/pkg/model"
+	"github.com/infermesh/infermesh/pkg/test/cputime"
 )
 
 // Sizes of the large-Gateway scenario shared by the benchmarks.
@@ -91,7 +91,7 @@ func benchBuildGateway(b *testing.B, benchPools int) {
 	}
 	check(res)
 	b.ReportAllocs()
-	cpu0 := processCPU(b)
+	cpu0 := cputime.Process(b)
 	b.ResetTimer()
 	for b.Loop() {
 		if res, err = BuildGateway(gw, in, inferenceOn); err != nil {
@@ -99,21 +99,8 @@ func benchBuildGateway(b *testing.B, benchPools int) {
 		}
 	}
 	b.StopTimer()
-	b.ReportMetric(float64(processCPU(b)-cpu0)/float64(time.Millisecond)/float64(b.N), "cpu-ms/op")
+	b.ReportMetric(float64(cputime.Process(b)-cpu0)/float64(time.Millisecond)/float64(b.N), "cpu-ms/op")
 	check(res)
-}
-
-// processCPU is the user and system CPU time this process has used (all
-// threads, so the garbage collector's work on other cores counts). Unlike
-// ns/op it does not grow when other work on the machine delays the
-// benchmark.
-func processCPU(b *testing.B) time.Duration {
-	b.Helper()
-	var ru syscall.Rusage
-	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
-		b.Fatal(err)
-	}
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
 // BenchmarkTranslatorRouteChange10000: core.Translator.Build of the
@@ -141,11 +128,11 @@ func BenchmarkTranslatorRouteChange10000(b *testing.B) {
 		g.Listeners = []model.Listener{l}
 		i++
 		b.StartTimer()
-		cpu0 := processCPU(b)
+		cpu0 := cputime.Process(b)
 		if _, err := tr.Build(&g, in); err != nil {
 			b.Fatal(err)
 		}
-		cpu += processCPU(b) - cpu0
+		cpu += cputime.Process(b) - cpu0
 	}
 	b.ReportMetric(float64(cpu)/float64(time.Millisecond)/float64(b.N), "cpu-ms/op")
 }

@@ -228,21 +228,31 @@ func (r ParentResult) RouteAttachment(route Route) RouteAttachment {
 // grouped per route: results[i] are route i's results.
 func AttachedRoutes(results [][]ParentResult) map[types.NamespacedName]map[gwv1.SectionName]int32 {
 	out := map[types.NamespacedName]map[gwv1.SectionName]int32{}
+	type attachment struct {
+		gw       types.NamespacedName
+		listener gwv1.SectionName
+	}
+	// seen is one route's attachments so far; a slice reused across routes
+	// (a route has a handful), not a map per route.
+	var seen []attachment
 	for _, route := range results {
-		seen := map[types.NamespacedName][]gwv1.SectionName{}
+		seen = seen[:0]
 		for _, r := range route {
 			if !r.Accepted || r.ListenerSet.Name != "" {
 				continue
 			}
 			for _, l := range r.Listeners {
-				if slices.Contains(seen[r.Gateway], l) {
+				a := attachment{r.Gateway, l}
+				if slices.Contains(seen, a) {
 					continue
 				}
-				seen[r.Gateway] = append(seen[r.Gateway], l)
-				if out[r.Gateway] == nil {
-					out[r.Gateway] = map[gwv1.SectionName]int32{}
+				seen = append(seen, a)
+				counts := out[r.Gateway]
+				if counts == nil {
+					counts = map[gwv1.SectionName]int32{}
+					out[r.Gateway] = counts
 				}
-				out[r.Gateway][l]++
+				counts[l]++
 			}
 		}
 	}

@@ -220,6 +220,43 @@ type InferencePoolObject struct {
 // ResourceName is the pool's namespace/name.
 func (p InferencePoolObject) ResourceName() string { return p.Pool.Namespace + "/" + p.Pool.Name }
 
+// routeAttachment is a route's attachment results alone: what a Gateway's and
+// a ListenerSet's attachedRoutes counts read. A route change that leaves
+// them equal (a rule or backend edit) recomputes no Gateway status.
+type routeAttachment struct {
+	Key     string // RouteResult.ResourceName
+	Parents []ParentResult
+}
+
+func (r routeAttachment) ResourceName() string { return r.Key }
+
+// routeModel is a route's attachment results and its translator view,
+// built once per change of its RouteResult (modelRoute). The Translator
+// collection assembles a Gateway's model.Gateway from these, so after one
+// route changes, every other route of the Gateway keeps its *model.Route:
+// krt's comparison of the old and new model.Gateway (Gateway.Equals) and the
+// core Translator's route diff both stop at an unchanged pointer instead of
+// looking inside every route (architecture/xds.md, "Route writes through
+// the cluster").
+type routeModel struct {
+	Key     string // RouteResult.ResourceName
+	Parents []ParentResult
+	Route   *model.Route
+}
+
+func (r routeModel) ResourceName() string { return r.Key }
+
+// gatewaysOf are the Gateways parents name, each once.
+func gatewaysOf(parents []ParentResult) []types.NamespacedName {
+	var keys []types.NamespacedName
+	for _, p := range parents {
+		if !slices.Contains(keys, p.Gateway) {
+			keys = append(keys, p.Gateway)
+		}
+	}
+	return keys
+}
+
 // Build derives every collection of the controller from in. The shape, from
 // inputs to outputs:
 //
@@ -229,6 +266,9 @@ func (p InferencePoolObject) ResourceName() string { return p.Pool.Namespace + "
 //	HTTPRoutes, GRPCRoutes (+Gateways, ListenerSets, Namespaces, Services,
 //	  InferencePools, ReferenceGrants) ─► Routes ─► HTTPRouteStatuses,
 //	  GRPCRouteStatuses
+//	Routes ─► route attachments (by Gateway, ListenerSet) ─► GatewayStatuses,
+//	  ListenerSetStatuses
+//	Routes ─► route models (by Gateway) ─► Translator
 //	Routes indexed by pool ─► GatewayParents ─► InferencePools (+pool, EPP
 //	  Service) ─► PoolStatuses and ShadowServices (one derivation)
 //
@@ -462,18 +502,21 @@ func Build(in Inputs, opts Options) Outputs {
 	out.HTTPRouteStatuses = routeStatuses(httpRoutes, opts.ControllerName, with("HTTPRouteStatuses"))
 	out.Routes = krt.JoinCollection(routes, with("Routes")...)
 
-	routesByGateway := krt.NewIndex(out.Routes, "routes-by-gateway", func(r RouteResult) []types.NamespacedName {
-		var keys []types.NamespacedName
-		for _, p := range r.Parents {
-			if !slices.Contains(keys, p.Gateway) {
-				keys = append(keys, p.Gateway)
-			}
-		}
-		return keys
+	attachments := krt.NewCollection(out.Routes, func(ctx krt.HandlerContext, r RouteResult) *routeAttachment {
+		return &routeAttachment{Key: r.ResourceName(), Parents: r.Parents}
+	}, with("RouteAttachments")...)
+	attachmentsByGateway := krt.NewIndex(attachments, "attachments-by-gateway", func(r routeAttachment) []types.NamespacedName {
+		return gatewaysOf(r.Parents)
+	})
+	models := krt.NewCollection(out.Routes, func(ctx krt.HandlerContext, r RouteResult) *routeModel {
+		return &routeModel{Key: r.ResourceName(), Parents: r.Parents, Route: modelRoute(&r)}
+	}, with("RouteModels")...)
+	modelsByGateway := krt.NewIndex(models, "route-models-by-gateway", func(r routeModel) []types.NamespacedName {
+		return gatewaysOf(r.Parents)
 	})
 
 	out.GatewayStatuses = krt.NewCollection(out.Gateways, func(ctx krt.HandlerContext, gw GatewayView) *GatewayStatusResult {
-		routes := routesByGateway.Fetch(ctx, gw.Gateway)
+		routes := attachmentsByGateway.Fetch(ctx, gw.Gateway)
 		results := make([][]ParentResult, 0, len(routes))
 		for _, r := range routes {
 			results = append(results, r.Parents)
@@ -497,11 +540,11 @@ func Build(in Inputs, opts Options) Outputs {
 	}, with("GatewayStatuses")...)
 
 	out.Translator = krt.NewCollection(out.Gateways, func(ctx krt.HandlerContext, gw GatewayView) *model.Gateway {
-		return TranslatorGateway(gw, routesByGateway.Fetch(ctx, gw.Gateway))
+		return translatorGateway(gw, modelsByGateway.Fetch(ctx, gw.Gateway))
 	}, with("Translator")...)
 
 	if in.ListenerSets != nil {
-		routesBySet := krt.NewIndex(out.Routes, "routes-by-listenerset", func(r RouteResult) []types.NamespacedName {
+		routesBySet := krt.NewIndex(attachments, "attachments-by-listenerset", func(r routeAttachment) []types.NamespacedName {
 			var keys []types.NamespacedName
 			for _, p := range r.Parents {
 				if p.ListenerSet.Name != "" && !slices.Contains(keys, p.ListenerSet) {
@@ -727,6 +770,16 @@ func RouteParentStatuses(r RouteResult, controller string) []gwv1.RouteParentSta
 // accepted ListenerSets in precedence order (named ListenerSetListenerName),
 // with the routes attached to it, sorted by kind, namespace and name.
 func TranslatorGateway(gw GatewayView, routes []RouteResult) *model.Gateway {
+	models := make([]routeModel, len(routes))
+	for i := range routes {
+		models[i] = routeModel{Key: routes[i].ResourceName(), Parents: routes[i].Parents, Route: modelRoute(&routes[i])}
+	}
+	return translatorGateway(gw, models)
+}
+
+// translatorGateway is TranslatorGateway over the routes' models (routeModel),
+// sorted by key.
+func translatorGateway(gw GatewayView, routes []routeModel) *model.Gateway {
 	out := &model.Gateway{Namespace: gw.Gateway.Namespace, Name: gw.Gateway.Name,
 		EPPBodyMode: gw.EPPBodyMode, ClassParametersError: gw.ClassProblem}
 	if gw.BackendClientCert.Name != "" {
@@ -738,7 +791,6 @@ func TranslatorGateway(gw GatewayView, routes []RouteResult) *model.Gateway {
 	if out.ClassParametersError == "" && gw.AddressProblem != "" {
 		out.ClassParametersError = gw.AddressProblem
 	}
-	built := map[string]*model.Route{}
 	listeners := slices.Clone(gw.Listeners)
 	for _, ls := range gw.ListenerSets {
 		if ls.Accepted() {
@@ -758,23 +810,17 @@ func TranslatorGateway(gw GatewayView, routes []RouteResult) *model.Gateway {
 			ml.TLS = &model.ListenerTLS{CertificateRefs: []string{l.Certificate.String()}, ClientValidation: l.ClientValidation}
 		}
 		for i := range routes {
-			r := &routes[i]
-			if !attachedTo(r, gw.Gateway, l.Set, l.Name) {
-				continue
+			if attachedTo(routes[i].Parents, gw.Gateway, l.Set, l.Name) {
+				ml.Routes = append(ml.Routes, routes[i].Route)
 			}
-			key := r.ResourceName()
-			if built[key] == nil {
-				built[key] = modelRoute(r)
-			}
-			ml.Routes = append(ml.Routes, built[key])
 		}
 		out.Listeners = append(out.Listeners, ml)
 	}
 	return out
 }
 
-func attachedTo(r *RouteResult, gw, set types.NamespacedName, listener gwv1.SectionName) bool {
-	for _, p := range r.Parents {
+func attachedTo(parents []ParentResult, gw, set types.NamespacedName, listener gwv1.SectionName) bool {
+	for _, p := range parents {
 		if p.Accepted && p.Gateway == gw && p.ListenerSet == set && slices.Contains(p.Listeners, listener) {
 			return true
 		}

@@ -25,7 +25,7 @@ import (
 
 // pipeline is Build over static input collections that a test edits.
 type pipeline struct {
-	t        *testing.T
+	t        testing.TB
 	classes  krt.StaticCollection[*gwv1.GatewayClass]
 	gateways krt.StaticCollection[*gwv1.Gateway]
 	http     krt.StaticCollection[*gwv1.HTTPRoute]
@@ -47,7 +47,7 @@ func seedObjects() []any {
 	return []any{seed.GatewayClassObject(), seed.Gateway(), seed.HTTPRoute(), seed.InferencePool(), seed.EPPService()}
 }
 
-func newPipeline(t *testing.T, inference bool, objs ...any) *pipeline {
+func newPipeline(t testing.TB, inference bool, objs ...any) *pipeline {
 	t.Helper()
 	stop := krt.WithStop(t.Context().Done())
 	p := &pipeline{
@@ -552,5 +552,73 @@ func TestMirrorNeedsReferenceGrant(t *testing.T) {
 	}, nil)
 	if route.Spec.Rules[0].Filters == nil || len(route.Spec.Rules[0].Filters) != 1 {
 		t.Error("the informer's route object was modified")
+	}
+}
+
+// TestTranslatorKeepsUnchangedRoutes: after one route of a Gateway changes,
+// the Translator's next model.Gateway holds a new *model.Route for it and
+// the same pointer for every other route, so downstream comparisons stop at
+// them (routeModel); a change of what a route resolves to (its backend
+// Service going away) gives that route a new one too.
+func TestTranslatorKeepsUnchangedRoutes(t *testing.T) {
+	objs := []any{seed.GatewayClassObject(), seed.EPPService(), benchGateway(0)}
+	for j := range 3 {
+		objs = append(objs, benchRoute(0, j, "/"))
+	}
+	p := newPipeline(t, false, objs...)
+	key := seed.GatewayNamespace + "/gw-0"
+	routes := func() map[string]*model.Route {
+		out := map[string]*model.Route{}
+		if gw := p.out.Translator.GetKey(key); gw != nil && len(gw.Listeners) == 1 {
+			for _, r := range gw.Listeners[0].Routes {
+				out[r.Name] = r
+			}
+		}
+		return out
+	}
+	describe := func() string { return fmt.Sprint(p.out.Translator.GetKey(key)) }
+	p.eventually("three routes in the model", func() bool { return len(routes()) == 3 }, describe)
+	before := routes()
+
+	r := benchRoute(0, 1, "/v1")
+	r.Generation = 2
+	p.add(r)
+	p.eventually("r-0-1's new path in the model", func() bool {
+		gw := p.out.Translator.GetKey(key)
+		return gw != nil && routePath(gw, "r-0-1") == "/v1"
+	}, describe)
+	after := routes()
+	for _, name := range []string{"r-0-0", "r-0-2"} {
+		if after[name] != before[name] {
+			t.Errorf("%s: a new *model.Route after another route changed", name)
+		}
+	}
+	if after["r-0-1"] == before["r-0-1"] {
+		t.Error("r-0-1: the same *model.Route after its rule changed")
+	}
+
+	// The backend Service goes: every route's backend no longer resolves.
+	p.services.DeleteObject(seed.Namespace + "/" + seed.EPPName)
+	p.eventually("invalid backends in the model", func() bool {
+		rs := routes()
+		for _, r := range rs {
+			if len(r.Rules) == 0 || len(r.Rules[0].Backends) == 0 || r.Rules[0].Backends[0].Invalid == "" {
+				return false
+			}
+		}
+		return len(rs) == 3
+	}, describe)
+	gone := routes()
+	for name, r := range gone {
+		if r == after[name] {
+			t.Errorf("%s: the same *model.Route after its backend Service went away", name)
+		}
+	}
+
+	// The model equals one built from scratch from the routes' results.
+	gw := p.out.Gateways.GetKey(key)
+	want := TranslatorGateway(*gw, p.out.Routes.List())
+	if d := cmp.Diff(want, p.out.Translator.GetKey(key)); d != "" {
+		t.Errorf("Translator model differs from TranslatorGateway over the routes (-want +got):\n%s", d)
 	}
 }
