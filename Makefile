@@ -128,6 +128,7 @@ bench:
 # `make xdsbench XDSBENCH='ChangeToPush/pools=10000/gateways=10/httproute' COUNT=3`;
 # the cluster-mode start: `make xdsbench XDSBENCH='ClusterModeStart/pools=1000$$/start' BENCHTIME=1x COUNT=3`
 # (make turns `$$` into `$`, the regexp's end: pools=1000 alone would match pools=10000 too).
+# XDSBENCH_PILOT=process runs ChangeToPush's pilot-discovery as its own process (default: in the test process).
 XDSBENCH ?= ChangeToPush
 BENCHTIME ?= 100x
 xdsbench:

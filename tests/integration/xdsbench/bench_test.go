@@ -25,6 +25,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"math"
 	"net"
 	"os"
 	"slices"
@@ -40,6 +41,7 @@ import (
 	"github.com/envoyproxy/go-control-plane/pkg/resource/v3"
 	"golang.org/x/sync/errgroup"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/protobuf/types/known/anypb"
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
@@ -103,7 +105,10 @@ const (
 // N InferencePools (2 ready pods each, plus one not-ready
 // extra pod) with one HTTPRoute each, spread over the Gateways;
 // pilot-discovery in process (bootstrap.NewServer, always leading, Debounce
-// 1 ms, MaxDelay 10 ms); one delta ADS client per Gateway subscribed to all
+// 1 ms, MaxDelay 10 ms), or with XDSBENCH_PILOT=process as its own process
+// (the binary built from the checkout, the same flags, leading through its
+// Lease), so that the benchmark's own decoding and validation of every
+// response neither shares its heap nor its collector; one delta ADS client per Gateway subscribed to all
 // of its EDS resources (wildcard), acking every response at once. Before
 // timing, the setup waits until no stream has had a response for 3 s (the
 // controller's status writes and the EndpointSlice controller's catch-up
@@ -159,7 +164,7 @@ func changeToPush(b *testing.B, sz size) {
 	extras := setUp(b, admin, sz)
 	b.Logf("objects created in %v", time.Since(began).Round(time.Millisecond))
 
-	conn := controller.StartPilot(b, env.RESTConfig(), time.Millisecond, 10*time.Millisecond, kube.WithQPS(clientQPS), kube.WithBurst(clientBurst))
+	conn := startChangeToPushPilot(b, env)
 	clients := make([]*deltaClient, sz.gateways)
 	for g := range clients {
 		clients[g] = newDeltaClient(b, conn, controller.ProxyNode(fmt.Sprintf("proxy-%d", g), seed.GatewayNamespace, gatewayName(g)))
@@ -781,5 +786,30 @@ func parallelWith(b *testing.B, workers, n int, f func(i int) error) {
 	}
 	if err := g.Wait(); err != nil {
 		b.Fatal(err)
+	}
+}
+
+// startChangeToPushPilot starts pilot-discovery for BenchmarkChangeToPush,
+// in this process or (XDSBENCH_PILOT=process) as its own, and returns a
+// connection to its ADS server.
+func startChangeToPushPilot(b *testing.B, env *kubeenv.Env) *grpc.ClientConn {
+	b.Helper()
+	switch mode := os.Getenv("XDSBENCH_PILOT"); mode {
+	case "":
+		return controller.StartPilot(b, env.RESTConfig(), time.Millisecond, 10*time.Millisecond, kube.WithQPS(clientQPS), kube.WithBurst(clientBurst))
+	case "process":
+		p := startPilotProcess(b, buildPilot(b), env.Kubeconfig, "--push-debounce", "1ms", "--push-max-delay", "10ms",
+			"--kube-qps", fmt.Sprint(clientQPS), "--kube-burst", fmt.Sprint(clientBurst))
+		// No receive limit, as Envoy's ADS client (see watchStart).
+		conn, err := grpc.NewClient(p.ads, grpc.WithTransportCredentials(insecure.NewCredentials()),
+			grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(math.MaxInt32)))
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.Cleanup(func() { _ = conn.Close() })
+		return conn
+	default:
+		b.Fatalf("XDSBENCH_PILOT=%q: want empty (in process) or process", mode)
+		return nil
 	}
 }
