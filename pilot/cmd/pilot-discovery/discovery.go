@@ -235,10 +235,9 @@ func runDiscovery(ctx context.Context, stopSignals func(), o *discoveryOptions, 
 		Debounce: o.pushDebounce, MaxDelay: o.pushMaxDelay, GRPCOptions: grpcOpts,
 	}
 	source := "file " + strings.Join(o.files, "")
-	liftMemoryLimit := func() {}
+	liftMemoryLimit := limitStartupMemory(d.lookupEnv)
+	defer liftMemoryLimit()
 	if len(o.files) > 0 {
-		liftMemoryLimit = limitStartupMemory(d.lookupEnv)
-		defer liftMemoryLimit()
 		files, err := openFiles(o.files[0], log)
 		if err != nil {
 			return err

@@ -12,16 +12,19 @@ import (
 	"time"
 )
 
-// startupMemoryLimit is the Go runtime's soft memory limit while file mode
-// starts, unless the environment sets GOMEMLIMIT (as the chart does from the
-// container's memory limit). File mode decodes the whole folder at once:
-// with the collector's default pacing the heap grows to twice the live heap
-// before each collection, so at 10,000 pools (100,000 Pods, about 450 MiB
-// live at the peak) the process peaked above 1 GiB. The limit makes the
-// collector run earlier instead, which costs little as long as the live heap
-// is well under it; so the limit follows the live heap up, to twice it, when
-// that is more (a bigger folder starts as it would without the limit).
-// Measured in architecture/krt.md, "File mode start".
+// startupMemoryLimit is the Go runtime's soft memory limit while
+// pilot-discovery starts, unless the environment sets GOMEMLIMIT (as the
+// chart does from the container's memory limit). Start-up reads everything
+// at once: file mode decodes the whole folder, cluster mode decodes every
+// informer's list. With the collector's default pacing the heap grows to
+// twice the live heap before each collection, so at 10,000 pools (100,000
+// Pods, 450-470 MiB live at the peak) the process peaked above 1 GiB in
+// either mode. The limit makes the collector run earlier instead, which
+// costs little while the live heap is well under it; it follows the live
+// heap up to one and a half times it when that is more (limitFor), so a
+// bigger input never makes the collector run much more often than the
+// default pacing would. Measured in architecture/krt.md, "File mode start",
+// and architecture/xds.md, "Cluster-mode start".
 const startupMemoryLimit = 850 << 20
 
 // limitStartupMemory sets the start-up limit (see startupMemoryLimit) and
@@ -62,13 +65,15 @@ func followLiveHeap(ctx context.Context, tick time.Duration) {
 }
 
 // limitFor is the start-up limit for a live heap of live bytes: the fixed
-// limit, or twice the live heap (what the default pacing allows) when that
-// is more.
+// limit, or one and a half times the live heap when that is more (the
+// collector then runs as often as with GOGC=50; the default pacing, GOGC=100,
+// allows twice the live heap, which is what took a 10,000-pool start over
+// 1 GiB).
 func limitFor(live uint64) int64 {
 	if live > math.MaxInt64/2 {
 		return math.MaxInt64
 	}
-	return max(startupMemoryLimit, 2*int64(live))
+	return max(startupMemoryLimit, int64(live)/2*3)
 }
 
 // whenReady runs f once ready reports true (checked every 100 ms), unless

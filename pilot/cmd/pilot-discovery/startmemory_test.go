@@ -19,7 +19,8 @@ func TestLimitFor(t *testing.T) {
 		{0, startupMemoryLimit},
 		{300 << 20, startupMemoryLimit},
 		{startupMemoryLimit / 2, startupMemoryLimit},
-		{600 << 20, 1200 << 20},
+		{startupMemoryLimit / 3 * 2, startupMemoryLimit},
+		{600 << 20, 900 << 20},
 		{math.MaxUint64, math.MaxInt64},
 	} {
 		if got := limitFor(c.live); got != c.want {
