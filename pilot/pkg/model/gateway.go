@@ -51,6 +51,19 @@ type Gateway struct {
 	BackendClientCertificate string
 }
 
+// CompareRoutes is the order of Listener.Routes: by kind, then namespace,
+// then name (not the order of "kind/namespace/name" strings, which puts
+// namespace "team-a" before "team").
+func CompareRoutes(a, b *Route) int {
+	if c := strings.Compare(a.Kind, b.Kind); c != 0 {
+		return c
+	}
+	if c := strings.Compare(a.Namespace, b.Namespace); c != 0 {
+		return c
+	}
+	return strings.Compare(a.Name, b.Name)
+}
+
 // Equals is reflect.DeepEqual of g and o, except that a route (*Route) that
 // is the same pointer in both is not looked into, and a nil Listeners or
 // Routes slice equals an empty one. krt calls it when the controller's

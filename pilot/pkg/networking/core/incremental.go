@@ -174,17 +174,8 @@ func sameSlice[T any](a, b []T) bool {
 	return len(a) == len(b) && (len(a) == 0 || &a[0] == &b[0])
 }
 
-// routeCmp orders routes as model.Listener.Routes are: kind, namespace,
-// name.
-func routeCmp(a, b *model.Route) int {
-	if c := cmp.Compare(a.Kind, b.Kind); c != 0 {
-		return c
-	}
-	if c := cmp.Compare(a.Namespace, b.Namespace); c != 0 {
-		return c
-	}
-	return cmp.Compare(a.Name, b.Name)
-}
+// routeCmp orders routes as model.Listener.Routes are (model.CompareRoutes).
+func routeCmp(a, b *model.Route) int { return model.CompareRoutes(a, b) }
 
 // --- route configurations ---
 

@@ -777,9 +777,18 @@ func TranslatorGateway(gw GatewayView, routes []RouteResult) *model.Gateway {
 	return translatorGateway(gw, models)
 }
 
-// translatorGateway is TranslatorGateway over the routes' models (routeModel),
-// sorted by key.
+// translatorGateway is TranslatorGateway over the routes' models
+// (routeModel), which it may reorder.
 func translatorGateway(gw GatewayView, routes []routeModel) *model.Gateway {
+	// Fetch gives them in key order ("kind/namespace/name"), which is not
+	// the model's (model.CompareRoutes) when one namespace is another's
+	// prefix followed by a character below '/', such as "team-a" and
+	// "team"; the core Translator, finding the routes out of order,
+	// would translate the Gateway from scratch on every change.
+	byModelOrder := func(a, b routeModel) int { return model.CompareRoutes(a.Route, b.Route) }
+	if !slices.IsSortedFunc(routes, byModelOrder) {
+		slices.SortFunc(routes, byModelOrder)
+	}
 	out := &model.Gateway{Namespace: gw.Gateway.Namespace, Name: gw.Gateway.Name,
 		EPPBodyMode: gw.EPPBodyMode, ClassParametersError: gw.ClassProblem}
 	if gw.BackendClientCert.Name != "" {

@@ -5,6 +5,7 @@ package gateway
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -620,5 +621,33 @@ func TestTranslatorKeepsUnchangedRoutes(t *testing.T) {
 	want := TranslatorGateway(*gw, p.out.Routes.List())
 	if d := cmp.Diff(want, p.out.Translator.GetKey(key)); d != "" {
 		t.Errorf("Translator model differs from TranslatorGateway over the routes (-want +got):\n%s", d)
+	}
+}
+
+// TestTranslatorRouteOrder: the Translator's routes come in the model's
+// order (model.CompareRoutes: kind, namespace, name), not in the order of
+// their "kind/namespace/name" keys, which differ for namespaces "team-a"
+// and "team" ('-' sorts before '/').
+func TestTranslatorRouteOrder(t *testing.T) {
+	objs := []any{seed.GatewayClassObject(), benchGateway(0)}
+	for _, ns := range []string{"team-a", "team", "team.b"} {
+		r := benchRoute(0, 0, "/")
+		r.Namespace = ns
+		objs = append(objs, r)
+	}
+	p := newPipeline(t, false, objs...)
+	key := seed.GatewayNamespace + "/gw-0"
+	var got []string
+	p.eventually("three routes in the model", func() bool {
+		got = nil
+		if gw := p.out.Translator.GetKey(key); gw != nil && len(gw.Listeners) == 1 {
+			for _, r := range gw.Listeners[0].Routes {
+				got = append(got, r.Namespace)
+			}
+		}
+		return len(got) == 3
+	}, func() string { return fmt.Sprint(got) })
+	if want := []string{"team", "team-a", "team.b"}; !slices.Equal(got, want) {
+		t.Errorf("route namespaces in order %q, want %q", got, want)
 	}
 }
