@@ -11,7 +11,6 @@ import (
 	"os/exec"
 	"strconv"
 	"strings"
-	"syscall"
 
 	corev1 "k8s.io/api/core/v1"
 
@@ -143,13 +142,15 @@ func NamespacesIn(list string, names []string) []string {
 	return left
 }
 
-// runIP runs ip in a process group of its own, so a Ctrl-C at the terminal
-// never kills it half-way.
+// runIP runs ip in a process group of its own (kubeenv.RunInOwnGroup), so
+// a Ctrl-C at the terminal never kills it half-way.
 func runIP(ip string, args ...string) (string, error) {
-	cmd := exec.Command(ip, args...)
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	var out bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &out
-	err := cmd.Run()
+	err := kubeenv.RunInOwnGroup(func() *exec.Cmd {
+		cmd := exec.Command(ip, args...)
+		out.Reset()
+		cmd.Stdout, cmd.Stderr = &out, &out
+		return cmd
+	})
 	return strings.TrimSpace(out.String()), err
 }

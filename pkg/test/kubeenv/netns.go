@@ -154,23 +154,44 @@ func FindIP() (string, error) {
 
 // run runs the ip command with args and returns an error holding its output.
 func (n *NetNS) run(args ...string) error {
-	cmd := exec.Command(n.ip, args...)
-	// In a process group of its own, so a Ctrl-C at the terminal, which
-	// signals the terminal's foreground group, never kills an ip command
-	// half-way (a cleanup's `ip netns del` would leave the namespace).
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	var out bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &out
-	if err := cmd.Run(); err != nil {
+	err := RunInOwnGroup(func() *exec.Cmd {
+		cmd := exec.Command(n.ip, args...)
+		out.Reset()
+		cmd.Stdout, cmd.Stderr = &out, &out
+		return cmd
+	})
+	if err != nil {
 		return fmt.Errorf("kubeenv: ip %s: %w: %s", strings.Join(args, " "), err, strings.TrimSpace(out.String()))
 	}
 	return nil
 }
 
+// RunInOwnGroup runs the command newCmd makes in a process group of its own,
+// so a Ctrl-C at the terminal, which signals the terminal's foreground
+// group, never kills an ip command half-way (a cleanup's `ip netns del`
+// would leave the namespace). A signal sent to this process's group while
+// the child is forked but not yet in its own group (the child blocks
+// signals until it has called setpgid, then they are delivered) still
+// kills it before it runs the command: a child that died of SIGINT never
+// ran, and is run again, once, with a new command from newCmd.
+func RunInOwnGroup(newCmd func() *exec.Cmd) error {
+	for attempt := 0; ; attempt++ {
+		cmd := newCmd()
+		cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+		err := cmd.Run()
+		var exit *exec.ExitError
+		if attempt == 0 && errors.As(err, &exit) {
+			if ws, ok := exit.Sys().(syscall.WaitStatus); ok && ws.Signaled() && ws.Signal() == syscall.SIGINT {
+				continue
+			}
+		}
+		return err
+	}
+}
+
 func (n *NetNS) linkExists() bool {
-	cmd := exec.Command(n.ip, "link", "show", "dev", n.HostLink)
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	return cmd.Run() == nil
+	return RunInOwnGroup(func() *exec.Cmd { return exec.Command(n.ip, "link", "show", "dev", n.HostLink) }) == nil
 }
 
 // Run calls fn on an OS thread switched into the namespace, and switches the
