@@ -22,8 +22,8 @@ import (
 // either mode. The limit makes the collector run earlier instead, which
 // costs little while the live heap is well under it; it follows the live
 // heap up to one and a half times it when that is more (limitFor), so a
-// bigger input never makes the collector run much more often than the
-// default pacing would. Measured in architecture/krt.md, "File mode start",
+// bigger input makes the collector run at most twice as often as the
+// default pacing would, never in a spiral. Measured in architecture/krt.md, "File mode start",
 // and architecture/xds.md, "Cluster-mode start".
 const startupMemoryLimit = 850 << 20
 
