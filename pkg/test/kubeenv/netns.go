@@ -169,8 +169,8 @@ func (n *NetNS) run(args ...string) error {
 
 // RunInOwnGroup runs the command newCmd makes in a process group of its own,
 // so a Ctrl-C at the terminal, which signals the terminal's foreground
-// group, never kills an ip command half-way (a cleanup's `ip netns del`
-// would leave the namespace). A signal sent to this process's group while
+// group, never kills it half-way (for ip: a cleanup's `ip netns del` cut
+// short would leave the namespace). A signal sent to this process's group while
 // the child is forked but not yet in its own group (the child blocks
 // signals until it has called setpgid, then they are delivered) still
 // kills it before it runs the command: a child that died of SIGINT never

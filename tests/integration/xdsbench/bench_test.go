@@ -25,7 +25,6 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
-	"math"
 	"net"
 	"os"
 	"slices"
@@ -41,7 +40,6 @@ import (
 	"github.com/envoyproxy/go-control-plane/pkg/resource/v3"
 	"golang.org/x/sync/errgroup"
 	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/protobuf/types/known/anypb"
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
@@ -108,8 +106,9 @@ const (
 // 1 ms, MaxDelay 10 ms), or with XDSBENCH_PILOT=process as its own process
 // (the binary built from the checkout, the same flags, leading through its
 // Lease), so that the benchmark's own decoding and validation of every
-// response neither shares its heap nor its collector; one delta ADS client per Gateway subscribed to all
-// of its EDS resources (wildcard), acking every response at once. Before
+// response shares neither its heap nor its collector; one delta ADS client
+// per Gateway subscribed to all of its EDS resources (wildcard), acking
+// every response at once. Before
 // timing, the setup waits until no stream has had a response for 3 s (the
 // controller's status writes and the EndpointSlice controller's catch-up
 // are over). Ops visit pools round robin; latency ends when the response
@@ -800,14 +799,7 @@ func startChangeToPushPilot(b *testing.B, env *kubeenv.Env) *grpc.ClientConn {
 	case "process":
 		p := startPilotProcess(b, buildPilot(b), env.Kubeconfig, "--push-debounce", "1ms", "--push-max-delay", "10ms",
 			"--kube-qps", fmt.Sprint(clientQPS), "--kube-burst", fmt.Sprint(clientBurst))
-		// No receive limit, as Envoy's ADS client (see watchStart).
-		conn, err := grpc.NewClient(p.ads, grpc.WithTransportCredentials(insecure.NewCredentials()),
-			grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(math.MaxInt32)))
-		if err != nil {
-			b.Fatal(err)
-		}
-		b.Cleanup(func() { _ = conn.Close() })
-		return conn
+		return dialADS(b, p.ads)
 	default:
 		b.Fatalf("XDSBENCH_PILOT=%q: want empty (in process) or process", mode)
 		return nil

@@ -11,6 +11,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"math"
 	"net/http"
 	"os"
 	"os/exec"
@@ -21,6 +22,9 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
 )
 
 // buildPilot builds pilot-discovery from this checkout into a temporary
@@ -34,6 +38,22 @@ func buildPilot(b *testing.B) string {
 		b.Fatalf("go build: %v\n%s", err, out)
 	}
 	return bin
+}
+
+// dialADS connects to a pilot-discovery process's ADS address (plaintext)
+// without a receive limit, as Envoy's ADS client (EnvoyGrpc
+// max_receive_message_length defaults to 0, unlimited): a Gateway of
+// 10,000 pools has a 7 MB CDS response, over gRPC-Go's 4 MiB default. The
+// connection is closed by b's cleanup.
+func dialADS(b *testing.B, addr string) *grpc.ClientConn {
+	b.Helper()
+	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()),
+		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(math.MaxInt32)))
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { _ = conn.Close() })
+	return conn
 }
 
 // pilotProcess is pilot-discovery run as a user runs it: its own process,

@@ -8,7 +8,6 @@ package xdsbench
 import (
 	"context"
 	"fmt"
-	"math"
 	"os"
 	"path/filepath"
 	"strings"
@@ -20,7 +19,6 @@ import (
 	discoveryv3 "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
 	"github.com/envoyproxy/go-control-plane/pkg/resource/v3"
 	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials/insecure"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
@@ -386,14 +384,7 @@ type startWatch struct {
 // watchStart dials addr and subscribes; the stream ends with the process.
 func watchStart(b *testing.B, addr string, want map[string]bool) *startWatch {
 	b.Helper()
-	// No receive limit, as Envoy's ADS client (EnvoyGrpc
-	// max_receive_message_length defaults to 0, unlimited): a Gateway of
-	// 10,000 pools has a 7 MB CDS response, over gRPC-Go's 4 MiB default.
-	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()),
-		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(math.MaxInt32)))
-	if err != nil {
-		b.Fatal(err)
-	}
+	conn := dialADS(b, addr)
 	ctx, cancel := context.WithCancel(context.Background())
 	// The process may not serve yet: wait for the connection rather than
 	// fail the stream.
@@ -410,7 +401,7 @@ func watchStart(b *testing.B, addr string, want map[string]bool) *startWatch {
 	w := &startWatch{first: make(chan time.Time, 1), complete: make(chan time.Time, 1), errs: make(chan error, 1)}
 	var wg sync.WaitGroup
 	wg.Go(func() { w.read(s, node.GetId(), want) })
-	b.Cleanup(func() { cancel(); wg.Wait(); _ = conn.Close() })
+	b.Cleanup(func() { cancel(); wg.Wait() })
 	return w
 }
 

@@ -246,6 +246,10 @@ type routeModel struct {
 
 func (r routeModel) ResourceName() string { return r.Key }
 
+func newRouteModel(r *RouteResult) routeModel {
+	return routeModel{Key: r.ResourceName(), Parents: r.Parents, Route: modelRoute(r)}
+}
+
 // gatewaysOf are the Gateways parents name, each once.
 func gatewaysOf(parents []ParentResult) []types.NamespacedName {
 	var keys []types.NamespacedName
@@ -509,7 +513,8 @@ func Build(in Inputs, opts Options) Outputs {
 		return gatewaysOf(r.Parents)
 	})
 	models := krt.NewCollection(out.Routes, func(ctx krt.HandlerContext, r RouteResult) *routeModel {
-		return &routeModel{Key: r.ResourceName(), Parents: r.Parents, Route: modelRoute(&r)}
+		m := newRouteModel(&r)
+		return &m
 	}, with("RouteModels")...)
 	modelsByGateway := krt.NewIndex(models, "route-models-by-gateway", func(r routeModel) []types.NamespacedName {
 		return gatewaysOf(r.Parents)
@@ -772,7 +777,7 @@ func RouteParentStatuses(r RouteResult, controller string) []gwv1.RouteParentSta
 func TranslatorGateway(gw GatewayView, routes []RouteResult) *model.Gateway {
 	models := make([]routeModel, len(routes))
 	for i := range routes {
-		models[i] = routeModel{Key: routes[i].ResourceName(), Parents: routes[i].Parents, Route: modelRoute(&routes[i])}
+		models[i] = newRouteModel(&routes[i])
 	}
 	return translatorGateway(gw, models)
 }
