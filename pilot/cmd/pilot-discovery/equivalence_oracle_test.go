@@ -307,8 +307,15 @@ func compareServed(t *testing.T, gw string, claims []listenerClaim, attachments 
 			t.Errorf("Gateway %s: %s has attachedRoutes %d, but %d accepted routes name it", gw, l, l.attached, n)
 		}
 	}
+	rcOf := compareListeners(t, gw, claims, served)
+	return compareRoutes(t, gw, claims, attachments, rcOf, served.Routes)
+}
 
-	// Listeners.
+// compareListeners checks the served listeners and filter chains against
+// the listeners status says are served, and returns the name of the route
+// configuration serving each of those it finds served.
+func compareListeners(t *testing.T, gw string, claims []listenerClaim, served proxyResources) map[listenerClaim]string {
+	t.Helper()
 	chains := map[uint32][]servedChain{}
 	for _, sl := range served.Listeners {
 		port := sl.GetAddress().GetSocketAddress().GetPortValue()
@@ -322,16 +329,24 @@ func compareServed(t *testing.T, gw string, claims []listenerClaim, attachments 
 			claimedPorts[l.port] = true
 		}
 	}
-	for port := range chains {
+	for port, cs := range chains {
 		if !claimedPorts[port] {
 			t.Errorf("Gateway %s: discovery -f serves port %d, where status -f reports no served listener (%s)", gw, port, describeClaims(claims, port))
 		}
+		https := 0
+		for _, l := range claims {
+			if l.served && l.port == port && l.protocol == gwv1.HTTPSProtocolType {
+				https++
+			}
+		}
+		if https > 0 && len(cs) != https {
+			t.Errorf("Gateway %s: port %d: status -f reports %d served HTTPS listeners, discovery -f serves %d filter chains", gw, port, https, len(cs))
+		}
 	}
-	rcs := map[string]*routev3.RouteConfiguration{}
+	rcs := map[string]bool{}
 	for _, rc := range served.Routes {
-		rcs[rc.GetName()] = rc
+		rcs[rc.GetName()] = true
 	}
-	// rcOf is the name of the route configuration serving claim l.
 	rcOf := map[listenerClaim]string{}
 	for _, l := range claims {
 		if !l.served {
@@ -352,27 +367,25 @@ func compareServed(t *testing.T, gw string, claims []listenerClaim, attachments 
 			t.Errorf("Gateway %s: %s: want one filter chain for it, discovery -f serves %d (%+v)", gw, l, len(match), cs)
 			continue
 		}
-		if rcs[match[0].rds] == nil {
+		if !rcs[match[0].rds] {
 			t.Errorf("Gateway %s: %s: its route configuration %q is not served", gw, l, match[0].rds)
 			continue
 		}
 		rcOf[l] = match[0].rds
 	}
-	for port, cs := range chains {
-		https := 0
-		for _, l := range claims {
-			if l.served && l.port == port && l.protocol == gwv1.HTTPSProtocolType {
-				https++
-			}
-		}
-		if https > 0 && len(cs) != https {
-			t.Errorf("Gateway %s: port %d: status -f reports %d served HTTPS listeners, discovery -f serves %d filter chains", gw, port, https, len(cs))
-		}
-	}
+	return rcOf
+}
 
-	// Routes: what status says is served, by route configuration, hostname
-	// and Envoy route name.
-	type servedRoute struct{ rc, host, name string }
+// servedRoute is one Envoy route, by route configuration, virtual host
+// domain and name.
+type servedRoute struct{ rc, host, name string }
+
+// compareRoutes checks, both ways, the route rules status says each served
+// listener (rcOf) gets against the Envoy routes in routes, and returns how
+// many status says are served.
+func compareRoutes(t *testing.T, gw string, claims []listenerClaim, attachments []routeAttachment, rcOf map[listenerClaim]string,
+	routes []*routev3.RouteConfiguration) int {
+	t.Helper()
 	want := map[servedRoute][]string{} // -> why
 	for _, a := range attachments {
 		for _, ln := range a.listeners {
@@ -407,14 +420,14 @@ func compareServed(t *testing.T, gw string, claims []listenerClaim, attachments 
 		}
 	}
 	got := map[servedRoute]bool{}
-	for name, rc := range rcs {
+	for _, rc := range routes {
 		for _, vh := range rc.GetVirtualHosts() {
 			if strings.HasPrefix(vh.GetName(), "misdirected:") {
 				continue // 421 for the port's other HTTPS listeners
 			}
 			for _, d := range vh.GetDomains() {
 				for _, r := range vh.GetRoutes() {
-					got[servedRoute{name, d, r.GetName()}] = true
+					got[servedRoute{rc.GetName(), d, r.GetName()}] = true
 				}
 			}
 		}
