@@ -10,6 +10,7 @@ import (
 	"log/slog"
 	"net"
 	"strings"
+	"sync"
 	"time"
 
 	"google.golang.org/grpc/credentials/insecure"
@@ -68,34 +69,59 @@ func (s *fileSource) Fetch(ctx context.Context, gw gatewayRef) (proxyResources, 
 	}
 	s.problems = m.problems(src)
 	dir := strings.Join(s.paths, ", ")
-	srv, err := bootstrap.NewServer(bootstrap.Args{Files: src, Features: feats, Debounce: time.Millisecond, MaxDelay: 10 * time.Millisecond,
-		XDSLogger: slog.New(slog.DiscardHandler)})
+	p, err := startInProcess(ctx, src, feats, dir)
 	if err != nil {
 		return proxyResources{}, err
 	}
+	defer p.stop()
+	if t := p.srv.Controller().Translator; t == nil || t.GetKey(gw.String()) == nil {
+		return proxyResources{}, fmt.Errorf("gateway %s: not a Gateway of ours in %s (check its gatewayClassName, and `pilot-discovery check -f %s`)",
+			gw, dir, strings.Join(s.paths, " -f "))
+	}
+	return p.ads().Fetch(ctx, gw)
+}
+
+// inProcess is the whole pipeline of discovery -f run in process over a
+// Source, ADS included, on an in-memory listener (no port is opened).
+type inProcess struct {
+	srv *bootstrap.Server
+	lis *bufconn.Listener
+	// stop ends the server and waits for it.
+	stop func()
+}
+
+// startInProcess builds and runs discovery -f's server over src until ctx
+// ends or stop is called, and returns once its first configuration is
+// published (every collection synced). dir names the manifests in errors.
+func startInProcess(ctx context.Context, src *file.Source, feats features.Features, dir string) (*inProcess, error) {
+	srv, err := bootstrap.NewServer(bootstrap.Args{Files: src, Features: feats, Debounce: time.Millisecond, MaxDelay: 10 * time.Millisecond,
+		XDSLogger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		return nil, err
+	}
 	lis := bufconn.Listen(1 << 20)
-	ctx, cancel := context.WithCancel(ctx)
+	runCtx, cancel := context.WithCancel(ctx)
 	done := make(chan error, 1)
-	go func() { done <- srv.Run(ctx, lis, nil, nil) }()
-	defer func() { cancel(); <-done }()
-	// Ready is true once every collection has synced and the first
-	// configuration is published.
+	go func() { done <- srv.Run(runCtx, lis, nil, nil) }()
+	p := &inProcess{srv: srv, lis: lis, stop: sync.OnceFunc(func() { cancel(); <-done })}
 	tick := time.NewTicker(5 * time.Millisecond)
 	defer tick.Stop()
 	for !srv.XDS().Ready() {
 		select {
 		case <-ctx.Done():
-			return proxyResources{}, fmt.Errorf("-f %s: configuration not computed: %w", dir, context.Cause(ctx))
+			p.stop()
+			return nil, fmt.Errorf("-f %s: configuration not computed: %w", dir, context.Cause(ctx))
 		case err := <-done:
-			return proxyResources{}, fmt.Errorf("-f %s: %w", dir, err)
+			cancel()
+			return nil, fmt.Errorf("-f %s: %w", dir, err)
 		case <-tick.C:
 		}
 	}
-	if t := srv.Controller().Translator; t == nil || t.GetKey(gw.String()) == nil {
-		return proxyResources{}, fmt.Errorf("gateway %s: not a Gateway of ours in %s (check its gatewayClassName, and `pilot-discovery check -f %s`)",
-			gw, dir, strings.Join(s.paths, " -f "))
-	}
-	ads := &adsSource{address: "passthrough:///file", creds: insecure.NewCredentials(),
-		dial: func(ctx context.Context, _ string) (net.Conn, error) { return lis.DialContext(ctx) }}
-	return ads.Fetch(ctx, gw)
+	return p, nil
+}
+
+// ads is a client of p's ADS server, as a proxy connects to discovery -f.
+func (p *inProcess) ads() *adsSource {
+	return &adsSource{address: "passthrough:///file", creds: insecure.NewCredentials(),
+		dial: func(ctx context.Context, _ string) (net.Conn, error) { return p.lis.DialContext(ctx) }}
 }

@@ -394,12 +394,10 @@ func TestProxyConfigOfflineQuiet(t *testing.T) {
 	}
 }
 
-// TestStatusListenerSet: status -f reads ListenerSets: one the Gateway
-// admits is printed Accepted (Programmed Pending: nothing is deployed),
-// with the route naming it attached to its listener.
-func TestStatusListenerSet(t *testing.T) {
-	dir := t.TempDir()
-	const manifests = `apiVersion: gateway.networking.k8s.io/v1
+// listenerSetManifests: a Gateway admitting ListenerSets of its namespace,
+// one ListenerSet adding listener extra (8080, extra.example.com), and a
+// route to the ListenerSet.
+const listenerSetManifests = `apiVersion: gateway.networking.k8s.io/v1
 kind: Gateway
 metadata: {name: gw, namespace: default}
 spec:
@@ -423,7 +421,13 @@ spec:
   parentRefs: [{kind: ListenerSet, name: ls}]
   rules: [{}]
 `
-	if err := os.WriteFile(filepath.Join(dir, "ls.yaml"), []byte(manifests), 0o644); err != nil {
+
+// TestStatusListenerSet: status -f reads ListenerSets: one the Gateway
+// admits is printed Accepted (Programmed Pending: nothing is deployed),
+// with the route naming it attached to its listener.
+func TestStatusListenerSet(t *testing.T) {
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "ls.yaml"), []byte(listenerSetManifests), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	docs, stderr, err := statusOf(t, dir)
@@ -439,5 +443,31 @@ spec:
 	if route == nil || len(route.Status.Parents) != 1 || route.Status.Parents[0].ParentRef.Kind != "ListenerSet" ||
 		condition(route.Status.Parents[0].Conditions, "Accepted") != "True/Accepted" {
 		t.Errorf("route status = %+v", route)
+	}
+}
+
+// TestProxyConfigListenerSet: discovery -f serves a ListenerSet's listener
+// and the routes attached to it, as status -f reports them
+// (TestStatusListenerSet): listener 0.0.0.0_8080 and extra.example.com in
+// its route configuration.
+func TestProxyConfigListenerSet(t *testing.T) {
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "ls.yaml"), []byte(listenerSetManifests), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	d := fakeDeps(t)
+	out, err := run(t, d, "proxy-config", "listeners", "--gateway", "default/gw", "-f", dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(out, "8080") || !strings.Contains(out, "http.8080") {
+		t.Errorf("the ListenerSet's listener (8080) is not served:\n%s", out)
+	}
+	out, err = run(t, d, "proxy-config", "routes", "--gateway", "default/gw", "-f", dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(out, "extra.example.com") || !strings.Contains(out, "default.r.0") {
+		t.Errorf("the route attached to the ListenerSet is not served:\n%s", out)
 	}
 }

@@ -12,12 +12,14 @@
 //     (xdsauth.go), cluster configuration lookup
 //     (kubeconfig.go).
 //   - proxy-config (proxyconfig.go): a Gateway's Envoy configuration as tables
-//     (tables.go) or Envoy JSON/YAML, from a configSource (source.go: over ADS
-//     today; the seam for a file-backed source).
+//     (tables.go) or Envoy JSON/YAML, from a configSource (source.go: over
+//     ADS from a running server; files.go: -f, discovery -f's pipeline run
+//     in process, startInProcess, and asked over ADS the same way).
 //   - proxy-status (proxystatus.go): /debug/syncz as a table.
 //   - status and check (status.go, check.go): the controller run offline over
-//     manifests (offline.go, shared), printing what it would write, or every
-//     problem with exit status 1.
+//     manifests (offline.go, shared; bootstrap.FileController, the one
+//     discovery -f runs), printing what it would write, or every problem
+//     with exit status 1.
 //   - version (and --version); completion (cobra's).
 //
 // Every command takes --log-format and --log-level (root.go, logging.go:

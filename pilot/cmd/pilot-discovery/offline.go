@@ -13,8 +13,8 @@ import (
 	"github.com/spf13/cobra"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/infermesh/infermesh/pilot/pkg/bootstrap"
 	"github.com/infermesh/infermesh/pilot/pkg/config/file"
-	"github.com/infermesh/infermesh/pilot/pkg/config/kube/gateway"
 	"github.com/infermesh/infermesh/pilot/pkg/features"
 	"github.com/infermesh/infermesh/pkg/kube/krt"
 )
@@ -88,12 +88,8 @@ func runOffline(ctx context.Context, paths []string, stdin io.Reader, lookupEnv 
 	}
 	stop := make(chan struct{})
 	defer close(stop)
-	c := gateway.NewOffline(gateway.Inputs{
-		GatewayClasses: src.GatewayClasses(), Gateways: src.Gateways(), HTTPRoutes: src.HTTPRoutes(),
-		GRPCRoutes: src.GRPCRoutes(), ReferenceGrants: src.ReferenceGrants(), Namespaces: src.Namespaces(),
-		Services: src.Services(), InferencePools: src.InferencePools(), ConfigMaps: src.ConfigMaps(), Secrets: src.Secrets(),
-		BackendTLSPolicies: src.BackendTLSPolicies(), ListenerSets: src.ListenerSets(),
-	}, feats, []krt.CollectionOption{krt.WithStop(stop)})
+	// The controller discovery -f runs, over the same inputs.
+	c := bootstrap.FileController(src, feats, []krt.CollectionOption{krt.WithStop(stop)})
 	docs, err := statusDocuments(ctx, c.Outputs, metav1.NewTime(now.UTC().Truncate(time.Second)))
 	if err != nil {
 		return nil, err

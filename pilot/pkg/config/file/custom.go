@@ -123,6 +123,9 @@ func coerceCustom(u map[string]any, s *structuralschema.Structural) (*metav1.Obj
 	meta, _, unknown, err := schemaobjectmeta.GetObjectMetaWithOptions(u,
 		schemaobjectmeta.ObjectMetaOptions{ReturnUnknownFieldPaths: true})
 	if err != nil {
+		if ferr := creationTimestampError(u); ferr != nil {
+			return nil, nil, ferr
+		}
 		return nil, nil, field.Invalid(field.NewPath("metadata"), nil, err.Error())
 	}
 	if meta == nil {

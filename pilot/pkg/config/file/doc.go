@@ -63,9 +63,28 @@
 // A namespaced object without a namespace is in "default", as kubectl puts
 // it; a cluster-scoped one (Namespace, GatewayClass) loses any namespace it
 // names, as the API server drops it. Server-set metadata is emulated where
-// the controller reads it (servermeta.go): a uid stable per object, a
-// generation of 1 bumped on every change outside metadata and status, and
-// the creationTimestamp of the first load; resourceVersion is not set.
+// the controller reads it (servermeta.go): a uid stable per object (a
+// stated one is kept), a generation of 1 bumped on every change outside
+// metadata and status; resourceVersion is not set.
+//
+// # Creation time
+//
+// The Gateway API gives the oldest object precedence where objects
+// compete: conflicting HTTPRoute and GRPCRoute rules, BackendTLSPolicies
+// on one target, ListenerSet listeners on one port and hostname. A folder
+// has no creation history, and neither the time of a load (it moves on
+// every restart and differs between replicas) nor a file's mtime (a
+// mounted ConfigMap's files are written when each replica mounts them,
+// and every edit moves it) would give every replica the same answer. So
+// an object's creationTimestamp is the one its manifest states
+// (metadata.creationTimestamp, RFC 3339, as kubectl get -o yaml exports
+// it), and for a manifest that states none (or null),
+// 9999-12-31T23:59:59Z, the latest time a manifest can state. Objects
+// without one tie, and the Gateway API's next rule decides: namespace, then
+// name, alphabetically. An object with one is older than all objects
+// without. Unlike an API server, which ignores a creationTimestamp in what
+// it is sent, file mode honours it: state it to keep an established
+// object's precedence over newcomers whose names sort first.
 //
 // # Rejections and reloads
 //

@@ -344,7 +344,6 @@ func (s *Source) load(prev map[objectID]object) (loadResult, error) {
 // accepted object, given its previous version in prev, if any; an object
 // whose value is the stored one is kept as stored.
 func stampAccepted(accepted, prev map[objectID]object) {
-	now := time.Now()
 	for id, c := range accepted {
 		var p *object
 		if o, ok := prev[id]; ok {
@@ -363,7 +362,7 @@ func stampAccepted(accepted, prev map[objectID]object) {
 				c.value = ro.DeepCopyObject()
 			}
 		}
-		stampServerFields(&c, p, now)
+		stampServerFields(&c, p)
 		accepted[id] = c
 	}
 }
