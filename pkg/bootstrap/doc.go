@@ -38,4 +38,10 @@
 // before it expires, so every reconnect sends a current token; an
 // established stream is authenticated once, when it opens, and is not cut
 // when the token it opened with expires.
+//
+// # Files
+//
+//   - bootstrap.go: Config, Build and JSON: node, ADS over the static xds-grpc
+//     cluster (or Google gRPC with the token), admin and status listeners, and
+//     the runtime layer.
 package bootstrap

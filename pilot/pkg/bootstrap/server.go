@@ -1,14 +1,6 @@
 // Copyright infermesh authors
 // SPDX-License-Identifier: Apache-2.0
 
-// Package bootstrap assembles pilot-discovery's four stages: the input
-// collections (1: a kube.Client's informers in a cluster, or a file.Source's
-// static collections in file mode), the Gateway API and InferencePool
-// controller (2: with its leader-gated writers in a cluster; computed and
-// never written in file mode), the service registry and the per-Gateway
-// xDS translation (3), and the ADS server with its monitoring and debug
-// endpoints (4; http.go).
-// architecture/README.md draws the flow.
 package bootstrap
 
 import (

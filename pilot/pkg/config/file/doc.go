@@ -126,4 +126,43 @@
 // validation makes most of the garbage, the Pods most of what stays live),
 // each result kept at its document's place, so the outcome is the one of a
 // single goroutine.
+//
+// # Files
+//
+//   - source.go: Options, Source and New: the collections and their accessors,
+//     one read of the folder (load), and a reload handed to the collections as
+//     differences.
+//   - watch.go: Run: fsnotify on every folder of the tree, debounced rereads,
+//     and the wait for a folder that disappeared.
+//   - files.go: the walk of the folder for manifest files (extensions, dot
+//     names, symlinks).
+//   - decodefiles.go: decoding of the files to read, skipping those whose bytes
+//     are unchanged, documents decoded in parallel with custom resources first.
+//   - document.go: a file cut into YAML documents at "---", and a document to
+//     JSON the way kubectl does.
+//   - yamlblock.go: blockDocument, a hand reader of the block-style subset most
+//     manifests are written in.
+//   - yamlnodes.go: nodeDocument, a document read from yaml v3's node tree with
+//     YAML 1.1's scalar rules, and shortWay, which picks between the two short
+//     ways.
+//   - genericjson.go: genericJSON, encoding/json's output for a decoded
+//     document's generic value, written without reflection.
+//   - decode.go: decoder, one document to accepted objects and problems by
+//     kind, and the object identity and digest.
+//   - builtin.go: built-in kinds: strict decoding, and the API server's
+//     defaults and checks reproduced for Namespaces, Pods, Services, Secrets
+//     and EndpointSlices.
+//   - crds.go: the embedded CRDs parsed into each served version's structural
+//     schema, OpenAPI validator and CEL validator.
+//   - custom.go: custom resources as the API server creates them: pruning,
+//     defaulting, ObjectMeta, schema and CEL validation.
+//   - destinationrule.go: Istio DestinationRules, checked for what
+//     kube.DestinationRuleFromUnstructured reads of them.
+//   - duplicates.go: pickDeclarations: which of several declarations of one
+//     object is served.
+//   - servermeta.go: the metadata an API server would set (uid, generation,
+//     creationTimestamp), and the digests that decide a generation bump.
+//   - problem.go: Problem, its one-line text, and its stable order.
+//   - validator.go: Validator, one manifest checked as a Source checks each
+//     document, for tests that generate objects (the route fuzz test).
 package file

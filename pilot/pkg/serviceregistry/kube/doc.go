@@ -26,4 +26,14 @@
 // pure functions of what they Fetch (ServiceEndpoints, ResolveBackendTLSPolicy
 // and DestinationRuleTLS can be called directly); the only side effect is a
 // warning, with the policy's key, when a BackendTLSPolicy is invalid.
+//
+// # Files
+//
+//   - registry.go: Inputs, Options, Outputs and Build, which wires the
+//     collections; ServiceHost.
+//   - endpoints.go: ServiceEndpoints and EndpointsBuilder: one
+//     model.ClusterEndpoints per Service port from its ready EndpointSlice
+//     addresses, the shadow Service's first port carrying every target port.
+//   - tls.go: client TLS per Service host: BackendTLSPolicies resolved (their
+//     CA ConfigMaps read), DestinationRules of mode SIMPLE, and which one wins.
 package kube
