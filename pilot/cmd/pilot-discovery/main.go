@@ -8,9 +8,11 @@
 // Commands, one file each:
 //
 //   - discovery (discovery.go): the control plane over a cluster (bootstrap.Server),
-//     ADS over TLS (tls.go) with optional ServiceAccount token authentication
-//     (xdsauth.go), cluster configuration lookup
-//     (kubeconfig.go).
+//     ADS over TLS (tls.go) with optional proxy authorization (xdsauth.go:
+//     a token of the Gateway's own ServiceAccount for our audience, checked
+//     by TokenReview when a stream opens and on a schedule after; without
+//     it a warning at start), the debug listener (debugaddr.go), cluster
+//     configuration lookup (kubeconfig.go).
 //   - proxy-config (proxyconfig.go): a Gateway's Envoy configuration as tables
 //     (tables.go) or Envoy JSON/YAML, from a configSource (source.go: over ADS
 //     today; the seam for a file-backed source).
