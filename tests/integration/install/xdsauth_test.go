@@ -101,9 +101,12 @@ func TestADSIdentityBound(t *testing.T) {
 	conn := adsConn(t, p.ads, certs.caPool)
 	seedGW, secondGW := gatewayRef{ns, seed.GatewayName}, gatewayRef{ns, "second"}
 
-	// The seed Gateway's own proxy is served.
+	// Each rule is a subtest, so that a binary that breaks one shows every
+	// case it breaks. Streams that outlive a subtest are opened on t.
 	seedProxy := openProxy(t, conn, "seed-proxy", seedGW, own)
-	seedProxy.waitCluster(shadowCluster)
+	seedServed := t.Run("the Gateway's own ServiceAccount, our audience: served", func(t *testing.T) {
+		seedProxy.waitCluster(t, shadowCluster)
+	})
 
 	for _, tc := range []struct {
 		name  string
@@ -123,7 +126,7 @@ func TestADSIdentityBound(t *testing.T) {
 		{"the seed Gateway's token naming Gateway second (to read its certificate)", own, secondGW,
 			codes.PermissionDenied, "served only to its own ServiceAccount gateway-namespace/second-istio"},
 	} {
-		t.Run(tc.name, func(t *testing.T) {
+		t.Run("refused: "+tc.name, func(t *testing.T) {
 			pr := openProxy(t, conn, "intruder", tc.gw, tc.token)
 			pr.request(resource.SecretType, nil, core.SecretName(ns+"/"+secondCert))
 			pr.request(resource.ClusterType, nil)
@@ -137,69 +140,81 @@ func TestADSIdentityBound(t *testing.T) {
 		})
 	}
 
-	// second's own proxy gets its certificate: it is published.
 	secondProxy := openProxy(t, conn, "second-proxy", secondGW, podToken(t, kc, ns, "second-istio", xdsAudience))
-	secondProxy.request(resource.SecretType, nil, core.SecretName(ns+"/"+secondCert))
-	if got := secondProxy.secrets(t); len(got) != 1 || got[0] != core.SecretName(ns+"/"+secondCert) {
-		t.Fatalf("second's proxy got secrets %v, want its certificate", got)
-	}
-	// The seed's authorized proxy asks for it by name and gets nothing: an
-	// answer would come before the listeners it asks for next.
-	seedProxy.request(resource.SecretType, nil, core.SecretName(ns+"/"+secondCert))
-	seedProxy.request(resource.ListenerType, nil)
-	for {
-		r, err := seedProxy.stream.Recv()
-		if err != nil {
-			t.Fatalf("seed proxy: %v", err)
+	secondServed := t.Run("SDS: a proxy never receives a Secret its Gateway does not reference", func(t *testing.T) {
+		// second's own proxy gets its certificate: it is published.
+		secondProxy.request(resource.SecretType, nil, core.SecretName(ns+"/"+secondCert))
+		if got := secondProxy.secrets(t); len(got) != 1 || got[0] != core.SecretName(ns+"/"+secondCert) {
+			t.Fatalf("second's proxy got secrets %v, want its certificate", got)
 		}
-		if r.GetTypeUrl() == resource.SecretType && len(r.GetResources()) > 0 {
-			t.Fatalf("the seed Gateway's proxy got %d secrets, asking only for %s, which only Gateway second references",
-				len(r.GetResources()), secondCert)
+		if !seedServed {
+			t.Fatal("the seed's own proxy was not served: nothing to ask with")
 		}
-		seedProxy.ack(r)
-		if r.GetTypeUrl() == resource.ListenerType {
-			break
-		}
-	}
-
-	// second's ServiceAccount is deleted: its open stream ends.
-	deleted := time.Now()
-	if err := kc.CoreV1().ServiceAccounts(ns).Delete(ctx, "second-istio", metav1.DeleteOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	ended := make(chan error, 1)
-	go func() {
+		// The seed's authorized proxy asks for it by name and gets
+		// nothing: an answer would come before the listeners it asks for
+		// next.
+		seedProxy.request(resource.SecretType, nil, core.SecretName(ns+"/"+secondCert))
+		seedProxy.request(resource.ListenerType, nil)
 		for {
-			if _, err := secondProxy.stream.Recv(); err != nil {
-				ended <- err
-				return
+			r, err := seedProxy.stream.Recv()
+			if err != nil {
+				t.Fatalf("seed proxy: %v", err)
+			}
+			if r.GetTypeUrl() == resource.SecretType && len(r.GetResources()) > 0 {
+				t.Fatalf("the seed Gateway's proxy got %d secrets, asking only for %s, which only Gateway second references",
+					len(r.GetResources()), secondCert)
+			}
+			seedProxy.ack(r)
+			if r.GetTypeUrl() == resource.ListenerType {
+				break
 			}
 		}
-	}()
-	select {
-	case err := <-ended:
-		if status.Code(err) != codes.Unauthenticated || !strings.Contains(err.Error(), "token not accepted") {
-			t.Errorf("second's stream ended with %v, want Unauthenticated: token not accepted", err)
+	})
+
+	t.Run("a deleted ServiceAccount's open stream ends at a re-check", func(t *testing.T) {
+		if !secondServed {
+			t.Fatal("second's proxy was never served: no open stream to end")
 		}
-		t.Logf("second's stream ended %s after its ServiceAccount was deleted (re-check 1s; the API server caches a token's success for up to 10s)",
-			time.Since(deleted).Round(100*time.Millisecond))
-	case <-time.After(wait):
-		t.Fatalf("second's stream still open %s after its ServiceAccount was deleted", wait)
-	}
-	poll.UntilOr(t, wait, "the log line naming Gateway second and its ServiceAccount", func() bool {
-		for _, l := range p.logLines(t) {
-			if l["msg"] == "xds auth: ending an ADS stream: its identity is no longer authorized" &&
-				l["gateway"] == ns+"/second" && l["serviceAccount"] == ns+"/second-istio" {
-				return true
+		deleted := time.Now()
+		if err := kc.CoreV1().ServiceAccounts(ns).Delete(ctx, "second-istio", metav1.DeleteOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		ended := make(chan error, 1)
+		go func() {
+			for {
+				if _, err := secondProxy.stream.Recv(); err != nil {
+					ended <- err
+					return
+				}
+			}
+		}()
+		select {
+		case err := <-ended:
+			if status.Code(err) != codes.Unauthenticated || !strings.Contains(err.Error(), "token not accepted") {
+				t.Errorf("second's stream ended with %v, want Unauthenticated: token not accepted", err)
+			}
+			t.Logf("second's stream ended %s after its ServiceAccount was deleted (re-check 1s; the API server caches a token's success for up to 10s)",
+				time.Since(deleted).Round(100*time.Millisecond))
+		case <-time.After(wait):
+			t.Fatalf("second's stream still open %s after its ServiceAccount was deleted", wait)
+		}
+		poll.UntilOr(t, wait, "the log line naming Gateway second and its ServiceAccount", func() bool {
+			for _, l := range p.logLines(t) {
+				if l["msg"] == "xds auth: ending an ADS stream: its identity is no longer authorized" &&
+					l["gateway"] == ns+"/second" && l["serviceAccount"] == ns+"/second-istio" {
+					return true
+				}
+			}
+			return false
+		}, func() string { return p.log(t) })
+		// The seed's stream is untouched by the re-checks.
+		if seedServed {
+			seedProxy.request(resource.ClusterType, nil)
+			if r, err := seedProxy.stream.Recv(); err != nil || r.GetTypeUrl() != resource.ClusterType {
+				t.Errorf("the seed's stream after the re-checks: %v, %v", r.GetTypeUrl(), err)
 			}
 		}
-		return false
-	}, func() string { return p.log(t) })
-	// The seed's stream is untouched by the re-checks.
-	seedProxy.request(resource.ClusterType, nil)
-	if r, err := seedProxy.stream.Recv(); err != nil || r.GetTypeUrl() != resource.ClusterType {
-		t.Errorf("the seed's stream after the re-checks: %v, %v", r.GetTypeUrl(), err)
-	}
+	})
 	for _, l := range p.logLines(t) {
 		if msg, _ := l["msg"].(string); strings.HasPrefix(msg, "ADS serves without proxy authorization") {
 			t.Errorf("warned of no authorization with --xds-auth=serviceaccount: %v", l)
@@ -284,7 +299,6 @@ type gatewayRef struct{ namespace, name string }
 
 // proxy is one state-of-the-world ADS stream of a proxy that names gw.
 type proxy struct {
-	t      *testing.T
 	stream discoveryv3.AggregatedDiscoveryService_StreamAggregatedResourcesClient
 	node   *corev3.Node
 	// subs are the names subscribed per type, repeated in each ACK.
@@ -305,7 +319,7 @@ func openProxy(t *testing.T, conn *grpc.ClientConn, id string, gw gatewayRef, to
 	if err != nil {
 		t.Fatal(err)
 	}
-	return &proxy{t: t, stream: s, node: &corev3.Node{Id: id, Metadata: md}, subs: map[string][]string{}}
+	return &proxy{stream: s, node: &corev3.Node{Id: id, Metadata: md}, subs: map[string][]string{}}
 }
 
 // request subscribes to names of typeURL (none: all of them); prev, when
@@ -327,13 +341,13 @@ func (p *proxy) ack(r *discoveryv3.DiscoveryResponse) {
 
 // waitCluster asks for CDS and reads responses (acknowledging each) until
 // one holds cluster.
-func (p *proxy) waitCluster(cluster string) {
-	p.t.Helper()
+func (p *proxy) waitCluster(t *testing.T, cluster string) {
+	t.Helper()
 	p.request(resource.ClusterType, nil)
 	for {
 		r, err := p.stream.Recv()
 		if err != nil {
-			p.t.Fatalf("CDS: %v", err)
+			t.Fatalf("CDS: %v", err)
 		}
 		p.ack(r)
 		if r.GetTypeUrl() != resource.ClusterType {
@@ -342,7 +356,7 @@ func (p *proxy) waitCluster(cluster string) {
 		for _, res := range r.GetResources() {
 			c := &clusterv3.Cluster{}
 			if err := res.UnmarshalTo(c); err != nil {
-				p.t.Fatal(err)
+				t.Fatal(err)
 			}
 			if c.GetName() == cluster {
 				return
