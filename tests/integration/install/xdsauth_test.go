@@ -141,12 +141,14 @@ func TestADSIdentityBound(t *testing.T) {
 	}
 
 	secondProxy := openProxy(t, conn, "second-proxy", secondGW, podToken(t, kc, ns, "second-istio", xdsAudience))
-	secondServed := t.Run("SDS: a proxy never receives a Secret its Gateway does not reference", func(t *testing.T) {
+	secondServed := false
+	t.Run("SDS: a proxy never receives a Secret its Gateway does not reference", func(t *testing.T) {
 		// second's own proxy gets its certificate: it is published.
 		secondProxy.request(resource.SecretType, nil, core.SecretName(ns+"/"+secondCert))
 		if got := secondProxy.secrets(t); len(got) != 1 || got[0] != core.SecretName(ns+"/"+secondCert) {
 			t.Fatalf("second's proxy got secrets %v, want its certificate", got)
 		}
+		secondServed = true
 		if !seedServed {
 			t.Fatal("the seed's own proxy was not served: nothing to ask with")
 		}
