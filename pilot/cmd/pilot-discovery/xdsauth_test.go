@@ -6,10 +6,12 @@ package main
 import (
 	"bytes"
 	"context"
+	"crypto/tls"
 	"encoding/base64"
 	"errors"
 	"fmt"
 	"log/slog"
+	"net"
 	"os"
 	"path/filepath"
 	"slices"
@@ -23,14 +25,21 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
+	appsv1 "k8s.io/api/apps/v1"
 	authnv1 "k8s.io/api/authentication/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/kubernetes/fake"
 	k8stesting "k8s.io/client-go/testing"
+	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
 
+	"github.com/infermesh/infermesh/pkg/kube"
+	"github.com/infermesh/infermesh/pkg/test/logbuf"
 	"github.com/infermesh/infermesh/pkg/test/poll"
 )
 
@@ -449,4 +458,107 @@ func TestProxyConfigWithToken(t *testing.T) {
 	}
 	_, err = pc(t, e.ads, "clusters", "--ca-file", cert)
 	wantErr(t, err, "Unauthenticated", "authorization")
+}
+
+// TestDiscoveryXDSAuthAudienceFlag: the discovery command with
+// --xds-auth=serviceaccount over a (fake) cluster: --xds-auth-audience is
+// what the TokenReview asks for and what the Gateway Deployment's
+// projected token carries, a proxy with the Gateway's own token is served,
+// and no warning says ADS is unauthorized.
+func TestDiscoveryXDSAuthAudienceFlag(t *testing.T) {
+	const audience = "https://xds.example.com"
+	dir := t.TempDir()
+	cert, key := writeSelfSigned(t, dir)
+	class := &gwv1.GatewayClass{ObjectMeta: metav1.ObjectMeta{Name: "istio"}, Spec: gwv1.GatewayClassSpec{ControllerName: "istio.io/gateway-controller"}}
+	gw := &gwv1.Gateway{ObjectMeta: metav1.ObjectMeta{Namespace: "gateway-namespace", Name: "gateway"}, Spec: gwv1.GatewaySpec{
+		GatewayClassName: "istio", Listeners: []gwv1.Listener{{Name: "http", Port: 80, Protocol: gwv1.HTTPProtocolType}},
+	}}
+	client := kube.NewFake(append(kube.OptionalCRDs(), class, gw)...)
+	var mu sync.Mutex
+	var asked [][]string
+	client.Kube().(*fake.Clientset).PrependReactor("create", "tokenreviews", func(a k8stesting.Action) (bool, runtime.Object, error) {
+		tr := a.(k8stesting.CreateAction).GetObject().(*authnv1.TokenReview).DeepCopy()
+		mu.Lock()
+		asked = append(asked, tr.Spec.Audiences)
+		mu.Unlock()
+		if tr.Spec.Token == "gw-token" && slices.Equal(tr.Spec.Audiences, []string{audience}) {
+			tr.Status = authnv1.TokenReviewStatus{Authenticated: true, Audiences: tr.Spec.Audiences,
+				User: authnv1.UserInfo{Username: "system:serviceaccount:gateway-namespace:gateway-istio"}}
+		}
+		return true, tr, nil
+	})
+	logs := &logbuf.Buffer{}
+	d := fakeDeps(t, "KUBERNETES_SERVICE_HOST", "10.0.0.1", "POD_NAMESPACE", "infermesh-system")
+	d.newClient = func(clusterSource, ...kube.Option) (*kube.Client, error) { return client, nil }
+	d.stderr = logs
+	addrs := make(chan net.Addr, 1)
+	d.serving = func(ads, _, _ net.Addr) { addrs <- ads }
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() {
+		cmd := newRootCommandWith(d)
+		cmd.SetArgs([]string{"discovery", "--tls-cert-file", cert, "--tls-key-file", key, "--xds-auth", "serviceaccount",
+			"--xds-auth-audience", audience, "--ads-address", "127.0.0.1:0", "--http-address", "127.0.0.1:0", "--debug-address", ""})
+		cmd.SetOut(&bytes.Buffer{})
+		done <- cmd.ExecuteContext(ctx)
+	}()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("discovery: %v", err)
+		}
+	})
+	var ads net.Addr
+	select {
+	case ads = <-addrs:
+	case err := <-done:
+		t.Fatalf("discovery ended before serving: %v", err)
+	case <-time.After(30 * time.Second):
+		t.Fatal("discovery did not start serving")
+	}
+
+	var dep *appsv1.Deployment
+	poll.UntilOr(t, 30*time.Second, "the Gateway's Deployment", func() bool {
+		var err error
+		dep, err = client.Kube().AppsV1().Deployments("gateway-namespace").Get(t.Context(), "gateway-istio", metav1.GetOptions{})
+		return err == nil
+	}, logs.String)
+	var audiences []string
+	for _, v := range dep.Spec.Template.Spec.Volumes {
+		for _, src := range projectedSources(v) {
+			if src.ServiceAccountToken != nil {
+				audiences = append(audiences, src.ServiceAccountToken.Audience)
+			}
+		}
+	}
+	if !slices.Equal(audiences, []string{audience}) {
+		t.Errorf("projected token audiences %q, want [%s]", audiences, audience)
+	}
+
+	creds := credentials.NewTLS(&tls.Config{InsecureSkipVerify: true}) //nolint:gosec // the test's own server
+	conn, err := grpc.NewClient(ads.String(), grpc.WithTransportCredentials(creds))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = conn.Close() })
+	s := openDelta(t, conn, "gw-token")
+	_ = s.Send(&discoveryv3.DeltaDiscoveryRequest{TypeUrl: resourcev3.ClusterType, Node: proxyNode(gatewayRef{"gateway-namespace", "gateway"})})
+	if _, err := s.Recv(); err != nil {
+		t.Fatalf("the Gateway's own token: %v", err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(asked) == 0 || !slices.Equal(asked[0], []string{audience}) {
+		t.Errorf("TokenReviews asked for %q, want [%s]", asked, audience)
+	}
+	if strings.Contains(logs.String(), "without proxy authorization") {
+		t.Errorf("warned of no authorization with --xds-auth=serviceaccount:\n%s", logs.String())
+	}
+}
+
+func projectedSources(v corev1.Volume) []corev1.VolumeProjection {
+	if v.Projected == nil {
+		return nil
+	}
+	return v.Projected.Sources
 }
