@@ -357,13 +357,15 @@ func (s *authorizedStream) RecvMsg(m any) error {
 	case <-s.revoked:
 		return io.EOF
 	}
-	req, ok := m.(interface{ GetNode() *corev3.Node })
-	if !ok {
-		return nil
-	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.denied != nil {
+		return io.EOF
+	}
+	req, ok := m.(interface{ GetNode() *corev3.Node })
+	if !ok {
+		// Only xDS requests, which name their proxy, are authorized.
+		s.denyLocked(status.Errorf(codes.PermissionDenied, "xds auth: %T is not an xDS request", m))
 		return io.EOF
 	}
 	if err := s.checkNodeLocked(req.GetNode()); err != nil {

@@ -10,6 +10,7 @@ import (
 	"encoding/base64"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
 	"os"
@@ -561,4 +562,28 @@ func projectedSources(v corev1.Volume) []corev1.VolumeProjection {
 		return nil
 	}
 	return v.Projected.Sources
+}
+
+// recvOnly is a server stream whose every receive succeeds without
+// filling the message.
+type recvOnly struct{ grpc.ServerStream }
+
+func (recvOnly) RecvMsg(any) error { return nil }
+
+// TestAuthorizedStreamRefusesNonXDSMessages: a message that names no node
+// is not an xDS request and is refused rather than let through.
+func TestAuthorizedStreamRefusesNonXDSMessages(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	s := &authorizedStream{ServerStream: recvOnly{}, ctx: ctx, cancel: cancel, revoked: make(chan struct{}),
+		a: &saAuthenticator{log: slog.New(slog.DiscardHandler)}}
+	if err := s.RecvMsg(&authnv1.TokenReview{}); err != io.EOF {
+		t.Fatalf("RecvMsg = %v, want io.EOF", err)
+	}
+	if err := s.deniedErr(); status.Code(err) != codes.PermissionDenied || !strings.Contains(err.Error(), "not an xDS request") {
+		t.Errorf("denial %v, want PermissionDenied: not an xDS request", err)
+	}
+	if ctx.Err() == nil {
+		t.Error("the stream's context was not cancelled")
+	}
 }
