@@ -9,8 +9,10 @@
 //
 //   - discovery: the control plane (bootstrap.Server) over a cluster, or over
 //     a folder of manifests with -f (file mode); ADS over TLS with optional
-//     ServiceAccount token authentication; the debug endpoints on loopback
-//     unless told otherwise.
+//     proxy authorization (a token of the Gateway's own ServiceAccount for our
+//     audience; without it a warning at start that any client reads every
+//     Gateway's keys); the debug endpoints on loopback, for loopback Host
+//     names only, unless told otherwise.
 //   - proxy-config: a Gateway's Envoy configuration as istioctl-like tables or
 //     Envoy JSON/YAML, fetched over ADS from a running server, or with -f from
 //     the same pipeline run in process over manifests.
@@ -50,8 +52,9 @@
 //     in-cluster, $KUBECONFIG) and the client built from it.
 //   - tls.go: the ADS server's TLS with certificate reload, and the clients'
 //     transport credentials towards ADS.
-//   - xdsauth.go: --xds-auth: ADS streams authenticated by ServiceAccount
-//     token, each node held to a Gateway of the token's namespace.
+//   - xdsauth.go: --xds-auth: each ADS stream authorized for one Gateway by a
+//     token of that Gateway's own ServiceAccount for our audience, reviewed
+//     when the stream opens and again every --xds-auth-recheck.
 //   - debugaddr.go: --debug-address: the debug listener, on loopback by
 //     default, with a warning when bound elsewhere.
 //   - startmemory.go: the Go soft memory limit during start-up, raised with the

@@ -57,6 +57,13 @@ type Features struct {
 	// (PILOT_GATEWAY_XDS_SERVICEACCOUNT_AUTH); it must match
 	// pilot-discovery's --xds-auth=serviceaccount, and needs TLS.
 	GatewayXDSServiceAccountAuth bool
+	// GatewayXDSTokenAudience is the audience of that token: the Gateway
+	// Deployment's projected token is issued for it, and pilot-discovery's
+	// TokenReview asks for it (PILOT_GATEWAY_XDS_TOKEN_AUDIENCE,
+	// overridden by discovery --xds-auth-audience). A token for any other
+	// audience, such as the API server's own that every pod mounts, is
+	// refused on ADS.
+	GatewayXDSTokenAudience string
 }
 
 // Flag describes one environment variable.
@@ -154,7 +161,17 @@ var table = []flagDef{
 	boolFlag("PILOT_GATEWAY_XDS_SERVICEACCOUNT_AUTH", "false",
 		"Gateway proxies send their ServiceAccount token (projected, rotated by the kubelet) as \"authorization: Bearer\" on ADS. Implied by discovery --xds-auth=serviceaccount. Needs TLS.",
 		func(f *Features) *bool { return &f.GatewayXDSServiceAccountAuth }),
+	stringFlag("PILOT_GATEWAY_XDS_TOKEN_AUDIENCE", DefaultXDSTokenAudience,
+		"Audience of the ServiceAccount token Gateway proxies send on ADS: their projected token is issued for it and pilot-discovery's TokenReview requires it. Overridden by discovery --xds-auth-audience.",
+		func(f *Features) *string { return &f.GatewayXDSTokenAudience }, CheckAudience),
 }
+
+// DefaultXDSTokenAudience is the default audience of Gateway proxies' ADS
+// tokens: a name of ours, so that no token issued for another party (the
+// API server's default audience in every pod's mounted token, Istio's
+// "istio-ca") is accepted on our ADS port, and our token is accepted by no
+// one else.
+const DefaultXDSTokenAudience = "infermesh"
 
 // Flags lists every flag with its default, in --help order.
 func Flags() []Flag {

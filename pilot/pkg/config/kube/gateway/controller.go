@@ -165,6 +165,23 @@ func NewController(cfg ControllerConfig) (*Controller, error) {
 	return c, nil
 }
 
+// ProxyServiceAccount returns the name of the ServiceAccount, in the
+// Gateway's namespace, whose tokens authorize a proxy for Gateway
+// namespace/name (ProxyServiceAccount of its name and class). ok is false
+// when the Gateway is not one of ours (absent, or of a class we do not
+// implement); synced is false while the Gateways are not all read yet,
+// when the answer is not final.
+func (c *Controller) ProxyServiceAccount(namespace, name string) (serviceAccount string, ok, synced bool) {
+	if c.Gateways == nil {
+		return "", false, true // Gateway API off: no Gateway is ours
+	}
+	v := c.Gateways.GetKey(namespace + "/" + name)
+	if v == nil {
+		return "", false, c.Gateways.HasSynced()
+	}
+	return ProxyServiceAccount(name, v.Class), true, true
+}
+
 // RunFunctions are the writers' loops: pass each to
 // leaderelection.Elector.AddRunFunction (each runs once per leadership term).
 func (c *Controller) RunFunctions() []func(ctx context.Context) { return c.runs }
