@@ -2,6 +2,10 @@
 # `make test` runs every check CI runs (.ci/run calls exactly `make test`).
 
 SHELL := /bin/bash
+# Go 1.27 (Gateway API v1.7.0 needs it), the toolchain the Go module proxy
+# serves: the go command fetches it on first use, whatever Go is installed
+# (README); every hack/ script and .ci/run export it too.
+export GOTOOLCHAIN := go1.27.3
 GO ?= go
 VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 LDFLAGS := -X github.com/infermesh/infermesh/pkg/version.Version=$(VERSION)

@@ -34,6 +34,9 @@
 # Needs root (network namespaces, a bridge). Logs stay in the state folder
 # it prints (pod logs under node/logs/).
 set -euo pipefail
+# Go 1.27 (Gateway API v1.7.0 needs it): the toolchain the module proxy
+# serves, fetched by the go command on first use (README).
+export GOTOOLCHAIN=go1.27.3
 cd "$(dirname "$0")/.."
 GO=${GO:-go}
 SUITE=${SUITE:-all}

@@ -43,6 +43,9 @@
 #   EPP_VERSION      GIE release for the full epp (default v1.0.0)
 #   GO               go command (default go)
 set -euo pipefail
+# Go 1.27 (Gateway API v1.7.0 needs it): the toolchain the module proxy
+# serves, fetched by the go command on first use (README).
+export GOTOOLCHAIN=go1.27.3
 
 LWEPP_VERSION=${LWEPP_VERSION:-v1.6.0}
 EPP_VERSION=${EPP_VERSION:-v1.0.0}

@@ -80,6 +80,9 @@
 #   ENVOY_BINARY               an Envoy binary to run for the Gateway data-plane image
 #   GO                         go command (default go)
 set -euo pipefail
+# Go 1.27 (Gateway API v1.7.0 needs it): the toolchain the module proxy
+# serves, fetched by the go command on first use (README).
+export GOTOOLCHAIN=go1.27.3
 
 ECHO_VERSION=${ECHO_VERSION:-v1.6.1}
 SUITE=${SUITE:-gie}
