@@ -91,7 +91,7 @@ integ:
 	KUBE_TEST_BINARIES=$$dir/bin EPP_TEST_BINARIES=$$eppbin HELM_TEST_BINARIES=$$helmdir/bin $(GO) test -tags=integ -p 2 -timeout 30m -count=1 ./tests/...
 
 # Both conformance suites on this machine, one after the other
-# (conformance/README.md): GIE v1.6.0, then Gateway API v1.6.1 (profiles
+# (conformance/README.md): GIE v1.6.0, then Gateway API v1.7.0 (profiles
 # GATEWAY-HTTP and GATEWAY-GRPC). One suite: `make conformance SUITE=gie`
 # or `SUITE=gateway-api` (`make conformance-gateway-api`); one test names
 # its suite: `make conformance SUITE=gie RUN_TEST=InferencePoolAccepted`; the
@@ -104,7 +104,7 @@ EPP_BODY_MODE ?= Streamed
 conformance:
 	GO=$(GO) SUITE=$(SUITE) RUN_TEST=$(RUN_TEST) SKIP_TESTS=$(SKIP_TESTS) EPP_BODY_MODE=$(EPP_BODY_MODE) hack/conformance.sh
 
-# The Gateway API v1.6.1 conformance suite, profiles GATEWAY-HTTP and
+# The Gateway API v1.7.0 conformance suite, profiles GATEWAY-HTTP and
 # GATEWAY-GRPC, core and extended (conformance/README.md, "Gateway API
 # suite"); one test: `make conformance-gateway-api RUN_TEST=HTTPRouteSimpleSameNamespace`.
 # Never part of `make test`.

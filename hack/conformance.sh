@@ -4,7 +4,7 @@
 #
 # `make conformance`: the conformance suites against infermesh on this
 # machine (conformance/README.md): the GIE v1.6.0 suite, then the Gateway
-# API v1.6.1 suite, profiles GATEWAY-HTTP and GATEWAY-GRPC; SUITE=gie or
+# API v1.7.0 suite, profiles GATEWAY-HTTP and GATEWAY-GRPC; SUITE=gie or
 # SUITE=gateway-api (`make conformance-gateway-api`) runs one. For each
 # suite it builds what it needs, then runs
 # conformance/harness's TestGIEConformance or TestGatewayAPIConformance
@@ -44,7 +44,7 @@ RUN_TEST=${RUN_TEST:-}
 SKIP_TESTS=${SKIP_TESTS:-}
 EPP_BODY_MODE=${EPP_BODY_MODE:-Streamed}
 GIE_CONFORMANCE_VERSION=${GIE_CONFORMANCE_VERSION:-v1.6.0}
-GWAPI_CONFORMANCE_VERSION=${GWAPI_CONFORMANCE_VERSION:-v1.6.1}
+GWAPI_CONFORMANCE_VERSION=${GWAPI_CONFORMANCE_VERSION:-v1.7.0}
 CACHE_ROOT=${INFERMESH_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/infermesh}
 if [ "$SUITE" = all ]; then
 	# Both suites, one after the other (they share the service network, so

@@ -50,7 +50,7 @@ func gatewayAPIArgs(cfg config, list TestList) ([]string, error) {
 }
 
 // TestGatewayAPIConformance is `make conformance-gateway-api`: the Gateway
-// API suite v1.6.1 (its own test binary, unmodified), profiles
+// API suite (v1.7.0 by default; its own test binary, unmodified), profiles
 // GATEWAY-HTTP and GATEWAY-GRPC, core and extended, on its own cluster
 // (gatewayAPICluster: the experimental-channel CRDs, its own pod and
 // load-balancer ranges). Each test's result is Go's verdict line; the
