@@ -81,7 +81,7 @@ helm:
 # Integration tests against real components (build tag integ), two packages
 # at a time (those that create network namespaces use disjoint addresses),
 # after building (or reusing) the Kubernetes binaries and the endpoint
-# pickers (hack/epp-binaries.sh: GIE v1.6.0 lwepp and v1.0.0 epp, cached in
+# pickers (hack/epp-binaries.sh: GIE v1.6.2 lwepp and v1.0.0 epp, cached in
 # $${INFERMESH_CACHE:-~/.cache/infermesh}/epp; the script prints the folder
 # holding both) and helm (hack/helm.sh).
 integ:
@@ -94,13 +94,14 @@ integ:
 # (conformance/README.md): GIE v1.6.0, then Gateway API v1.7.0 (profiles
 # GATEWAY-HTTP and GATEWAY-GRPC). One suite: `make conformance SUITE=gie`
 # or `SUITE=gateway-api` (`make conformance-gateway-api`); one test names
-# its suite: `make conformance SUITE=gie RUN_TEST=InferencePoolAccepted`; the
-# class without body-mode parameters: `make conformance SUITE=gie
-# EPP_BODY_MODE=default`.
+# its suite: `make conformance SUITE=gie RUN_TEST=InferencePoolAccepted`. The
+# class has no body-mode parameters (FULL_DUPLEX_STREAMED, lwepp v1.6.2);
+# the STREAMED setting older EPPs need: `make conformance SUITE=gie
+# EPP_BODY_MODE=Streamed LWEPP_VERSION=v1.6.0`.
 SUITE ?= all
 RUN_TEST ?=
 SKIP_TESTS ?=
-EPP_BODY_MODE ?= Streamed
+EPP_BODY_MODE ?= default
 conformance:
 	GO=$(GO) SUITE=$(SUITE) RUN_TEST=$(RUN_TEST) SKIP_TESTS=$(SKIP_TESTS) EPP_BODY_MODE=$(EPP_BODY_MODE) hack/conformance.sh
 

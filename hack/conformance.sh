@@ -23,9 +23,11 @@
 #                    needs SUITE=gie or SUITE=gateway-api
 #   SKIP_TESTS       short names, comma-separated, passed to the suite's
 #                    -skip-tests (`make conformance-subset` sets it)
-#   EPP_BODY_MODE    the GatewayClass's eppRequestBodyMode: Streamed (default),
-#                    FullDuplexStreamed, or "default" (a class without
-#                    parametersRef: FULL_DUPLEX_STREAMED, as on Istio); GIE only
+#   EPP_BODY_MODE    "default" (the default: a class without parametersRef,
+#                    FULL_DUPLEX_STREAMED both ways, as a user following GIE's
+#                    guides gets), or the GatewayClass's eppRequestBodyMode:
+#                    Streamed (for EPPs older than lwepp v1.6.1, such as
+#                    LWEPP_VERSION=v1.6.0) or FullDuplexStreamed; GIE only
 #   REPORT           the report YAML (default conformance/reports/<suite version>/infermesh-<RUN_TEST or all>.yaml)
 #   CONFORMANCE_TEST the harness test to run (default TestGIEConformance, or
 #                    TestGatewayAPIConformance with SUITE=gateway-api;
@@ -42,7 +44,7 @@ GO=${GO:-go}
 SUITE=${SUITE:-all}
 RUN_TEST=${RUN_TEST:-}
 SKIP_TESTS=${SKIP_TESTS:-}
-EPP_BODY_MODE=${EPP_BODY_MODE:-Streamed}
+EPP_BODY_MODE=${EPP_BODY_MODE:-default}
 GIE_CONFORMANCE_VERSION=${GIE_CONFORMANCE_VERSION:-v1.6.0}
 GWAPI_CONFORMANCE_VERSION=${GWAPI_CONFORMANCE_VERSION:-v1.7.0}
 CACHE_ROOT=${INFERMESH_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/infermesh}

@@ -91,7 +91,9 @@
 #   GIE_CONFORMANCE_VERSION    GIE release of the conformance suite (default v1.6.0: the
 #                              module proxy serves no later conformance module)
 #   GWAPI_CONFORMANCE_VERSION  Gateway API release of its conformance suite (default v1.7.0)
-#   LWEPP_VERSION              GIE release of lwepp (default v1.6.0)
+#   LWEPP_VERSION              GIE release of lwepp (default v1.6.2, built by
+#                              hack/epp-binaries.sh with EPP_BUILD_ONLY=lwepp: the
+#                              integration suites' lwepp stays hack/epp-binaries.sh's default)
 #   ENVOY_BINARY               an Envoy binary to run for the Gateway data-plane image
 #   GO                         go command (default go)
 set -euo pipefail
@@ -103,7 +105,7 @@ ECHO_VERSION=${ECHO_VERSION:-v0.1.0}
 SUITE=${SUITE:-gie}
 GWAPI_CONFORMANCE_VERSION=${GWAPI_CONFORMANCE_VERSION:-v1.7.0}
 GIE_CONFORMANCE_VERSION=${GIE_CONFORMANCE_VERSION:-v1.6.0}
-LWEPP_VERSION=${LWEPP_VERSION:-v1.6.0}
+LWEPP_VERSION=${LWEPP_VERSION:-v1.6.2}
 GO=${GO:-go}
 CACHE_ROOT=${INFERMESH_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/infermesh}
 ROOT=$CACHE_ROOT/images
@@ -274,7 +276,7 @@ if [[ $SUITE == gie ]]; then
 	LWEPP=$CACHE_ROOT/epp/lwepp-$LWEPP_VERSION/bin/lwepp
 	if [[ ! -x $LWEPP ]]; then
 		log "lwepp $LWEPP_VERSION is not cached yet: hack/epp-binaries.sh builds it"
-		LWEPP_VERSION=$LWEPP_VERSION "$REPO/hack/epp-binaries.sh" >/dev/null
+		EPP_BUILD_ONLY=lwepp LWEPP_VERSION=$LWEPP_VERSION "$REPO/hack/epp-binaries.sh" >/dev/null
 	fi
 	[[ -x $LWEPP ]] || die "hack/epp-binaries.sh left no $LWEPP"
 else

@@ -43,6 +43,11 @@ func gatewayAPIArgs(cfg config, list TestList) ([]string, error) {
 		return nil, err
 	}
 	return append(suiteArgs(cfg),
+		// The base manifests stay at the end: the harness tears the whole
+		// cluster down. The v1.7.0 suite deletes them in t.Cleanup and
+		// waits 30 s for each namespace to go, failing TestConformance
+		// when the namespace controller has not finished by then.
+		"-cleanup-base-resources=false",
 		"-conformance-profiles="+strings.Join(gatewayAPIProfiles, ","),
 		"-supported-features="+strings.Join(features, ","),
 		"-usable-address="+usableAddress, "-unusable-address="+unusableAddress,
