@@ -81,7 +81,7 @@ helm:
 # Integration tests against real components (build tag integ), two packages
 # at a time (those that create network namespaces use disjoint addresses),
 # after building (or reusing) the Kubernetes binaries and the endpoint
-# pickers (hack/epp-binaries.sh: GIE v1.6.2 lwepp and v1.0.0 epp, cached in
+# pickers (hack/epp-binaries.sh: GIE v1.6.0 lwepp and v1.0.0 epp, cached in
 # $${INFERMESH_CACHE:-~/.cache/infermesh}/epp; the script prints the folder
 # holding both) and helm (hack/helm.sh).
 integ:
