@@ -7,7 +7,7 @@
 // conformance` (hack/conformance.sh) runs TestGIEConformance, which is
 // behind the build tag "conformance" so that neither `make test` nor `make
 // integ` runs it. `make conformance-gateway-api` runs the Gateway API suite
-// (sigs.k8s.io/gateway-api/conformance v1.6.1, profiles GATEWAY-HTTP and
+// (sigs.k8s.io/gateway-api/conformance v1.7.0, profiles GATEWAY-HTTP and
 // GATEWAY-GRPC) the same way: TestGatewayAPIConformance, on a cluster of
 // its own ranges with the experimental-channel CRDs (clusterSpec), its
 // verdicts counted by profile (profiles.go).
@@ -17,9 +17,11 @@
 //   - a control plane from pkg/test/kubeenv: etcd, kube-apiserver,
 //     kube-controller-manager (the deployment, replicaset, endpointslice,
 //     serviceaccount, garbage-collector, namespace and node-lifecycle
-//     controllers) and kube-scheduler, with the Gateway API standard-channel
-//     and InferencePool CRDs from the modules' own manifests, which carry the
-//     bundle-version annotations the suite checks;
+//     controllers) and kube-scheduler, with the Gateway API CRDs of the
+//     release the suite binary was built with (suitebuild.go: the suites
+//     refuse any other bundle version) and the InferencePool CRD, from the
+//     modules' own manifests, which carry the bundle-version annotations the
+//     suite checks;
 //   - one node agent (pkg/test/node) whose pods run as local processes, with
 //     the image map hack/images.sh writes (images_test.go);
 //   - a load-balancer stand-in (loadbalancer_test.go) that gives each Service

@@ -365,13 +365,13 @@ func (st *rcState) update(g portGroup, chain int, opts Options) (*routev3.RouteC
 		}
 		var entries []routeEntry
 		if len(vs.members) == 1 {
-			entries = slices.Clone(vs.members[0].entries)
+			entries = withHostKey(vs.members[0].entries, h, vs.members[0].r.Hostnames)
 		} else {
 			seen := map[*model.Route]bool{}
 			for _, m := range vs.members {
 				if !seen[m.r] {
 					seen[m.r] = true
-					entries = append(entries, m.entries...)
+					entries = append(entries, withHostKey(m.entries, h, m.r.Hostnames)...)
 				}
 			}
 		}

@@ -129,7 +129,7 @@ func buildRouteConfiguration(g portGroup, chain int, opts Options) (*routev3.Rou
 					continue
 				}
 				vh.seen[r] = true
-				vh.entries = append(vh.entries, entries...)
+				vh.entries = append(vh.entries, withHostKey(entries, h, r.Hostnames)...)
 			}
 		}
 	}
@@ -347,7 +347,10 @@ func buildAction(r *model.Route, rule *model.Rule, m matchResult, g portGroup, o
 // only when the rule sets none: Envoy applies the route's rewrite after
 // the entry's (WeightedClusterEntry::finalizeRequestHeaders in
 // source/common/router/config_impl.cc), so one backend or several, the
-// rule's Host wins.
+// rule's Host wins. A backendRef's URLRewrite hostname stands before its
+// header Host; its path rewrite applies as the rule's would, and a rule and
+// its single backendRef that both have a URLRewrite are refused (one
+// rewrite per Envoy route).
 func forwardAction(rt *routev3.Route, perFilter map[string]*anypb.Any, r *model.Route, rule *model.Rule, f ruleFilters, ruleHost string, m matchResult, opts Options) error {
 	if f.rewrite != nil && f.rewrite.Hostname != nil {
 		ruleHost = string(*f.rewrite.Hostname)
@@ -365,8 +368,16 @@ func forwardAction(rt *routev3.Route, perFilter map[string]*anypb.Any, r *model.
 		rt.Action = directResponse500()
 		return nil
 	}
+	rewrite := f.rewrite
 	if ra.GetCluster() != "" {
 		single := shares[0]
+		if single.rewrite != nil {
+			if f.rewrite != nil {
+				// Envoy has one path rewrite per route: two would leave one out.
+				return fmt.Errorf("a URLRewrite on both the rule and its backendRef: Envoy applies one rewrite per route")
+			}
+			rewrite = single.rewrite
+		}
 		if single.extProc != nil {
 			perFilter[FilterExtProc] = single.extProc
 		}
@@ -381,8 +392,12 @@ func forwardAction(rt *routev3.Route, perFilter map[string]*anypb.Any, r *model.
 	if ruleHost != "" {
 		ra.HostRewriteSpecifier = &routev3.RouteAction_HostRewriteLiteral{HostRewriteLiteral: ruleHost}
 	}
-	if f.rewrite != nil {
-		if err := applyRewrite(ra, f.rewrite, m.prefix); err != nil {
+	if rewrite != nil {
+		// The hostname is in ruleHost already (the rule's, else the
+		// backendRef's): only the path is left to apply.
+		pathOnly := *rewrite
+		pathOnly.Hostname = nil
+		if err := applyRewrite(ra, &pathOnly, m.prefix); err != nil {
 			return err
 		}
 	}
@@ -509,6 +524,8 @@ type backendShare struct {
 	extProc *anypb.Any // the pool's ExtProcPerRoute, nil for Services
 	// req and resp are the backendRef's header modifiers.
 	req, resp headerMods
+	// rewrite is the backendRef's URLRewrite filter (HTTPRouteBackendURLRewrite).
+	rewrite *gwv1.HTTPURLRewriteFilter
 }
 
 // backendCluster is the cluster a resolved backend of a rule (a GRPCRoute
@@ -560,8 +577,10 @@ func backendCluster(b *model.Backend, grpc bool) (cluster string, epp *model.EPP
 //
 // backendRef header modifier filters apply to their share (route level for
 // a single backend; a share's Host becomes its entry's host_rewrite_literal
-// unless ruleSetsHost); other backendRef filter types are not supported
-// and are ignored. shares holds every valid share, for the caller to check
+// unless ruleSetsHost); a backendRef's URLRewrite (HTTPRouteBackendURLRewrite)
+// rewrites Host as its header Host does, and its path only for a single
+// backend (forwardAction; with several, an error: the rule is not served);
+// other backendRef filter types are not supported and are ignored. shares holds every valid share, for the caller to check
 // what their header modifiers left out.
 // grpc: the rule is a GRPCRoute's (a pool that is not h2c cannot serve
 // it, see backendCluster).
@@ -580,7 +599,12 @@ func backendAction(backends []model.Backend, ruleSetsHost, grpc bool, opts Optio
 		}
 		f := backendFiltersOf(b)
 		s := backendShare{cluster: cluster, weight: uint32(b.Weight),
-			req: toHeaderMods(f.reqHeaders, requestHeaders), resp: toHeaderMods(f.respHeaders, responseHeaders)}
+			req: toHeaderMods(f.reqHeaders, requestHeaders), resp: toHeaderMods(f.respHeaders, responseHeaders), rewrite: f.rewrite}
+		if f.rewrite != nil && f.rewrite.Hostname != nil {
+			// The backendRef's URLRewrite hostname before its
+			// RequestHeaderModifier Host: the rewrite names the upstream host.
+			s.req.host = string(*f.rewrite.Hostname)
+		}
 		if epp != nil && !opts.InferenceEnabled {
 			// The controller never resolves a pool with the extension off;
 			// a model built without it gets 500, not routing around the EPP.
@@ -602,6 +626,15 @@ func backendAction(backends []model.Backend, ruleSetsHost, grpc bool, opts Optio
 	if len(shares) == 1 && invalidWeight == 0 {
 		ra := &routev3.RouteAction{ClusterSpecifier: &routev3.RouteAction_Cluster{Cluster: shares[0].cluster}}
 		return ra, shares, nil
+	}
+	for i, s := range shares {
+		if s.rewrite != nil && s.rewrite.Path != nil {
+			// A weighted cluster entry can rewrite Host but not the path
+			// (WeightedCluster.ClusterWeight has host_rewrite_literal only):
+			// refused rather than served with the path unchanged.
+			return nil, nil, fmt.Errorf("backendRefs: a URLRewrite of the path on one of %d weighted backends (share %d) cannot be expressed "+
+				"(an Envoy weighted cluster entry rewrites Host only): use one backendRef per rule, or the rule's URLRewrite", len(shares), i)
+		}
 	}
 	wc := &routev3.WeightedCluster{}
 	for _, s := range shares {
