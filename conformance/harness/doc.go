@@ -41,6 +41,9 @@
 //   - profiles.go: the Gateway API suite's tests and profiles (ReadTestList),
 //     verdicts sorted by profile part, and the cross-check with the suite's
 //     report.
+//   - suitebuild.go: the Gateway API version a suite binary was built with,
+//     read from its build information, so the harness installs that
+//     version's CRDs.
 //   - verdicts.go: Go's verdict lines read from the suite's output, counted,
 //     and checked against the report's totals.
 package harness
