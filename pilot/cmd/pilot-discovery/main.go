@@ -25,9 +25,10 @@
 // takes files, folders and stdin (manifests.go); errors from a transport
 // mismatch or a timeout carry a hint naming the fix (hints.go).
 //
-// Every table escapes what it prints (escape.go): node ids, NACK messages
-// and names come from proxies and users, and reach the operator's terminal
-// only as printable text.
+// Everything printed escapes what it quotes (escape.go): tables, check's
+// lines, the manifest problems of status and proxy-config, and main's error
+// line. Node ids, NACK messages, file and object names come from proxies
+// and users, and reach the operator's terminal only as printable text.
 package main
 
 import (
@@ -37,7 +38,7 @@ import (
 
 func main() {
 	if err := newRootCommand().Execute(); err != nil {
-		fmt.Fprintln(os.Stderr, "error:", err)
+		fmt.Fprintln(os.Stderr, "error: "+errorText(err))
 		os.Exit(1)
 	}
 }

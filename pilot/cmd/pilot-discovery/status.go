@@ -65,7 +65,7 @@ func printStatus(w, errw io.Writer, r *offlineResult) error {
 		}
 	}
 	for _, p := range r.problems {
-		fmt.Fprintln(errw, p.Error())
+		fmt.Fprintln(errw, escapeCell(problemLine(p)))
 	}
 	if len(r.problems) > 0 {
 		return errManifestProblems
