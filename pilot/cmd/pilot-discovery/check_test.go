@@ -68,7 +68,7 @@ func TestCheck(t *testing.T) {
 		want []string
 	}{
 		{"rejected-manifest", []string{"30-inferencepool.yaml"}, []string{
-			"rejected   testdata/check/rejected-manifest/30-inferencepool.yaml:1: document 0 (InferencePool llm-namespace/vllm-llama3-8b): spec.targetPorts: Too many: 9: must have at most 8 items",
+			"rejected   testdata/check/rejected-manifest/30-inferencepool.yaml:4: document 1 (InferencePool llm-namespace/vllm-llama3-8b): spec.targetPorts: Too many: 9: must have at most 8 items",
 		}},
 		{"missing-pool", []string{"30-inferencepool.yaml"}, []string{
 			"condition  HTTPRoute llm-namespace/llm-route (parent Gateway gateway-namespace/gateway): ResolvedRefs=False (BackendNotFound)",
@@ -126,8 +126,8 @@ func TestCheckDuplicateNamesBothFiles(t *testing.T) {
 	if !errors.Is(err, errCheckFailed) {
 		t.Fatalf("err = %v, want errCheckFailed; output:\n%s", err, out)
 	}
-	want := "rejected   " + filepath.ToSlash(filepath.Join(other, "ns.yaml")) + ":1: document 0 (Namespace llm-namespace): already defined in " +
-		seedDir + "/00-namespaces.yaml document 0, which is first by path"
+	want := "rejected   " + filepath.ToSlash(filepath.Join(other, "ns.yaml")) + ":3: document 1 (Namespace llm-namespace): already defined in " +
+		seedDir + "/00-namespaces.yaml document 1, which is first by path"
 	if !strings.Contains(out, want) {
 		t.Errorf("output lacks %q:\n%s", want, out)
 	}
@@ -155,4 +155,40 @@ func TestCheckReadsStdin(t *testing.T) {
 func TestCheckNeedsFiles(t *testing.T) {
 	_, err := runCheck(t)
 	wantErr(t, err, "-f is required")
+}
+
+// TestCheckSaysItPrecisely: what a new user meets first when a manifest is
+// refused. The line is the document's own (its apiVersion, past the
+// comments above it, in a file of several documents), documents count from
+// 1, the API server's "some validation rules were not checked" is not a
+// problem of its own, and a YAML error is one line with no literal \n.
+func TestCheckSaysItPrecisely(t *testing.T) {
+	dir := t.TempDir()
+	body := "# first: fine\napiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: fine\n  namespace: llm-namespace\n---\n" +
+		"# second: a key twice, and another\n\napiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: twice\n  name: again\n  namespace: llm-namespace\n" +
+		"data:\n  a: x\n  a: y\n"
+	if err := os.WriteFile(filepath.Join(dir, "two.yaml"), []byte(body), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	args := append(seedArgs(t, "30-inferencepool.yaml"), "-f", "testdata/check/rejected-manifest", "-f", dir)
+	out, err := runCheck(t, args...)
+	if !errors.Is(err, errCheckFailed) {
+		t.Fatalf("err = %v, want errCheckFailed; output:\n%s", err, out)
+	}
+	for _, want := range []string{
+		"rejected   testdata/check/rejected-manifest/30-inferencepool.yaml:4: document 1 (InferencePool llm-namespace/vllm-llama3-8b): " +
+			"spec.targetPorts: Too many: 9: must have at most 8 items (because of this, the CRD's validation rules were not checked: fix it and check again)\n",
+		"rejected   " + filepath.ToSlash(filepath.Join(dir, "two.yaml")) + `:14: document 2: invalid YAML: line 14: key "name" already set in map; ` +
+			`line 18: key "a" already set in map` + "\n",
+		// The pool's one rejection (not two), the YAML error, and the
+		// route to the pool left out.
+		"3 problem(s) found\n",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("output lacks %q:\n%s", want, out)
+		}
+	}
+	if strings.Contains(out, `\n`) || strings.Contains(out, "were not checked because the object was invalid") {
+		t.Errorf("output has a literal \\n or the API server's field-less line:\n%s", out)
+	}
 }
