@@ -207,3 +207,29 @@ func TestWhyCheckGatesAMerge(t *testing.T) {
 		t.Errorf("check does not name the missing pool:\n%s", out)
 	}
 }
+
+// TestDocsGiveOneGIECRDCommand: the README, manifests/README.md and
+// examples/README.md install the GIE CRDs with the same command, and name
+// no other way.
+func TestDocsGiveOneGIECRDCommand(t *testing.T) {
+	const want = "kubectl apply --server-side -k 'https://github.com/kubernetes-sigs/gateway-api-inference-extension/config/crd?ref=v1.6.0'"
+	for _, doc := range []string{"../../../README.md", "../../../manifests/README.md", "../../../examples/README.md"} {
+		b, err := os.ReadFile(doc)
+		if err != nil {
+			t.Fatal(err)
+		}
+		n := 0
+		for l := range strings.Lines(string(b)) {
+			if !strings.Contains(l, "gateway-api-inference-extension/config/crd") {
+				continue
+			}
+			n++
+			if !strings.Contains(l, want) || strings.Count(l, "config/crd") != 1 {
+				t.Errorf("%s installs the GIE CRDs another way: %s", doc, strings.TrimSpace(l))
+			}
+		}
+		if n == 0 {
+			t.Errorf("%s gives no GIE CRD install command", doc)
+		}
+	}
+}
