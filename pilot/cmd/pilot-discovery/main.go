@@ -17,7 +17,10 @@
 //   - proxy-status (proxystatus.go): /debug/syncz as a table.
 //   - status and check (status.go, check.go): the controller run offline over
 //     manifests (offline.go, shared), printing what it would write, or every
-//     problem with exit status 1.
+//     problem with exit status 1; what breaks traffic but no status can say
+//     (a parentRef to nothing, a pool that selects no pod, an expired
+//     listener certificate) is read from the inputs (checkinputs.go, with
+//     the workloads' pod templates from podtemplates.go).
 //   - version (and --version); completion (cobra's).
 //
 // Every command takes --log-format and --log-level (root.go, logging.go:
