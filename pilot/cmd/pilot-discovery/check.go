@@ -105,11 +105,13 @@ func (f finding) String() string {
 	return s + ": " + f.text
 }
 
-// negativePolarity are the condition types whose True means a problem.
+// negativePolarity are the condition types whose True means a problem
+// (Conflicted also on a route's parent entry: a hostname taken from it).
 var negativePolarity = map[string]bool{
 	string(gwv1.RouteConditionPartiallyInvalid):        true,
 	string(gwv1.ListenerConditionConflicted):           true,
 	string(gwv1.ListenerConditionOverlappingTLSConfig): true,
+	gateway.TakesHostnamesCondition:                    true,
 }
 
 // conditionProblem reports whether c says something is wrong. Programmed

@@ -104,6 +104,14 @@ func TestCheck(t *testing.T) {
 			"expired    Gateway gateway-namespace/secure listener https: spec.listeners[1].tls.certificateRefs[0]: the certificate of " +
 				"Secret gateway-namespace/llm-cert (for llm.ssup2.com) expired at 2021-01-01T00:00:00Z: clients refuse it",
 		}},
+		{"hostname-takeover", []string{"40-gateway.yaml"}, []string{
+			"condition  ListenerSet tenant-b/grab listener llm: TakesHostnames=True (HostnameConflict): takes llm.ssup2.com from 1 route(s) " +
+				"of other namespaces attached through less specific listeners",
+			"condition  HTTPRoute llm-namespace/llm-route (parent Gateway gateway-namespace/gateway): Conflicted=True (HostnameConflict): " +
+				"requests for llm.ssup2.com, which this route claims through listener http, go to listener llm of ListenerSet tenant-b/grab, " +
+				`whose hostname "llm.ssup2.com" is more specific`,
+			"2 problem(s) found",
+		}},
 		{"foreign-service", nil, []string{
 			"conflict   InferencePool llm-namespace/vllm-llama3-8b: its shadow Service name is taken: Service llm-namespace/vllm-llama3-8b-ip-22dc7de1 exists without the istio.io/inferencepool-name label",
 		}},

@@ -20,7 +20,12 @@
 //     not resolve (InvalidCertificateRef, RefNotPermitted);
 //   - hostnames.go, attachment.go: a route's parentRefs against our Gateways
 //     (sectionName, port, hostname intersection, allowedRoutes), giving
-//     Accepted per parent with the standard reasons;
+//     Accepted per parent with the standard reasons; which listener owns a
+//     hostname on a port (listener isolation, the translator's own rule,
+//     core.OwnerHostname, over the Gateway's and its ListenerSets'
+//     listeners alike), and the hostnames a more specific listener of
+//     another namespace takes from a route (TakenHostname: the route's
+//     Conflicted=True, the listener's TakesHostnames=True);
 //   - referencegrant.go, backends.go: backendRefs to Services and
 //     InferencePools, ReferenceGrants for cross-namespace references, and
 //     Istio's exact messages for pool references;
