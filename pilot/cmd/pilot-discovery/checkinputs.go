@@ -291,6 +291,10 @@ func certSubject(c *x509.Certificate) string {
 // podFindings checks that each InferencePool selects a pod.
 func podFindings(in inputs) []finding {
 	pods := in.src.Pods().List()
+	podLabels := map[string][]labels.Set{} // by namespace
+	for _, pod := range pods {
+		podLabels[pod.Namespace] = append(podLabels[pod.Namespace], pod.Labels)
+	}
 	var templates []podTemplate
 	templatesRead := false
 	var fs []finding
@@ -303,9 +307,7 @@ func podFindings(in inputs) []finding {
 			continue // refused by the CRD's validation, reported as rejected
 		}
 		selector := labels.SelectorFromSet(sel)
-		if slices.ContainsFunc(pods, func(pod *corev1.Pod) bool {
-			return pod.Namespace == p.Namespace && selector.Matches(labels.Set(pod.Labels))
-		}) {
+		if slices.ContainsFunc(podLabels[p.Namespace], func(l labels.Set) bool { return selector.Matches(l) }) {
 			continue
 		}
 		if !templatesRead {

@@ -10,7 +10,8 @@
 //   - discovery (discovery.go): the control plane over a cluster (bootstrap.Server),
 //     ADS over TLS (tls.go) with optional ServiceAccount token authentication
 //     (xdsauth.go), cluster configuration lookup
-//     (kubeconfig.go).
+//     (kubeconfig.go); in file mode, check's problems logged as they come
+//     and go (problemlog.go).
 //   - proxy-config (proxyconfig.go): a Gateway's Envoy configuration as tables
 //     (tables.go) or Envoy JSON/YAML, from a configSource (source.go: over ADS
 //     today; the seam for a file-backed source).
