@@ -29,7 +29,9 @@ func newCheckCommand(a *app) *cobra.Command {
 			"to gate a merge on:\n"+
 			"  rejected   a manifest the API server would reject: file:line, document, object, field, message\n"+
 			"  condition  a condition that says something is wrong (Accepted, ResolvedRefs, ... False;\n"+
-			"             PartiallyInvalid or Conflicted True), with the object, its parent, reason and message\n"+
+			"             PartiallyInvalid, Conflicted or TakesHostnames True), with the object, its parent,\n"+
+			"             reason and message. A hostname a more specific listener of another namespace takes\n"+
+			"             from a route shows on both: the route's Conflicted, the listener's TakesHostnames\n"+
 			"  dropped    a route rule left out of the configuration, with the route and why\n"+
 			"  conflict   an InferencePool's shadow Service name taken by a Service we do not own\n"+
 			"  parent     a route's parentRef, or a ListenerSet's spec.parentRef, to a Gateway or ListenerSet\n"+
