@@ -14,6 +14,7 @@ import (
 	"os/signal"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
@@ -292,6 +293,16 @@ func runDiscovery(ctx context.Context, stopSignals func(), o *discoveryOptions, 
 		// Before Run: no stream reaches the interceptor until the ADS
 		// server serves.
 		auth.gateways = srv.Controller()
+	}
+	var background sync.WaitGroup
+	defer background.Wait()
+	if args.Files != nil && srv.Controller() != nil {
+		// check -f's problems, logged as they come and go.
+		pctx, stopProblems := context.WithCancel(ctx)
+		defer stopProblems()
+		background.Go(func() {
+			problemLog(pctx, args.Files, srv.Controller().Outputs, o.files[0], feats.EnableInferenceExtension, log)
+		})
 	}
 	adsLis, err := net.Listen("tcp", o.adsAddress)
 	if err != nil {

@@ -18,7 +18,10 @@
 //     the same pipeline run in process over manifests.
 //   - proxy-status: /debug/syncz as a table.
 //   - status and check: the controller run offline over manifests, printing
-//     what it would write, or every problem with exit status 1.
+//     what it would write, or every problem with exit status 1; what breaks
+//     traffic but no status can say (a parentRef to nothing, a pool that
+//     selects no pod, an expired listener certificate) is read from the
+//     inputs.
 //   - version (and --version); completion (cobra's).
 //
 // Every command takes --log-format and --log-level (one process-wide
@@ -26,9 +29,10 @@
 // folders and stdin; errors from a transport mismatch or a timeout carry a
 // hint naming the fix.
 //
-// Every table escapes what it prints: node ids, NACK messages and names come
-// from proxies and users, and reach the operator's terminal only as
-// printable text.
+// Everything printed escapes what it quotes: tables, check's lines, the
+// manifest problems of status and proxy-config, and main's error line. Node
+// ids, NACK messages, file and object names come from proxies and users, and
+// reach the operator's terminal only as printable text.
 //
 // # Files
 //
@@ -60,6 +64,8 @@
 //   - startmemory.go: the Go soft memory limit during start-up, raised with the
 //     live heap and lifted once the first configuration is published.
 //   - profile.go: --profile-cpu, a CPU profile of the whole run.
+//   - problemlog.go: in file mode, the problems check -f would print, logged
+//     as they come and go once the controller has caught up with a change.
 //   - files.go: openFiles for discovery -f, and fileSource, proxy-config's -f
 //     source: startInProcess runs discovery -f's whole pipeline with ADS on an
 //     in-memory listener, asked over ADS as a running server is.
@@ -86,4 +92,10 @@
 //     YAML documents.
 //   - check.go: the check command: every problem in the controller's outputs,
 //     one per line, with exit status 1 when there is any.
+//   - checkinputs.go: what breaks traffic but no status can say, read from
+//     the inputs: parentRefs to nothing, pools that select no pod, expired
+//     listener certificates; another class's Gateways as notes.
+//   - podtemplates.go: the pod templates of workloads (Deployments,
+//     StatefulSets, ...) read from the manifests, so a pool's selector can be
+//     matched against pods a cluster would run.
 package main

@@ -19,6 +19,7 @@ import (
 	"github.com/infermesh/infermesh/pilot/pkg/bootstrap"
 	"github.com/infermesh/infermesh/pilot/pkg/config/file"
 	"github.com/infermesh/infermesh/pilot/pkg/features"
+	"github.com/infermesh/infermesh/pilot/pkg/model"
 )
 
 // openFiles reads the manifests of dir for discovery's file mode; log
@@ -50,8 +51,10 @@ type fileSource struct {
 var _ configSource = (*fileSource)(nil)
 
 // Fetch implements configSource. Besides adsSource's errors: an unreadable
-// folder, invalid feature flags, or a Gateway that is not one of ours in
-// the folder (named at once, without waiting for the timeout).
+// folder, invalid feature flags, a Gateway that is not one of ours in the
+// folder, or one the translator refuses for its parameters (GatewayClass or
+// Gateway parameters, addresses); both are named at once, without waiting
+// for the timeout.
 func (s *fileSource) Fetch(ctx context.Context, gw gatewayRef) (proxyResources, error) {
 	feats, err := features.Load(s.lookupEnv)
 	if err != nil {
@@ -74,9 +77,18 @@ func (s *fileSource) Fetch(ctx context.Context, gw gatewayRef) (proxyResources, 
 		return proxyResources{}, err
 	}
 	defer p.stop()
-	if t := p.srv.Controller().Translator; t == nil || t.GetKey(gw.String()) == nil {
+	var mg *model.Gateway
+	if t := p.srv.Controller().Translator; t != nil {
+		mg = t.GetKey(gw.String())
+	}
+	if mg == nil {
 		return proxyResources{}, fmt.Errorf("gateway %s: not a Gateway of ours in %s (check its gatewayClassName, and `pilot-discovery check -f %s`)",
 			gw, dir, strings.Join(s.paths, " -f "))
+	}
+	if mg.ClassParametersError != "" {
+		// The translator refuses it: no configuration would ever come.
+		return proxyResources{}, fmt.Errorf("gateway %s: refused, so its proxies get no configuration: %s (its status says "+
+			"Accepted=False; see `pilot-discovery check -f %s`)", gw, mg.ClassParametersError, strings.Join(s.paths, " -f "))
 	}
 	return p.ads().Fetch(ctx, gw)
 }

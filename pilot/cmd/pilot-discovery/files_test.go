@@ -185,7 +185,7 @@ func TestStatusBadManifest(t *testing.T) {
 	if !errors.Is(err, errManifestProblems) {
 		t.Fatalf("err = %v, want errManifestProblems", err)
 	}
-	for _, want := range []string{"50-bad.yaml", "document 0", "spec.targetPorts"} {
+	for _, want := range []string{"50-bad.yaml:1: document 1", "spec.targetPorts"} {
 		if !strings.Contains(stderr, want) {
 			t.Errorf("stderr %q lacks %q", stderr, want)
 		}

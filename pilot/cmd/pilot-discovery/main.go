@@ -10,7 +10,7 @@ import (
 
 func main() {
 	if err := newRootCommand().Execute(); err != nil {
-		fmt.Fprintln(os.Stderr, "error:", err)
+		fmt.Fprintln(os.Stderr, "error: "+errorText(err))
 		os.Exit(1)
 	}
 }

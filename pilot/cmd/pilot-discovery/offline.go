@@ -62,14 +62,15 @@ type offlineResult struct {
 	docs []any
 	// problems are the manifests left out, each file named as given.
 	problems []file.Problem
-	// findings are the problems in what the controller computed: False
-	// conditions, dropped rules, shadow Service names taken.
+	// findings are the problems in what the controller computed (False
+	// conditions, dropped rules, shadow Service names taken) and in the
+	// inputs (inputFindings), and notes.
 	findings []finding
 }
 
 // runOffline reads paths (stageManifests) and computes the controller's
 // outputs over them, as discovery -f does, writing nothing. now stamps
-// lastTransitionTime. Errors: no or unreadable paths, invalid feature
+// lastTransitionTime and is the time certificates are checked at. Errors: no or unreadable paths, invalid feature
 // flags, or ctx ending before every output has synced.
 func runOffline(ctx context.Context, paths []string, stdin io.Reader, lookupEnv func(string) (string, bool), now time.Time) (*offlineResult, error) {
 	feats, err := features.Load(lookupEnv)
@@ -94,5 +95,8 @@ func runOffline(ctx context.Context, paths []string, stdin io.Reader, lookupEnv 
 	if err != nil {
 		return nil, err
 	}
-	return &offlineResult{docs: docs, problems: m.problems(src), findings: findingsOf(c.Outputs, src.Services())}, nil
+	findings := append(findingsOf(c.Outputs, src.Services()),
+		inputFindings(inputs{src: src, out: c.Outputs, dir: m.dir, now: now, inference: feats.EnableInferenceExtension})...)
+	sortFindings(findings)
+	return &offlineResult{docs: docs, problems: m.problems(src), findings: findings}, nil
 }

@@ -152,7 +152,7 @@ func newProxyConfigCommand(a *app) *cobra.Command {
 			}
 			if fs != nil && len(fs.problems) > 0 {
 				for _, p := range fs.problems {
-					fmt.Fprintln(cmd.ErrOrStderr(), p.Error())
+					fmt.Fprintln(cmd.ErrOrStderr(), escapeCell(problemLine(p)))
 				}
 				return errManifestProblems
 			}

@@ -25,6 +25,11 @@ import (
 // manifests were left out; the problems themselves go to stderr.
 var errManifestProblems = errors.New("some manifests were left out (listed above)")
 
+// errNotInStatus is returned after the statuses are printed when the inputs
+// hold problems no status can say (check's parent, pods, expired and
+// conflict lines); they go to stderr.
+var errNotInStatus = errors.New("some problems are not in the statuses (listed above)")
+
 func newStatusCommand(a *app) *cobra.Command {
 	return newOfflineCommand(a, "status -f PATH...",
 		"Print the statuses and shadow Services the controller would write for a set of manifests",
@@ -33,9 +38,11 @@ func newStatusCommand(a *app) *cobra.Command {
 			"of ours, our status.parents entries of each HTTPRoute, GRPCRoute and InferencePool, and the\n"+
 			"shadow Service of each InferencePool (as the server-side apply configuration). Nothing is\n"+
 			"written anywhere. lastTransitionTime is the time of the run.\n\n"+
-			"Manifests that would be rejected are listed on stderr (file, document, field) and left out;\n"+
-			"the command then exits with status 1 after printing the rest. To fail on every problem\n"+
-			"(False conditions and dropped rules too), use check.",
+			"Manifests that would be rejected are listed on stderr (file, document, field) and left out,\n"+
+			"with the problems no status can say, as check names them (a parentRef to a Gateway or\n"+
+			"ListenerSet not in the inputs, a pool that selects no pod, an expired listener certificate, a\n"+
+			"shadow Service name taken); the command then exits with status 1 after printing the rest.\n"+
+			"To fail on every problem (False conditions and dropped rules too), use check.",
 		func(cmd *cobra.Command, r *offlineResult) error {
 			return printStatus(cmd.OutOrStdout(), cmd.ErrOrStderr(), r)
 		})
@@ -65,10 +72,20 @@ func printStatus(w, errw io.Writer, r *offlineResult) error {
 		}
 	}
 	for _, p := range r.problems {
-		fmt.Fprintln(errw, p.Error())
+		fmt.Fprintln(errw, escapeCell("rejected   "+problemLine(p)))
 	}
-	if len(r.problems) > 0 {
+	unseen := 0
+	for _, f := range r.findings {
+		if !f.inStatus() && !f.note {
+			fmt.Fprintln(errw, escapeCell(f.String()))
+			unseen++
+		}
+	}
+	switch {
+	case len(r.problems) > 0:
 		return errManifestProblems
+	case unseen > 0:
+		return errNotInStatus
 	}
 	return nil
 }

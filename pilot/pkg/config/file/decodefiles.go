@@ -42,7 +42,7 @@ func (s *Source) readFiles(files []string) (fds []*fileDecode, unread []Problem)
 	for i, f := range files {
 		data, err := os.ReadFile(filepath.Join(s.dir, filepath.FromSlash(f)))
 		if err != nil {
-			unread[i] = Problem{File: f, Document: -1, Message: "cannot read: " + err.Error()}
+			unread[i] = Problem{File: f, Message: "cannot read: " + err.Error()}
 			continue
 		}
 		sum := sha256.Sum256(data)
@@ -164,7 +164,7 @@ func customKindFirst(body []byte, kinds map[string]bool) bool {
 // nothing but the document and the decoder (whose CRDs are built once,
 // under a sync.Once), so documents decode concurrently.
 func (s *Source) decodeDocument(f string, d document) fileDecode {
-	ref := docRef{file: f, doc: d.index, line: d.line}
+	ref := docRef{file: f, doc: d.index + 1, line: d.first}
 	var res decodeResult
 	if top, ok := shortWay(d.body); ok {
 		s.dec.decodeValue(ref, top, nil, &res)

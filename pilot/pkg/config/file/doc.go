@@ -88,8 +88,12 @@
 //
 // # Rejections and reloads
 //
-// A rejected object is a Problem naming file, document, object and field,
-// and is left out; if an earlier read accepted an object of that kind,
+// A rejected object is a Problem naming file, line (the document's first
+// line with content, or a YAML error's own line), document (counted from
+// 1), object and field, in the API server's words, one problem per error:
+// its field-less "some validation rules were not checked" is said on the
+// error that caused it, and a YAML parser's list of errors is one line. The
+// object is left out; if an earlier read accepted an object of that kind,
 // namespace and name, that version stays, as a rejected apply leaves the
 // stored object. A file that cannot be read, or has a document that is not
 // YAML (half-written, truncated), keeps every object it last contributed

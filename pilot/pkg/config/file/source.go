@@ -104,7 +104,7 @@ func New(dir string, opts Options) (*Source, error) {
 			loaded.add(o.coll, "added", o.key, s.log)
 		}
 	}
-	s.log.Info("file: loaded", "dir", dir, "changes", loaded.String(), "objects", len(l.accepted), "problems", len(l.problems))
+	s.log.Info("file: loaded", "dir", dir, "changes", loaded.String(), "objects", len(l.accepted), "rejected", len(l.problems))
 	s.namespaces = newCollection[*corev1.Namespace](s, "Namespaces", objs)
 	s.pods = newCollection[*corev1.Pod](s, "Pods", objs)
 	s.services = newCollection[*corev1.Service](s, "Services", objs)
@@ -391,7 +391,7 @@ func (s *Source) reload() ([]string, error) {
 	if changed {
 		s.revision.Add(1)
 		s.log.Info("file: reloaded", "dir", s.dir, "changes", ch.String(), "objects", len(l.accepted),
-			"problems", len(l.problems))
+			"rejected", len(l.problems))
 	}
 	return l.dirs, nil
 }

@@ -530,6 +530,7 @@ func Build(in Inputs, opts Options) Outputs {
 		// Programmed stays False/Pending until Gateway deployments exist
 		// (issue 6): nothing here knows whether a proxy serves the Gateway.
 		st := GatewayStatus(&gw, attached, false, metav1.Time{})
+		withGatewayTakeovers(&st, ListenerTakeovers(gw.Gateway, results)[types.NamespacedName{}], gw.Generation)
 		if len(gw.ListenerSets) > 0 {
 			st.AttachedListenerSets = ptr.To(gw.AttachedListenerSets())
 		}
@@ -558,6 +559,19 @@ func Build(in Inputs, opts Options) Outputs {
 			}
 			return keys
 		})
+		// takenBySet indexes the routes whose hostnames a ListenerSet's
+		// listener takes (ParentResult.Taken): they are attached elsewhere.
+		takenBySet := krt.NewIndex(attachments, "attachments-by-taking-listenerset", func(r routeAttachment) []types.NamespacedName {
+			var keys []types.NamespacedName
+			for _, p := range r.Parents {
+				for _, t := range p.Taken {
+					if t.BySet.Name != "" && !slices.Contains(keys, t.BySet) {
+						keys = append(keys, t.BySet)
+					}
+				}
+			}
+			return keys
+		})
 		out.ListenerSetStatuses = krt.NewCollection(in.ListenerSets, func(ctx krt.HandlerContext, ls *gwv1.ListenerSet) *ListenerSetStatusResult {
 			parent, ok := ListenerSetParent(ls)
 			if !ok {
@@ -577,8 +591,13 @@ func Build(in Inputs, opts Options) Outputs {
 			for _, r := range routes {
 				results = append(results, r.Parents)
 			}
-			return &ListenerSetStatusResult{Namespace: ls.Namespace, Name: ls.Name, Gateway: parent,
-				Status: ListenerSetStatus(view, ListenerSetAttachedRoutes(results)[key])}
+			st := ListenerSetStatus(view, ListenerSetAttachedRoutes(results)[key])
+			var taken [][]ParentResult
+			for _, r := range takenBySet.Fetch(ctx, key) {
+				taken = append(taken, r.Parents)
+			}
+			withListenerSetTakeovers(&st, ListenerTakeovers(parent, taken)[key], view.Generation)
+			return &ListenerSetStatusResult{Namespace: ls.Namespace, Name: ls.Name, Gateway: parent, Status: st}
 		}, with("ListenerSetStatuses")...)
 	}
 
@@ -759,6 +778,9 @@ func RouteParentStatuses(r RouteResult, controller string) []gwv1.RouteParentSta
 		}
 		if p.Accepted && dropped != "" {
 			conds = append(conds, cond(string(gwv1.RouteConditionPartiallyInvalid), true, string(gwv1.RouteReasonUnsupportedValue), dropped))
+		}
+		if p.Accepted && len(p.Taken) > 0 {
+			conds = append(conds, cond(RouteConflictedCondition, true, string(gwv1.ListenerReasonHostnameConflict), takenMessage(p.Gateway, p.Taken)))
 		}
 		out = append(out, gwv1.RouteParentStatus{
 			ParentRef:      p.ParentRef,

@@ -47,10 +47,15 @@
 // Routes and backends:
 //
 //   - hostnames.go: hostname intersection between listeners and routes,
-//     wildcards included.
+//     wildcards included; which listener owns a hostname on a port (listener
+//     isolation, the translator's own rule core.OwnerHostname, over the
+//     Gateway's and its ListenerSets' listeners alike).
 //   - attachment.go: AttachRoute: a route's parentRefs against our Gateways and
 //     ListenerSets (sectionName, port, hostnames, allowedRoutes), giving
-//     Accepted per parent with the standard reasons; AttachedRoutes counts.
+//     Accepted per parent with the standard reasons; AttachedRoutes counts;
+//     the hostnames a more specific listener of another namespace takes from
+//     a route (TakenHostname: the route's Conflicted=True, the listener's
+//     TakesHostnames=True).
 //   - referencegrant.go: ReferenceGrantAllows, whether a cross-namespace
 //     reference is granted.
 //   - backends.go: ResolveBackendRef: backendRefs to Services and
