@@ -179,7 +179,12 @@ func TestStreamPortClaims(t *testing.T) {
 	young := streamRoute("ns", "young", 3, []string{"old.example.com"}, to(s, 1))
 	tenantA := streamRoute("tenant-a", "grab", 0, []string{"*.example.com", "b.example.com"}, to(s, 1))
 	tenantB := streamRoute("tenant-b", "mine", 5, []string{"b.example.com"}, to(s, 1))
+	// As many characters, the wildcard older: the exact one wins all the same.
+	exactAB := streamRoute("ns", "exact-ab", 8, []string{"a.b.example.com"}, to(s, 1))
+	wildAB := streamRoute("ns", "wild-ab", 0, []string{"*.b.example.com"}, to(s, 1))
 	listeners := []model.Listener{
+		{Name: "ab", Port: 443, Protocol: gwv1.TLSProtocolType, Hostname: "a.b.example.com",
+			Routes: []*model.Route{exactAB, wildAB}},
 		{Name: "exact", Port: 443, Protocol: gwv1.TLSProtocolType, Hostname: "abc.example.com",
 			Routes: []*model.Route{exactNewer, wildOlder}},
 		{Name: "wild", Port: 443, Protocol: gwv1.TLSProtocolType, Hostname: "*.example.com",
@@ -196,6 +201,7 @@ func TestStreamPortClaims(t *testing.T) {
 		return out
 	}
 	wantWon := []string{
+		"ab a.b.example.com ns/exact-ab",       // exact beats an older wildcard of as many characters
 		"exact abc.example.com ns/exact-newer", // exact route hostname beats the older wildcard
 		"wild *.example.com tenant-a/grab",     // the only claim of the wildcard
 		"wild old.example.com ns/oldest",       // oldest
@@ -203,6 +209,7 @@ func TestStreamPortClaims(t *testing.T) {
 		"tenant-b b.example.com tenant-b/mine", // b.example.com is tenant-b's listener's, not tenant-a's
 	}
 	wantLost := []string{
+		"ab a.b.example.com ns/wild-ab",
 		"exact abc.example.com ns/wild-older",
 		"wild old.example.com ns/young",
 		"wild tie.example.com zz/same",
