@@ -92,7 +92,7 @@ func runOffline(ctx context.Context, paths []string, stdin io.Reader, lookupEnv 
 		GatewayClasses: src.GatewayClasses(), Gateways: src.Gateways(), HTTPRoutes: src.HTTPRoutes(),
 		GRPCRoutes: src.GRPCRoutes(), ReferenceGrants: src.ReferenceGrants(), Namespaces: src.Namespaces(),
 		Services: src.Services(), InferencePools: src.InferencePools(), ConfigMaps: src.ConfigMaps(), Secrets: src.Secrets(),
-		BackendTLSPolicies: src.BackendTLSPolicies(), ListenerSets: src.ListenerSets(),
+		BackendTLSPolicies: src.BackendTLSPolicies(), DestinationRules: src.DestinationRules(), ListenerSets: src.ListenerSets(),
 	}, feats, []krt.CollectionOption{krt.WithStop(stop)})
 	docs, err := statusDocuments(ctx, c.Outputs, metav1.NewTime(now.UTC().Truncate(time.Second)))
 	if err != nil {

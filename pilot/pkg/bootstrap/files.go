@@ -24,7 +24,7 @@ func fileMode(src *file.Source, f features.Features, opts []krt.CollectionOption
 		GatewayClasses: src.GatewayClasses(), Gateways: src.Gateways(), HTTPRoutes: src.HTTPRoutes(),
 		GRPCRoutes: src.GRPCRoutes(), ReferenceGrants: src.ReferenceGrants(), Namespaces: src.Namespaces(),
 		Services: src.Services(), InferencePools: src.InferencePools(), ConfigMaps: src.ConfigMaps(), Secrets: src.Secrets(),
-		BackendTLSPolicies: src.BackendTLSPolicies(),
+		BackendTLSPolicies: src.BackendTLSPolicies(), DestinationRules: src.DestinationRules(),
 	}
 	c := gateway.NewOffline(in, f, opts)
 	services := src.Services()
@@ -35,9 +35,7 @@ func fileMode(src *file.Source, f features.Features, opts []krt.CollectionOption
 	}
 	slices := endpointslice.Collection(services, src.Pods(), src.EndpointSlices(),
 		append(opts, krt.WithName("file/EndpointSlices"))...)
-	reg := registry.Build(registry.Inputs{
-		Services: services, EndpointSlices: slices, DestinationRules: src.DestinationRules(),
-		BackendTLSPolicies: src.BackendTLSPolicies(), ConfigMaps: src.ConfigMaps(),
-	}, registry.Options{ClusterDomain: f.ClusterDomain, Krt: opts})
+	reg := registry.Build(registry.Inputs{Services: services, EndpointSlices: slices},
+		registry.Options{ClusterDomain: f.ClusterDomain, Krt: opts})
 	return c, reg
 }

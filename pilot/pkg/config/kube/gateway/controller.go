@@ -101,7 +101,7 @@ func NewController(cfg ControllerConfig) (*Controller, error) {
 		GatewayClasses: kc.GatewayClasses(), Gateways: kc.Gateways(), HTTPRoutes: kc.HTTPRoutes(),
 		GRPCRoutes: kc.GRPCRoutes(), ReferenceGrants: kc.ReferenceGrants(), Namespaces: kc.Namespaces(),
 		Services: kc.Services(), ConfigMaps: kc.ConfigMaps(), Secrets: kc.Secrets(),
-		BackendTLSPolicies: kc.BackendTLSPolicies(), ListenerSets: kc.ListenerSets(),
+		BackendTLSPolicies: kc.BackendTLSPolicies(), DestinationRules: kc.DestinationRules(), ListenerSets: kc.ListenerSets(),
 	}
 	if f.EnableInferenceExtension {
 		in.InferencePools = kc.InferencePools()

@@ -26,9 +26,18 @@
 //     Istio's exact messages for pool references;
 //   - eppref.go: whether a pool's endpointPickerRef resolves, said the same
 //     way in the pool's ResolvedRefs and in the ResolvedRefs of routes to it;
+//   - backendtls.go: the client TLS of every upstream (Service backends,
+//     mirrors, EPPs) from pilot/pkg/config/kube/upstreamtls, an upstream
+//     whose TLS cannot be honoured made an invalid backend
+//     (InvalidBackendTLS), and BackendTLSPolicy status;
+//   - mirrors.go: RequestMirror backendRefs resolved, the unresolved ones
+//     dropped and reported;
 //   - shadowservice.go: a pool's shadow Service (name, labels, ports);
-//   - inferencepool_status.go: a pool's status.parents entries, and whether
-//     the pool is accepted (only then does it get a shadow Service).
+//   - inferencepool_status.go: a pool's gatewayParents and status.parents
+//     entries, and whether the pool is accepted (only then does it get a
+//     shadow Service).
+//   - routestatus.go: a route's status.parents entries (Accepted,
+//     ResolvedRefs per parent, PartiallyInvalid).
 //   - serving_status.go: a Gateway's Programmed=False/Invalid while the ADS
 //     server serves it in part (model.GatewayServing, fed back from the
 //     push path through ControllerConfig.Serving).
