@@ -6,7 +6,6 @@ package gateway
 import (
 	"cmp"
 	"fmt"
-	"log/slog"
 	"slices"
 	"strings"
 
@@ -61,8 +60,8 @@ type upstreamTLS struct {
 }
 
 // buildUpstreamTLS resolves every BackendTLSPolicy (reading its CA
-// ConfigMaps) and DestinationRule once per change, logging, with the
-// object's key, what is invalid or not applied.
+// ConfigMaps) and DestinationRule once per change, logging to opts.Logger,
+// with the object's key, what is invalid or not applied.
 func buildUpstreamTLS(in Inputs, opts Options, with func(string) []krt.CollectionOption) upstreamTLS {
 	u := upstreamTLS{secrets: in.Secrets}
 	if in.BackendTLSPolicies != nil {
@@ -77,10 +76,11 @@ func buildUpstreamTLS(in Inputs, opts Options, with func(string) []krt.Collectio
 				return nil
 			})
 			switch {
+			case opts.Logger == nil:
 			case v.Invalid != "":
-				slog.Warn("gateway: BackendTLSPolicy is not accepted; the ports it wins are answered 500", "key", v.ResourceName(), "error", v.Invalid)
+				opts.Logger.Warn("gateway: BackendTLSPolicy is not accepted; the ports it wins are answered 500", "key", v.ResourceName(), "error", v.Invalid)
 			case v.RefsMessage != "":
-				slog.Warn("gateway: BackendTLSPolicy has CA references that do not resolve; only the others are trusted", "key", v.ResourceName(), "error", v.RefsMessage)
+				opts.Logger.Warn("gateway: BackendTLSPolicy has CA references that do not resolve; only the others are trusted", "key", v.ResourceName(), "error", v.RefsMessage)
 			}
 			return &v
 		}, with("BackendTLSPolicies")...)
@@ -89,11 +89,13 @@ func buildUpstreamTLS(in Inputs, opts Options, with func(string) []krt.Collectio
 	if in.DestinationRules != nil {
 		rules := krt.NewCollection(in.DestinationRules, func(_ krt.HandlerContext, dr kubelib.DestinationRule) *upstreamtls.Rule {
 			r := upstreamtls.ResolveRule(dr, opts.ClusterDomain)
-			if r.Problem != "" {
-				slog.Warn("gateway: DestinationRule TLS cannot be honoured; the ports it wins are answered 500", "key", r.ResourceName(), "error", r.Problem)
-			}
-			for _, w := range r.Warnings {
-				slog.Warn("gateway: DestinationRule TLS setting not applied", "key", r.ResourceName(), "warning", w)
+			if opts.Logger != nil {
+				if r.Problem != "" {
+					opts.Logger.Warn("gateway: DestinationRule TLS cannot be honoured; the ports it wins are answered 500", "key", r.ResourceName(), "error", r.Problem)
+				}
+				for _, w := range r.Warnings {
+					opts.Logger.Warn("gateway: DestinationRule TLS setting not applied", "key", r.ResourceName(), "warning", w)
+				}
 			}
 			return &r
 		}, with("DestinationRules")...)

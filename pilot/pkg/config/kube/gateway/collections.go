@@ -4,6 +4,7 @@
 package gateway
 
 import (
+	"log/slog"
 	"slices"
 	"time"
 
@@ -71,6 +72,11 @@ type Options struct {
 	// Krt are options for every collection built (stop channel, debug
 	// handler).
 	Krt []krt.CollectionOption
+	// Logger, when set, gets a warning, with the object's key, each time a
+	// BackendTLSPolicy or DestinationRule resolves to TLS that cannot be
+	// honoured or a setting that is not applied; nil logs nothing (status
+	// -f and check -f print these problems themselves).
+	Logger *slog.Logger
 }
 
 // Types of the desired state the writers consume.
