@@ -136,10 +136,15 @@ func TestCheck(t *testing.T) {
 			if !errors.Is(err, errCheckFailed) {
 				t.Fatalf("err = %v, want errCheckFailed; output:\n%s", err, out)
 			}
+			rejectedExpected := false
 			for _, w := range tc.want {
 				if !strings.Contains(out, w) {
 					t.Errorf("output lacks %q:\n%s", w, out)
 				}
+				rejectedExpected = rejectedExpected || strings.HasPrefix(w, "rejected")
+			}
+			if !rejectedExpected && strings.Contains(out, "rejected ") {
+				t.Errorf("a manifest of the case was rejected; it must break only what it says:\n%s", out)
 			}
 			if !strings.Contains(out, "problem(s) found") {
 				t.Errorf("output lacks the summary:\n%s", out)
