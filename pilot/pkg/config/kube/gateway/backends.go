@@ -161,7 +161,7 @@ func ResolveBackendRef(routeKind, routeNamespace string, ref gwv1.BackendRef, lk
 		sb.HTTP2 = servicePortHTTP2(svc, sb.Port)
 		rb.Upstream = rb.Key
 		if lk.UpstreamTLS != nil {
-			res := lk.UpstreamTLS(servicePort(svc, sb.Port, opts.ClusterDomain))
+			res := lk.UpstreamTLS(servicePort(svc, sb.Port, sb.Host))
 			if res.Problem != "" {
 				return fail(RouteReasonInvalidBackendTLS, "%s", tlsMessage(fmt.Sprintf("Service %s port %d", rb.Key, sb.Port), res.Problem))
 			}
@@ -196,7 +196,7 @@ func ResolveBackendRef(routeKind, routeNamespace string, ref gwv1.BackendRef, lk
 		pb := poolBackend(pool, epp, opts.ClusterDomain)
 		rb.Upstream = types.NamespacedName{Namespace: epp.Namespace, Name: epp.Name}
 		if lk.UpstreamTLS != nil {
-			res := lk.UpstreamTLS(servicePort(epp, pb.EPP.Port, opts.ClusterDomain))
+			res := lk.UpstreamTLS(servicePort(epp, pb.EPP.Port, pb.EPP.Host))
 			if res.Problem != "" {
 				return fail(RouteReasonInvalidBackendTLS, "%s", tlsMessage(
 					fmt.Sprintf("InferencePool %s: Endpoint Picker Service %s port %d", rb.Key, rb.Upstream, pb.EPP.Port), res.Problem))

@@ -109,37 +109,44 @@ func buildUpstreamTLS(in Inputs, opts Options, with func(string) []krt.Collectio
 	return u
 }
 
-// lookup is the resolution of a Service port for Gateways in
-// gatewayNamespaces, fetching in ctx what it reads; nil when neither
-// policies nor rules exist (every port is plaintext).
-func (u upstreamTLS) lookup(ctx krt.HandlerContext, gatewayNamespaces []string) func(upstreamtls.Port) upstreamtls.Result {
+// lookup is the resolution of a Service port for the Gateways whose
+// namespaces gatewayNamespaces returns (asked only when a DestinationRule's
+// credentialName needs them), fetching in ctx what it reads; nil when
+// neither policies nor rules exist (every port is plaintext).
+func (u upstreamTLS) lookup(ctx krt.HandlerContext, gatewayNamespaces func() []string) func(upstreamtls.Port) upstreamtls.Result {
 	if u.policiesByService == nil && u.rulesByHost == nil {
 		return nil
 	}
+	var secret func(key types.NamespacedName) *corev1.Secret
+	if u.secrets != nil {
+		secret = func(key types.NamespacedName) *corev1.Secret {
+			if s := krt.FetchOne(ctx, u.secrets, krt.FilterKey(key.String())); s != nil {
+				return *s
+			}
+			return nil
+		}
+	}
 	return func(port upstreamtls.Port) upstreamtls.Result {
-		src := upstreamtls.Sources{GatewayNamespaces: gatewayNamespaces}
+		var src upstreamtls.Sources
 		if u.policiesByService != nil {
 			src.Policies = u.policiesByService.Fetch(ctx, port.Service.String())
 		}
 		if u.rulesByHost != nil {
 			src.Rules = u.rulesByHost.Fetch(ctx, port.Host)
 		}
-		if u.secrets != nil {
-			src.Secret = func(key types.NamespacedName) *corev1.Secret {
-				if s := krt.FetchOne(ctx, u.secrets, krt.FilterKey(key.String())); s != nil {
-					return *s
-				}
-				return nil
-			}
+		if len(src.Policies) == 0 && len(src.Rules) == 0 {
+			return upstreamtls.Result{}
 		}
+		src.GatewayNamespaces, src.Secret = gatewayNamespaces(), secret
 		return upstreamtls.Resolve(port, src)
 	}
 }
 
-// servicePort is the upstreamtls.Port of port number port of svc.
-func servicePort(svc *corev1.Service, port int32, domain string) upstreamtls.Port {
+// servicePort is the upstreamtls.Port of port number port of svc, whose
+// FQDN is host.
+func servicePort(svc *corev1.Service, port int32, host string) upstreamtls.Port {
 	return upstreamtls.Port{Service: types.NamespacedName{Namespace: svc.Namespace, Name: svc.Name},
-		Name: servicePortName(svc, port), Host: serviceFQDN(svc.Name, svc.Namespace, domain)}
+		Name: servicePortName(svc, port), Host: host}
 }
 
 // tlsProblemIn is why a Gateway in namespace ns must not reach some

@@ -404,7 +404,7 @@ func Build(in Inputs, opts Options) Outputs {
 		}
 	}
 
-	lookups := func(ctx krt.HandlerContext, gatewayNamespaces []string) (GatewayLookup, NamespaceLabels, BackendLookups) {
+	lookups := func(ctx krt.HandlerContext, gatewayNamespaces func() []string) (GatewayLookup, NamespaceLabels, BackendLookups) {
 		gateways := func(key types.NamespacedName) *GatewayView {
 			return krt.FetchOne(ctx, out.Gateways, krt.FilterKey(key.String()))
 		}
@@ -443,14 +443,14 @@ func Build(in Inputs, opts Options) Outputs {
 	resolve := func(ctx krt.HandlerContext, route Route, meta *metav1.ObjectMeta, rules []RuleResult,
 		refs func(i int) []gwv1.BackendRef,
 	) *RouteResult {
-		gateways, nsLabels, _ := lookups(ctx, nil)
-		parents := AttachRouteWithListenerSets(route, gateways, sets(ctx), nsLabels)
+		var parents []ParentResult
+		// A DestinationRule's credentialName CA is read in the namespace
+		// of each Gateway that will use it: the parents'.
+		gateways, nsLabels, lk := lookups(ctx, func() []string { return gatewayNamespaces(parents) })
+		parents = AttachRouteWithListenerSets(route, gateways, sets(ctx), nsLabels)
 		if len(parents) == 0 {
 			return nil
 		}
-		// A DestinationRule's credentialName CA is read in the namespace
-		// of each Gateway that will use it.
-		_, _, lk := lookups(ctx, gatewayNamespaces(parents))
 		res := &RouteResult{Route: route, Generation: meta.Generation, Created: meta.CreationTimestamp.Time,
 			Parents: parents, Rules: rules}
 		resolveRef := func(kind, ns string, ref gwv1.BackendRef) ResolvedBackend {
@@ -615,14 +615,17 @@ func Build(in Inputs, opts Options) Outputs {
 		if ref := (*pool).Spec.EndpointPickerRef; ref != nil && ref.Name != "" {
 			if svc := krt.FetchOne(ctx, in.Services, krt.FilterKey(gp.Pool.Namespace+"/"+string(ref.Name))); svc != nil {
 				obj.EPP = *svc
-				var namespaces []string
-				for _, p := range gp.Parents {
-					if !slices.Contains(namespaces, p.Gateway.Namespace) {
-						namespaces = append(namespaces, p.Gateway.Namespace)
+				namespaces := func() []string {
+					var out []string
+					for _, p := range gp.Parents {
+						if !slices.Contains(out, p.Gateway.Namespace) {
+							out = append(out, p.Gateway.Namespace)
+						}
 					}
+					return out
 				}
 				if resolve := tlsSources.lookup(ctx, namespaces); resolve != nil && eppRefProblem(*pool, obj.EPP) == "" {
-					obj.EPPTLS = resolve(servicePort(obj.EPP, int32(ref.Port.Number), opts.ClusterDomain))
+					obj.EPPTLS = resolve(servicePort(obj.EPP, int32(ref.Port.Number), serviceFQDN(obj.EPP.Name, obj.EPP.Namespace, opts.ClusterDomain)))
 				}
 			}
 		}
