@@ -163,11 +163,11 @@ func CredentialCA(namespace, name string, secret func(types.NamespacedName) *cor
 		}
 	}
 	if key == "" {
-		return nil, fmt.Errorf("Secret %s/%s has no CA bundle: neither key cacert nor %s is set", namespace, s.Name, CACertificateKey)
+		return nil, fmt.Errorf("the Secret %s/%s has no CA bundle: neither key cacert nor %s is set", namespace, s.Name, CACertificateKey)
 	}
 	ca, err := ParseCABundle(data)
 	if err != nil {
-		return nil, fmt.Errorf("Secret %s/%s key %s: %w", namespace, s.Name, key, err)
+		return nil, fmt.Errorf("key %s of the Secret %s/%s: %w", key, namespace, s.Name, err)
 	}
 	return ca, nil
 }

@@ -230,7 +230,7 @@ func TestCredentialCA(t *testing.T) {
 		{name: "an empty cacert and no ca.crt", secrets: []*corev1.Secret{secret("gw", "cred", map[string]string{"cacert": ""})},
 			wantErr: "has no CA bundle"},
 		{name: "garbage in a CERTIFICATE block", secrets: []*corev1.Secret{secret("gw", "cred", map[string]string{"cacert": garbageCert("x")})},
-			wantErr: "Secret gw/cred key cacert: PEM block 1 is not a certificate"},
+			wantErr: "key cacert of the Secret gw/cred: PEM block 1 is not a certificate"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			lookup := func(k types.NamespacedName) *corev1.Secret {
