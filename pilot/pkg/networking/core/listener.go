@@ -95,7 +95,7 @@ func BuildListeners(gw *model.Gateway, opts Options) ([]*listenerv3.Listener, er
 	if gw.ClassParametersError != "" {
 		return nil, fmt.Errorf("invalid parameters (GatewayClass or Gateway): %s", gw.ClassParametersError)
 	}
-	opts.eppBodyMode = gw.EPPBodyMode
+	opts.eppBodyMode, opts.gatewayNamespace = gw.EPPBodyMode, gw.Namespace
 	groups, err := groupByPort(gw)
 	if err != nil {
 		return nil, err
@@ -113,7 +113,7 @@ func BuildListeners(gw *model.Gateway, opts Options) ([]*listenerv3.Listener, er
 		out = append(out, l)
 	}
 	for _, g := range streams {
-		l, err := buildStreamListener(g)
+		l, err := buildStreamListener(g, opts)
 		if err != nil {
 			return nil, err
 		}

@@ -191,7 +191,7 @@ func StreamPortClaims(listeners []model.Listener) (won, lost []StreamClaim) {
 //
 // Each chain ends in tcp_proxy (tcpProxyFilter); its stat_prefix is the
 // chain's name.
-func buildStreamListener(g streamGroup) (*listenerv3.Listener, error) {
+func buildStreamListener(g streamGroup, opts Options) (*listenerv3.Listener, error) {
 	won, _ := StreamPortClaims(g.listeners)
 	if len(won) == 0 {
 		return nil, nil
@@ -228,7 +228,7 @@ func buildStreamListener(g streamGroup) (*listenerv3.Listener, error) {
 	for _, k := range keys {
 		gl := byName[k.listener]
 		name := streamChainName(gl.Name, k.route)
-		f, err := tcpProxyFilter(name, streamRule(k.route))
+		f, err := tcpProxyFilter(name, streamRule(k.route), opts)
 		if err != nil {
 			return nil, fmt.Errorf("listener %s: %s %s/%s: %w", gl.Name, k.route.Kind, k.route.Namespace, k.route.Name, err)
 		}
@@ -287,7 +287,7 @@ func streamRule(r *model.Route) *model.Rule {
 // (one entry per cluster, backendRefs to the same cluster summed, in
 // backendRef order); with none (no backend of weight above 0, or no rule)
 // every connection goes to InvalidBackendCluster.
-func tcpProxyFilter(statPrefix string, rule *model.Rule) (*listenerv3.Filter, error) {
+func tcpProxyFilter(statPrefix string, rule *model.Rule, opts Options) (*listenerv3.Filter, error) {
 	type share struct {
 		cluster string
 		weight  uint32
@@ -300,7 +300,7 @@ func tcpProxyFilter(statPrefix string, rule *model.Rule) (*listenerv3.Filter, er
 				continue
 			}
 			name := InvalidBackendCluster
-			if c, _, ok := backendCluster(b, false); ok && b.Pool == nil {
+			if c, _, ok := backendCluster(b, false, opts); ok && b.Pool == nil {
 				name = c
 			}
 			if j := slices.IndexFunc(shares, func(s share) bool { return s.cluster == name }); j >= 0 {

@@ -54,7 +54,7 @@ func CheckRoute(r *model.Route, opts Options) []RuleProblem {
 	for ri := range r.Rules {
 		rule := &r.Rules[ri]
 		if rule.Stream() {
-			if p := checkStreamRule(rule, memo); p != nil {
+			if p := checkStreamRule(rule, opts, memo); p != nil {
 				out = append(out, *p)
 			}
 			continue
@@ -69,8 +69,8 @@ func CheckRoute(r *model.Route, opts Options) []RuleProblem {
 // checkStreamRule translates a TLSRoute's or TCPRoute's rule into its TCP
 // proxy (tcpProxyFilter, what buildStreamListener serves) and runs Envoy's
 // proto validation on it.
-func checkStreamRule(rule *model.Rule, memo anyMemo) *RuleProblem {
-	f, err := tcpProxyFilter("check", rule)
+func checkStreamRule(rule *model.Rule, opts Options, memo anyMemo) *RuleProblem {
+	f, err := tcpProxyFilter("check", rule, opts)
 	if err == nil {
 		err = validateDeep(f, memo)
 	}
