@@ -228,7 +228,7 @@ func buildStreamListener(g streamGroup, opts Options) (*listenerv3.Listener, err
 	for _, k := range keys {
 		gl := byName[k.listener]
 		name := streamChainName(gl.Name, k.route)
-		f, err := tcpProxyFilter(name, streamRule(k.route), opts)
+		f, err := tcpProxyFilter(name, streamRule(k.route), gl.Protocol == gwv1.TLSProtocolType && gl.TLS == nil, opts)
 		if err != nil {
 			return nil, fmt.Errorf("listener %s: %s %s/%s: %w", gl.Name, k.route.Kind, k.route.Namespace, k.route.Name, err)
 		}
@@ -286,8 +286,12 @@ func streamRule(r *model.Route) *model.Rule {
 // share the filter names its cluster; with several, weighted_clusters
 // (one entry per cluster, backendRefs to the same cluster summed, in
 // backendRef order); with none (no backend of weight above 0, or no rule)
-// every connection goes to InvalidBackendCluster.
-func tcpProxyFilter(statPrefix string, rule *model.Rule, opts Options) (*listenerv3.Filter, error) {
+// every connection goes to InvalidBackendCluster. On a Passthrough chain
+// (passthrough) a Service backend with client TLS (a BackendTLSPolicy's)
+// counts as not resolved too: its cluster would wrap the client's TLS in
+// a second TLS session the backend never expects, and BackendTLSPolicy
+// applies to TLS the Gateway originates, which passthrough never does.
+func tcpProxyFilter(statPrefix string, rule *model.Rule, passthrough bool, opts Options) (*listenerv3.Filter, error) {
 	type share struct {
 		cluster string
 		weight  uint32
@@ -300,7 +304,7 @@ func tcpProxyFilter(statPrefix string, rule *model.Rule, opts Options) (*listene
 				continue
 			}
 			name := InvalidBackendCluster
-			if c, _, ok := backendCluster(b, false, opts); ok && b.Pool == nil {
+			if c, _, ok := backendCluster(b, false, opts); ok && b.Pool == nil && (!passthrough || b.Service.TLS == nil) {
 				name = c
 			}
 			if j := slices.IndexFunc(shares, func(s share) bool { return s.cluster == name }); j >= 0 {

@@ -70,7 +70,7 @@ func CheckRoute(r *model.Route, opts Options) []RuleProblem {
 // proxy (tcpProxyFilter, what buildStreamListener serves) and runs Envoy's
 // proto validation on it.
 func checkStreamRule(rule *model.Rule, opts Options, memo anyMemo) *RuleProblem {
-	f, err := tcpProxyFilter("check", rule, opts)
+	f, err := tcpProxyFilter("check", rule, false, opts)
 	if err == nil {
 		err = validateDeep(f, memo)
 	}

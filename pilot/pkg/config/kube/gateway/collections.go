@@ -27,13 +27,15 @@ import (
 // Inputs are the collections the controller reads. In a cluster they are
 // kube.Client's informer collections; in file mode, static collections of
 // the manifests. InferencePools is nil when the inference extension is off
-// (no InferencePool informer is started); GRPCRoutes may be nil when the
-// GRPCRoute CRD is not served.
+// (no InferencePool informer is started); GRPCRoutes, TLSRoutes and
+// TCPRoutes may be nil when their CRD is not served.
 type Inputs struct {
 	GatewayClasses  krt.Collection[*gwv1.GatewayClass]
 	Gateways        krt.Collection[*gwv1.Gateway]
 	HTTPRoutes      krt.Collection[*gwv1.HTTPRoute]
 	GRPCRoutes      krt.Collection[*gwv1.GRPCRoute]
+	TLSRoutes       krt.Collection[*gwv1.TLSRoute]
+	TCPRoutes       krt.Collection[*gwv1.TCPRoute]
 	ReferenceGrants krt.Collection[*gwv1.ReferenceGrant]
 	Namespaces      krt.Collection[*corev1.Namespace]
 	Services        krt.Collection[*corev1.Service]
@@ -90,8 +92,8 @@ type (
 )
 
 // Outputs are the controller's derived collections. The pool collections are
-// nil when the inference extension is off; GRPCRouteStatus is nil without
-// Inputs.GRPCRoutes.
+// nil when the inference extension is off; GRPCRouteStatuses,
+// TLSRouteStatuses and TCPRouteStatuses are nil without their input.
 type Outputs struct {
 	// ClassStatuses is the Accepted condition of each of our GatewayClasses.
 	ClassStatuses krt.Collection[ClassStatus]
@@ -99,13 +101,16 @@ type Outputs struct {
 	Gateways krt.Collection[GatewayView]
 	// GatewayStatuses is the status of each of our Gateways.
 	GatewayStatuses krt.Collection[GatewayStatusResult]
-	// Routes is every HTTPRoute and GRPCRoute that names a Gateway of ours,
+	// Routes is every HTTPRoute, GRPCRoute, TLSRoute and TCPRoute that
+	// names a Gateway of ours,
 	// attached and with its backends resolved.
 	Routes krt.Collection[RouteResult]
 	// HTTPRouteStatuses and GRPCRouteStatuses are our entries of each
 	// route's status.parents.
 	HTTPRouteStatuses krt.Collection[RouteStatus]
 	GRPCRouteStatuses krt.Collection[RouteStatus]
+	TLSRouteStatuses  krt.Collection[RouteStatus]
+	TCPRouteStatuses  krt.Collection[RouteStatus]
 	// GatewayParents is each pool's gatewayParents: pools that no route of
 	// ours references are absent.
 	GatewayParents krt.Collection[GatewayParents]
@@ -190,9 +195,12 @@ type RouteResult struct {
 // RuleResult is one route rule with its backendRefs resolved.
 type RuleResult struct {
 	// HTTP or GRPC is the rule as the translator gets it: as written, less
-	// RequestMirror filters whose backendRef did not resolve.
+	// RequestMirror filters whose backendRef did not resolve. TLS or TCP
+	// is a TLSRoute's or TCPRoute's rule, as written.
 	HTTP     *gwv1.HTTPRouteRule
 	GRPC     *gwv1.GRPCRouteRule
+	TLS      *gwv1.TLSRouteRule
+	TCP      *gwv1.TCPRouteRule
 	Backends []ResolvedBackend
 	// MirrorErrors are the RequestMirror backendRefs that did not resolve;
 	// they count in the route's ResolvedRefs condition. Mirrors are those
@@ -286,9 +294,10 @@ func gatewaysOf(parents []ParentResult) []types.NamespacedName {
 //	GatewayClasses ─► ClassStatuses
 //	Gateways (+classes, ListenerSets by parent) ─► Gateways ─► GatewayStatuses,
 //	  ListenerSetStatuses, Translator
-//	HTTPRoutes, GRPCRoutes (+Gateways, ListenerSets, Namespaces, Services,
-//	  InferencePools, ReferenceGrants) ─► Routes ─► HTTPRouteStatuses,
-//	  GRPCRouteStatuses
+//	HTTPRoutes, GRPCRoutes, TLSRoutes, TCPRoutes (+Gateways, ListenerSets,
+//	  Namespaces, Services, InferencePools, ReferenceGrants) ─► Routes ─►
+//	  HTTPRouteStatuses, GRPCRouteStatuses, TLSRouteStatuses,
+//	  TCPRouteStatuses
 //	Routes ─► route attachments (by Gateway, ListenerSet) ─► GatewayStatuses,
 //	  ListenerSetStatuses
 //	Routes ─► route models (by Gateway) ─► Translator
@@ -506,6 +515,30 @@ func Build(in Inputs, opts Options) Outputs {
 		}, with("GRPCRoutes")...)
 		routes = append(routes, grpcRoutes)
 		out.GRPCRouteStatuses = routeStatuses(grpcRoutes, opts.ControllerName, with("GRPCRouteStatuses"))
+	}
+	if in.TLSRoutes != nil {
+		tlsRoutes := krt.NewCollection(in.TLSRoutes, func(ctx krt.HandlerContext, r *gwv1.TLSRoute) *RouteResult {
+			route := Route{Kind: TLSRouteKind, Namespace: r.Namespace, Name: r.Name, Hostnames: r.Spec.Hostnames, ParentRefs: r.Spec.ParentRefs}
+			rules := make([]RuleResult, len(r.Spec.Rules))
+			for i := range r.Spec.Rules {
+				rules[i].TLS = &r.Spec.Rules[i]
+			}
+			return resolve(ctx, route, &r.ObjectMeta, rules, func(i int) []gwv1.BackendRef { return r.Spec.Rules[i].BackendRefs })
+		}, with("TLSRoutes")...)
+		routes = append(routes, tlsRoutes)
+		out.TLSRouteStatuses = routeStatuses(tlsRoutes, opts.ControllerName, with("TLSRouteStatuses"))
+	}
+	if in.TCPRoutes != nil {
+		tcpRoutes := krt.NewCollection(in.TCPRoutes, func(ctx krt.HandlerContext, r *gwv1.TCPRoute) *RouteResult {
+			route := Route{Kind: TCPRouteKind, Namespace: r.Namespace, Name: r.Name, ParentRefs: r.Spec.ParentRefs}
+			rules := make([]RuleResult, len(r.Spec.Rules))
+			for i := range r.Spec.Rules {
+				rules[i].TCP = &r.Spec.Rules[i]
+			}
+			return resolve(ctx, route, &r.ObjectMeta, rules, func(i int) []gwv1.BackendRef { return r.Spec.Rules[i].BackendRefs })
+		}, with("TCPRoutes")...)
+		routes = append(routes, tcpRoutes)
+		out.TCPRouteStatuses = routeStatuses(tcpRoutes, opts.ControllerName, with("TCPRouteStatuses"))
 	}
 	out.HTTPRouteStatuses = routeStatuses(httpRoutes, opts.ControllerName, with("HTTPRouteStatuses"))
 	out.Routes = krt.JoinCollection(routes, with("Routes")...)
@@ -750,7 +783,7 @@ func modelRoute(r *RouteResult) *model.Route {
 		if rule.Problem != "" {
 			continue // left out; RouteParentStatuses says why
 		}
-		rr := model.Rule{Index: i, HTTP: rule.HTTP, GRPC: rule.GRPC}
+		rr := model.Rule{Index: i, HTTP: rule.HTTP, GRPC: rule.GRPC, TLS: rule.TLS, TCP: rule.TCP}
 		for _, m := range rule.Mirrors {
 			if m.Service == nil {
 				continue

@@ -32,6 +32,8 @@ type pipeline struct {
 	gateways krt.StaticCollection[*gwv1.Gateway]
 	http     krt.StaticCollection[*gwv1.HTTPRoute]
 	grpc     krt.StaticCollection[*gwv1.GRPCRoute]
+	tls      krt.StaticCollection[*gwv1.TLSRoute]
+	tcp      krt.StaticCollection[*gwv1.TCPRoute]
 	grants   krt.StaticCollection[*gwv1.ReferenceGrant]
 	ns       krt.StaticCollection[*corev1.Namespace]
 	services krt.StaticCollection[*corev1.Service]
@@ -59,6 +61,8 @@ func newPipeline(t testing.TB, inference bool, objs ...any) *pipeline {
 		gateways: krt.NewStaticCollection[*gwv1.Gateway](nil, nil, stop),
 		http:     krt.NewStaticCollection[*gwv1.HTTPRoute](nil, nil, stop),
 		grpc:     krt.NewStaticCollection[*gwv1.GRPCRoute](nil, nil, stop),
+		tls:      krt.NewStaticCollection[*gwv1.TLSRoute](nil, nil, stop),
+		tcp:      krt.NewStaticCollection[*gwv1.TCPRoute](nil, nil, stop),
 		grants:   krt.NewStaticCollection[*gwv1.ReferenceGrant](nil, nil, stop),
 		ns:       krt.NewStaticCollection[*corev1.Namespace](nil, nil, stop),
 		services: krt.NewStaticCollection[*corev1.Service](nil, nil, stop),
@@ -74,6 +78,7 @@ func newPipeline(t testing.TB, inference bool, objs ...any) *pipeline {
 	}
 	p.out = Build(Inputs{
 		GatewayClasses: p.classes, Gateways: p.gateways, HTTPRoutes: p.http, GRPCRoutes: p.grpc,
+		TLSRoutes: p.tls, TCPRoutes: p.tcp,
 		ReferenceGrants: p.grants, Namespaces: p.ns, Services: p.services, InferencePools: p.pools,
 		ConfigMaps: p.cms, Secrets: p.secrets, BackendTLSPolicies: p.policies, DestinationRules: p.rules, ListenerSets: p.sets,
 	}, Options{ControllerName: controller, ClusterDomain: "cluster.local", InferenceEnabled: inference,
@@ -93,6 +98,10 @@ func (p *pipeline) add(o any) {
 		p.http.UpdateObject(o)
 	case *gwv1.GRPCRoute:
 		p.grpc.UpdateObject(o)
+	case *gwv1.TLSRoute:
+		p.tls.UpdateObject(o)
+	case *gwv1.TCPRoute:
+		p.tcp.UpdateObject(o)
 	case *gwv1.ReferenceGrant:
 		p.grants.UpdateObject(o)
 	case *corev1.Namespace:

@@ -27,6 +27,7 @@ import (
 // feature goes in only with the conformance run that passes its tests.
 var SupportedFeatures = sortedFeatures(
 	features.SupportGateway, features.SupportHTTPRoute, features.SupportGRPCRoute, features.SupportReferenceGrant,
+	features.SupportTLSRoute, features.SupportTLSRouteModeTerminate, features.SupportTLSRouteModeMixed, features.SupportTCPRoute,
 	features.SupportGRPCRouteRequestHeaderModifier, features.SupportGRPCRouteNamedRouteRule,
 	features.SupportGatewayRouteHostnameIntersectionPrecedence, features.SupportHTTPRouteBackendURLRewrite,
 	features.SupportHTTPRouteRetryCodes,
