@@ -155,6 +155,7 @@ func TestFileModeServesWhatStatusReports(t *testing.T) {
 	for _, want := range []string{
 		"examples/seed", checkDir + "/listenerset-not-allowed", checkDir + "/bad-regex",
 		equivalenceDir + "/listenersets", equivalenceDir + "/https", equivalenceDir + "/routes", equivalenceDir + "/refused",
+		equivalenceDir + "/streams",
 	} {
 		if !slices.Contains(names, want) {
 			t.Errorf("corpus %s not found among %q", want, names)

@@ -35,7 +35,7 @@ func newStatusCommand(a *app) *cobra.Command {
 		"Print the statuses and shadow Services the controller would write for a set of manifests",
 		"status reads manifests as discovery -f does and prints, as YAML documents, what the\n"+
 			"controller would write to a cluster holding them: the status of each GatewayClass and Gateway\n"+
-			"of ours, our status.parents entries of each HTTPRoute, GRPCRoute and InferencePool, our\n"+
+			"of ours, our status.parents entries of each HTTPRoute, GRPCRoute, TLSRoute, TCPRoute and InferencePool, our\n"+
 			"status.ancestors entries of each BackendTLSPolicy a route of ours uses, and the shadow\n"+
 			"Service of each InferencePool (as the server-side apply configuration). Nothing is\n"+
 			"written anywhere. lastTransitionTime is the time of the run.\n\n"+
@@ -115,6 +115,8 @@ func statusDocuments(ctx context.Context, out gateway.Outputs, now metav1.Time) 
 	add(out.GatewayStatuses, out.GatewayStatuses != nil)
 	add(out.HTTPRouteStatuses, out.HTTPRouteStatuses != nil)
 	add(out.GRPCRouteStatuses, out.GRPCRouteStatuses != nil)
+	add(out.TLSRouteStatuses, out.TLSRouteStatuses != nil)
+	add(out.TCPRouteStatuses, out.TCPRouteStatuses != nil)
 	add(out.ListenerSetStatuses, out.ListenerSetStatuses != nil)
 	add(out.PoolStatuses, out.PoolStatuses != nil)
 	add(out.BackendTLSPolicies, out.BackendTLSPolicies != nil)
@@ -171,6 +173,8 @@ func statusDocuments(ctx context.Context, out gateway.Outputs, now metav1.Time) 
 	}
 	routes("HTTPRoute", out.HTTPRouteStatuses)
 	routes("GRPCRoute", out.GRPCRouteStatuses)
+	routes("TLSRoute", out.TLSRouteStatuses)
+	routes("TCPRoute", out.TCPRouteStatuses)
 	if out.PoolStatuses != nil {
 		for _, ps := range out.PoolStatuses.List() {
 			parents := make([]inferencev1.ParentStatus, len(ps.Parents))
