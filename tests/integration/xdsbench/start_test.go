@@ -73,10 +73,10 @@ const (
 // writes at start are over), writes (objects the writers wrote, from their
 // "writer: batch written" lines) and hwm-MiB (VmHWM at the end).
 //
-// Loading is latency-bound on a busy machine: at 10,000 pools this
-// session's load took 35 minutes, and the warm-up's shadow Services and
+// Loading is latency-bound on a busy machine: at 10,000 pools one loaded
+// machine's load took 35 minutes, and the warm-up's shadow Services and
 // the EndpointSlice controller's slices came at 5-7 per second (see
-// architecture/xds.md, "Cluster-mode start"); give -timeout hours.
+// architecture/log/xds.md, "Cluster-mode start"); give -timeout hours.
 //
 // Each size loads a cluster of its own (nothing is kept between sizes)
 // and -count repeats the start only. With XDSBENCH_PROFILE=DIR each start
