@@ -531,8 +531,8 @@ func Build(in Inputs, opts Options) Outputs {
 			results = append(results, r.Parents)
 		}
 		attached := AttachedRoutes(results)[gw.Gateway]
-		// Programmed stays False/Pending until Gateway deployments exist
-		// (issue 6): nothing here knows whether a proxy serves the Gateway.
+		// Programmed stays False/Pending here: nothing here knows whether a
+		// proxy serves the Gateway (DeployedGatewayStatuses adds it).
 		st := GatewayStatus(&gw, attached, false, metav1.Time{})
 		withGatewayTakeovers(&st, ListenerTakeovers(gw.Gateway, results)[types.NamespacedName{}], gw.Generation)
 		if len(gw.ListenerSets) > 0 {
