@@ -38,7 +38,8 @@ func httpGet(t *testing.T, url string) (int, string) {
 	return resp.StatusCode, string(b)
 }
 
-// TestDebugEndpointsOffTheNetworkPort (issue 14, item 4): --http-address,
+// TestDebugEndpointsOffTheNetworkPort: the debug endpoints are kept off
+// the network. --http-address,
 // the port the install manifests put on the network, answers /metrics and
 // /ready and nothing under /debug/; --debug-address serves the debug
 // endpoints.

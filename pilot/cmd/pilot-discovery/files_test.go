@@ -92,8 +92,9 @@ func condition(conds []metav1.Condition, typ string) string {
 	return "missing"
 }
 
-// TestStatusSeed: status -f on the seed prints the pool status [Shell 3]
-// shows and the shadow Service [Shell 2] shows, and no problems.
+// TestStatusSeed: status -f on the seed prints the pool status
+// (Accepted=True, ResolvedRefs=True) and the shadow Service
+// (vllm-llama3-8b-ip-22dc7de1) the seed's write-up shows, and no problems.
 func TestStatusSeed(t *testing.T) {
 	docs, stderr, err := statusOf(t, seedDir, inference...)
 	if err != nil {
@@ -272,7 +273,8 @@ func TestProxyConfigOfflineSeed(t *testing.T) {
 	wantErr(t, err, "gateway-namespace/nope", "not a Gateway of ours")
 }
 
-// TestProxyConfigOfflineMatchesServer (issue 6, acceptance 2): for the same
+// TestProxyConfigOfflineMatchesServer: file mode serves what the offline
+// command prints. For the same
 // folder, proxy-config -f and proxy-config against a running discovery -f
 // print the same bytes, for every kind and output format.
 func TestProxyConfigOfflineMatchesServer(t *testing.T) {

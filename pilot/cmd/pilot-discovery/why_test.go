@@ -3,9 +3,9 @@
 
 package main
 
-// One test per bullet of issue 18's "Why" (the Helm chart's bullet is
+// One test per problem a user met with the commands (the Helm chart's is
 // tested with the chart, under manifests/). Each drives the commands as a
-// user does, and failed on the code before the issue was worked.
+// user does, and failed on the code before the problem was fixed.
 
 import (
 	"bytes"

@@ -37,7 +37,8 @@ func accepted(gw types.NamespacedName) PoolParent {
 	return PoolParent{Gateway: gw, Routes: []RouteAttachment{{Kind: "HTTPRoute", Route: seedRoute, Accepted: true}}}
 }
 
-// conds returns type=status(reason) of each condition, like the seed's [Shell 3].
+// conds returns type=status(reason) of each condition, as the seed's
+// write-up prints the pool's status.
 func conds(st inferencev1.ParentStatus) []string {
 	var out []string
 	for _, c := range st.Conditions {
