@@ -56,7 +56,7 @@ func TestPoolStatusSeed(t *testing.T) {
 	}
 	st := got[0]
 	if d := cmp.Diff([]string{"Accepted=True (Accepted)", "ResolvedRefs=True (ResolvedRefs)"}, conds(st)); d != "" {
-		t.Fatalf("conditions as [Shell 3] prints them (-want +got):\n%s", d)
+		t.Fatalf("conditions as the seed's write-up prints them (-want +got):\n%s", d)
 	}
 	wantRef := inferencev1.ParentReference{Group: ptr.To(inferencev1.Group("gateway.networking.k8s.io")), Kind: "Gateway",
 		Namespace: "gateway-namespace", Name: "gateway"}
