@@ -243,11 +243,25 @@ func (t *routeTable) selectVirtualHost(host string) *virtualHost {
 	return t.star
 }
 
+// matchRoute is RouteMatcher::route: the virtual host by :authority, then
+// its first route whose match accepts the request (vh or r nil when none).
+// The Host is taken as it is now: the connection manager already stripped
+// its port when strip_any_host_port is set (stripHostPort), and the route
+// table leaves the port out of the match when it sets
+// ignore_port_in_host_matching (selectVirtualHost).
+func (t *routeTable) matchRoute(req *extproc.Request) (*virtualHost, *route) {
+	vh := t.selectVirtualHost(strings.ToLower(req.Authority))
+	if vh == nil {
+		return nil, nil
+	}
+	return vh, vh.selectRoute(req)
+}
+
 // selectRoute returns the first route of vh whose match accepts the
 // request, or nil.
-func (vh *virtualHost) selectRoute(method, path string, h http.Header) *route {
+func (vh *virtualHost) selectRoute(req *extproc.Request) *route {
 	for _, r := range vh.routes {
-		if r.match.matches(method, path, h) {
+		if r.match.matches(req) {
 			return r
 		}
 	}
@@ -422,6 +436,21 @@ func compileRouteAction(cr *route, ra *routev3.RouteAction, m routeMatch, re reg
 	return nil
 }
 
+// weightedAt is WeightedClusterSpecifierPlugin's pickClusterIndex
+// (source/common/router/weighted_cluster_specifier.cc): the entry whose
+// range of the cumulative weights, in configuration order, holds v modulo
+// the total weight.
+func (r *route) weightedAt(v uint64) *weightedCluster {
+	v %= r.totalWeight
+	for _, wc := range r.weighted {
+		if v < uint64(wc.weight) {
+			return wc
+		}
+		v -= uint64(wc.weight)
+	}
+	return r.weighted[len(r.weighted)-1]
+}
+
 func compileRegexRewrite(rr *matcherv3.RegexMatchAndSubstitute, eng regexEngine) (*regexRewrite, error) {
 	re, err := eng.compile(rr.GetPattern().GetRegex(), false)
 	if err != nil {
@@ -571,8 +600,8 @@ func (sm *stringMatcher) matches(v string) bool {
 // the header matchers (pseudo-header :method from method; several values of
 // one header are joined with ","), then the query parameter matchers (the
 // first value of a parameter).
-func (m *routeMatch) matches(method, pathAndQuery string, h http.Header) bool {
-	path, query, _ := strings.Cut(pathAndQuery, "?")
+func (m *routeMatch) matches(req *extproc.Request) bool {
+	path, query, _ := strings.Cut(req.Path, "?")
 	if i := strings.IndexByte(path, '#'); i >= 0 {
 		path = path[:i]
 	}
@@ -597,9 +626,9 @@ func (m *routeMatch) matches(method, pathAndQuery string, h http.Header) bool {
 	for _, hm := range m.headers {
 		var vals []string
 		if hm.name == ":method" {
-			vals = []string{method}
+			vals = []string{req.Method}
 		} else {
-			vals = h.Values(hm.name)
+			vals = req.Headers.Values(hm.name)
 		}
 		if !hm.matches(vals) {
 			return false
