@@ -527,6 +527,13 @@ func compileMatch(m *routev3.RouteMatch, eng regexEngine) (routeMatch, error) {
 		case *routev3.HeaderMatcher_PresentMatch:
 			v := s.PresentMatch
 			hm.present = &v
+		case nil:
+			// No specifier is a presence match
+			// (HeaderUtility::createHeaderData,
+			// HEADER_MATCH_SPECIFIER_NOT_SET: HeaderDataPresentMatch with
+			// present true).
+			v := true
+			hm.present = &v
 		default:
 			return rm, fmt.Errorf("header matcher %T not implemented", s)
 		}
@@ -597,7 +604,7 @@ func (sm *stringMatcher) matches(v string) bool {
 }
 
 // matches applies the path matcher to the path without its query, then
-// the header matchers (pseudo-header :method from method; several values of
+// the header matchers (the values requestHeader gives; several values of
 // one header are joined with ","), then the query parameter matchers (the
 // first value of a parameter).
 func (m *routeMatch) matches(req *extproc.Request) bool {
@@ -624,13 +631,7 @@ func (m *routeMatch) matches(req *extproc.Request) bool {
 		}
 	}
 	for _, hm := range m.headers {
-		var vals []string
-		if hm.name == ":method" {
-			vals = []string{req.Method}
-		} else {
-			vals = req.Headers.Values(hm.name)
-		}
-		if !hm.matches(vals) {
+		if !hm.matches(requestHeader(req, hm.name)) {
 			return false
 		}
 	}
@@ -649,6 +650,39 @@ func (m *routeMatch) matches(req *extproc.Request) bool {
 		}
 	}
 	return true
+}
+
+// requestHeader is the values of header name (lower case) in Envoy's
+// request header map, which holds the pseudo-headers :authority, :path
+// (with the query), :method and :scheme beside the others, so a header
+// matcher reads them as it reads any header (HeaderUtility's HeaderData
+// matchers look the name up in the request's HeaderMap,
+// source/common/http/header_utility.h; the pseudo-headers are inline
+// headers of RequestHeaderMapImpl, source/common/http/header_map_impl.h).
+// No other ':'-prefixed name is in the map, and neither is "host": the
+// Host header is :authority there (as in Go, whose server moves it to
+// Request.Host).
+func requestHeader(req *extproc.Request, name string) []string {
+	var v string
+	switch name {
+	case ":authority":
+		v = req.Authority
+	case ":path":
+		v = req.Path
+	case ":method":
+		v = req.Method
+	case ":scheme":
+		v = req.Scheme
+	default:
+		if strings.HasPrefix(name, ":") {
+			return nil
+		}
+		return req.Headers.Values(name)
+	}
+	if v == "" {
+		return nil
+	}
+	return []string{v}
 }
 
 func (hm headerMatcher) matches(vals []string) bool {
