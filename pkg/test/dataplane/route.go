@@ -604,9 +604,9 @@ func (sm *stringMatcher) matches(v string) bool {
 }
 
 // matches applies the path matcher to the path without its query, then
-// the header matchers (the values requestHeader gives; several values of
-// one header are joined with ","), then the query parameter matchers (the
-// first value of a parameter).
+// the header matchers (on the values requestHeader gives, each on its
+// own), then the query parameter matchers (the first value of a
+// parameter).
 func (m *routeMatch) matches(req *extproc.Request) bool {
 	path, query, _ := strings.Cut(req.Path, "?")
 	if i := strings.IndexByte(path, '#'); i >= 0 {
@@ -685,22 +685,28 @@ func requestHeader(req *extproc.Request, name string) []string {
 	return []string{v}
 }
 
+// matches is HeaderUtility::matchHeaders for one matcher with
+// envoy.reloadable_features.match_headers_individually on, its default
+// (source/common/runtime/runtime_features.cc; the fix of CVE-2026-26308):
+// a presence matcher asks whether the header is there
+// (HeaderDataPresentMatch); a value matcher fails on a missing header,
+// inverted or not, and otherwise tries each value on its own
+// (HeaderDataBaseImpl::matchesHeadersIndividually,
+// source/common/http/header_utility.h): it matches when some value
+// matches, and, inverted, when none does. Values are never joined.
 func (hm headerMatcher) matches(vals []string) bool {
+	if hm.present != nil {
+		return (len(vals) > 0) == *hm.present != hm.invert
+	}
 	if len(vals) == 0 {
-		// A missing header fails every matcher; inverted, only a presence
-		// matcher turns that into a match.
-		if hm.present != nil {
-			return !*hm.present != hm.invert
-		}
 		return false
 	}
-	var ok bool
-	if hm.present != nil {
-		ok = *hm.present
-	} else {
-		ok = hm.sm.matches(strings.Join(vals, ","))
+	for _, v := range vals {
+		if hm.sm.matches(v) {
+			return !hm.invert
+		}
 	}
-	return ok != hm.invert
+	return hm.invert
 }
 
 func dataSourceBytes(d *corev3.DataSource) ([]byte, error) {

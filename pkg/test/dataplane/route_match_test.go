@@ -89,3 +89,43 @@ func TestHeaderMatcherReadsPseudoHeaders(t *testing.T) {
 		}
 	}
 }
+
+// A header sent several times is matched value by value, never joined:
+// HeaderUtility::matchHeaders with match_headers_individually, on by
+// default since the fix of CVE-2026-26308 (source/common/runtime/
+// runtime_features.cc; HeaderDataBaseImpl::matchesHeadersIndividually in
+// source/common/http/header_utility.h). A value matcher matches when one
+// value matches; inverted, when none does; a missing header fails it either
+// way. A presence matcher looks at presence only.
+func TestHeaderMatcherTriesEachValue(t *testing.T) {
+	named := func(path string, m *routev3.HeaderMatcher) *routev3.Route {
+		m.Name = "x-h"
+		return withHeaders(path, path, m)
+	}
+	match := matchTable(t,
+		named("/one", &routev3.HeaderMatcher{HeaderMatchSpecifier: exact("a")}),
+		named("/joined", &routev3.HeaderMatcher{HeaderMatchSpecifier: exact("a,b")}),
+		named("/not-a", &routev3.HeaderMatcher{HeaderMatchSpecifier: exact("a"), InvertMatch: true}),
+		named("/not-c", &routev3.HeaderMatcher{HeaderMatchSpecifier: exact("c"), InvertMatch: true}),
+		named("/absent", &routev3.HeaderMatcher{HeaderMatchSpecifier: &routev3.HeaderMatcher_PresentMatch{PresentMatch: true}, InvertMatch: true}),
+	)
+	twice := http.Header{"X-H": {"a", "b"}}
+	for _, c := range []struct {
+		path string
+		h    http.Header
+		want string
+	}{
+		{"/one", twice, "/one"},
+		{"/joined", twice, ""},
+		{"/joined", http.Header{"X-H": {"a,b"}}, "/joined"}, // one value with a comma
+		{"/not-a", twice, ""},
+		{"/not-c", twice, "/not-c"},
+		{"/not-c", http.Header{}, ""},
+		{"/absent", twice, ""},
+		{"/absent", http.Header{}, "/absent"},
+	} {
+		if got := match(&extproc.Request{Method: "GET", Authority: "x", Path: c.path, Scheme: "http", Headers: c.h}); got != c.want {
+			t.Errorf("%s with x-h %q: route %q, want %q", c.path, c.h.Values("x-h"), got, c.want)
+		}
+	}
+}
