@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
-	"net/url"
 	"regexp"
 	"sort"
 	"strings"
@@ -606,7 +605,7 @@ func (sm *stringMatcher) matches(v string) bool {
 // matches applies the path matcher to the path without its query, then
 // the header matchers (on the values requestHeader gives, each on its
 // own), then the query parameter matchers (the first value of a
-// parameter).
+// parameter, raw: queryParams).
 func (m *routeMatch) matches(req *extproc.Request) bool {
 	path, query, _ := strings.Cut(req.Path, "?")
 	if i := strings.IndexByte(path, '#'); i >= 0 {
@@ -636,20 +635,43 @@ func (m *routeMatch) matches(req *extproc.Request) bool {
 		}
 	}
 	if len(m.queryParam) > 0 {
-		q, _ := url.ParseQuery(query)
+		q := queryParams(query)
 		for _, qm := range m.queryParam {
-			vs, ok := q[qm.name]
+			v, ok := q[qm.name]
 			switch {
 			case qm.sm == nil:
 				if ok != qm.present {
 					return false
 				}
-			case !ok || !qm.sm.matches(vs[0]):
+			case !ok || !qm.sm.matches(v):
 				return false
 			}
 		}
 	}
 	return true
+}
+
+// queryParams is Http::Utility::QueryParamsMulti::parseQueryString as the
+// route matcher uses it (RouteMatchContext::queryParams in
+// source/common/router/config_impl.h; parseParameters with decode_params
+// false, source/common/http/utility.cc): parameters split on '&' only, the
+// name ending at the first '=' (without one the value is empty), names and
+// values kept as the request wrote them, never percent-decoded, nor '+'
+// turned into a space; only a name's first value is kept
+// (QueryParameterMatcher::matches reads getFirstValue,
+// source/common/router/config_utility.cc).
+func queryParams(query string) map[string]string {
+	q := map[string]string{}
+	if query == "" {
+		return q
+	}
+	for _, p := range strings.Split(query, "&") {
+		name, value, _ := strings.Cut(p, "=")
+		if _, seen := q[name]; !seen {
+			q[name] = value
+		}
+	}
+	return q
 }
 
 // requestHeader is the values of header name (lower case) in Envoy's

@@ -129,3 +129,44 @@ func TestHeaderMatcherTriesEachValue(t *testing.T) {
 		}
 	}
 }
+
+// Query parameter values are matched as the request writes them: the route
+// matcher parses the query with QueryParamsMulti::parseQueryString
+// (source/common/http/utility.cc, decode_params false; called from
+// RouteMatchContext::queryParams, source/common/router/config_impl.h), so
+// "%20" stays "%20", '+' stays '+', ';' separates nothing, a parameter
+// without '=' has the empty value, and only a name's first value counts
+// (QueryParameterMatcher::matches, getFirstValue,
+// source/common/router/config_utility.cc).
+func TestQueryParameterValuesAreRaw(t *testing.T) {
+	query := func(path, name string, sm *matcherv3.StringMatcher) *routev3.Route {
+		m := prefix(path)
+		m.QueryParameters = []*routev3.QueryParameterMatcher{{Name: name, QueryParameterMatchSpecifier: &routev3.QueryParameterMatcher_StringMatch{StringMatch: sm}}}
+		return &routev3.Route{Match: m, Action: direct(path)}
+	}
+	eq := func(s string) *matcherv3.StringMatcher {
+		return &matcherv3.StringMatcher{MatchPattern: &matcherv3.StringMatcher_Exact{Exact: s}}
+	}
+	match := matchTable(t,
+		query("/encoded", "m", eq("a%20b")),
+		query("/decoded", "m", eq("a b")),
+		query("/plus", "m", eq("a+b")),
+		query("/name", "a%20b", eq("1")),
+		query("/semicolon", "m", eq("1;n=2")),
+		query("/empty", "m", eq("")),
+	)
+	for _, c := range []struct{ path, want string }{
+		{"/encoded?m=a%20b", "/encoded"},
+		{"/decoded?m=a%20b", ""},
+		{"/decoded?m=a+b", ""},
+		{"/plus?m=a+b", "/plus"},
+		{"/name?a%20b=1", "/name"},
+		{"/semicolon?m=1;n=2", "/semicolon"},
+		{"/encoded?m=x&m=a%20b", ""}, // the first value only
+		{"/empty?m", "/empty"},
+	} {
+		if got := match(&extproc.Request{Method: "GET", Authority: "x", Path: c.path, Scheme: "http"}); got != c.want {
+			t.Errorf("%s: route %q, want %q", c.path, got, c.want)
+		}
+	}
+}
