@@ -194,12 +194,8 @@ func (s routeSel) perFilter() (pf perFilterConfig) {
 func (dp *DataPlane) router(ctx context.Context, ac *activeConfig, sel routeSel, req *extproc.Request, md map[string]*structpb.Struct) (*extproc.Response, map[string]*structpb.Struct, error) {
 	r := sel.r
 	switch r.kind {
-	case actionRedirect:
-		return redirectReply(r, req), nil, nil
-	case actionDirect:
-		resp := localReply(r.direct.status, string(r.direct.body))
-		r.respHeaders.apply(resp.Headers)
-		return resp, nil, nil
+	case actionRedirect, actionDirect:
+		return directReply(r, req), nil, nil
 	}
 	name := r.cluster
 	if sel.wc != nil {
@@ -610,13 +606,32 @@ func rewritePath(r *route, req *extproc.Request) {
 	req.Path = np
 }
 
-// redirectReply is Route.redirect as a local reply: response_code, and
-// Location from newURI, then the route's response headers.
-func redirectReply(r *route, req *extproc.Request) *extproc.Response {
-	resp := localReply(redirectCode(r.redirect), "")
-	resp.Headers.Set("location", newURI(r, req))
-	r.respHeaders.apply(resp.Headers)
-	return resp
+// directReply is the router's answer on a redirect or direct_response
+// route (Router::Filter::decodeHeaders, source/common/router/router.cc): a
+// local reply whose modify_headers sets Location to newURI when the status
+// is 201 or 3xx (RFC 7231 7.1.2), then applies the route's response header
+// mutations (finalizeResponseHeaders), both before the local reply sets
+// the body's content-length and content-type (extproc.LocalReply). So a
+// route's content-type stays, its content-length gives way to the body's,
+// and a reply without a body has neither.
+func directReply(r *route, req *extproc.Request) *extproc.Response {
+	status, body := directResponseOf(r)
+	return extproc.LocalReply(status, body, func(h http.Header) {
+		if status == http.StatusCreated || status >= 300 && status < 400 {
+			h.Set("location", newURI(r, req))
+		}
+		r.respHeaders.apply(h)
+	})
+}
+
+// directResponseOf is a redirect or direct_response route's status and
+// body: RedirectAction.response_code and no body, or
+// DirectResponseAction's status and body.
+func directResponseOf(r *route) (int, string) {
+	if r.kind == actionRedirect {
+		return redirectCode(r.redirect), ""
+	}
+	return r.direct.status, string(r.direct.body)
 }
 
 // redirectCode is RedirectAction.response_code as an HTTP status.
@@ -692,19 +707,16 @@ func redirectRequestHost(req *extproc.Request, newScheme, newPort string) string
 	return host
 }
 
-// localReply is a response Envoy generates itself: text/plain body (if
-// any) and its content-length. The site that knows the request turns it
-// into gRPC form for a gRPC request (extproc.GRPCLocalReply): the router
-// branch of filterChain.decode for the router's replies (direct
-// responses, redirects, no cluster, no healthy upstream, timeouts,
-// resets), the connection manager in handler.go for its own.
+// localReply is a response Envoy generates itself with no modify_headers
+// of its caller (extproc.LocalReply): a body gets content-type text/plain
+// and its content-length, no body neither. The site that knows the
+// request turns it into gRPC form for a gRPC request
+// (extproc.GRPCLocalReply): the router branch of filterChain.decode for the
+// router's replies (direct responses, redirects, no cluster, no healthy
+// upstream, timeouts, resets), the connection manager in handler.go for
+// its own.
 func localReply(status int, body string) *extproc.Response {
-	h := http.Header{}
-	if body != "" {
-		h.Set("content-type", "text/plain")
-	}
-	h.Set("content-length", fmt.Sprint(len(body)))
-	return &extproc.Response{Status: status, Headers: h, Body: io.NopCloser(strings.NewReader(body)), Local: true}
+	return extproc.LocalReply(status, body, nil)
 }
 
 // upgradedBody is the upstream connection of an accepted upgrade, as the
