@@ -314,8 +314,13 @@ type headerView map[string][]string
 
 // matchesJudged is RouterCheckTool::matchHeaderField's judgement:
 // HeaderUtility::createHeaderData(m)->matchesHeaders(h)
-// (source/common/http/header_utility.{h,cc}), which joins several values
-// of a header with "," before matching (getAllOfHeaderAsString). A missing
+// (source/common/http/header_utility.{h,cc}), here on the values joined
+// with ",": an appended inline header such as content-type is one
+// comma-joined value in Envoy's header map (HeaderMapImpl appends to the
+// existing entry), which the corpus's "Direct Response custom
+// content-type appended" shows by matching "text/plain,application/json"
+// exactly; trying each value of http.Header on its own fails that test,
+// and no corpus test repeats a header Envoy keeps apart. A missing
 // header fails every value matcher unless treat_missing_header_as_empty;
 // a presence matcher (present_match, or no specifier at all) compares
 // presence with present_match, inverted by invert_match. An error is a
