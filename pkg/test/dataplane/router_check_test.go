@@ -35,12 +35,12 @@ import (
 // tool judges it. The outcome must be the one Envoy's tool has (pairs.tsv).
 //
 // What the stand-in does not implement is never ignored: a test is
-// "unsupported" when the stand-in refuses the part of the route
-// configuration the test reaches (reachedConfig), and the field it names is
+// not applicable ("unsupported") when the stand-in refuses the part of the route
+// configuration the test reaches (routeThroughReached), and the field it names is
 // listed. The figures are pinned below and in architecture/dataplane.md.
 
-// Current figures: change them with architecture/dataplane.md ("Envoy's
-// route table tests") when the stand-in's route table changes.
+// Current figures: change them with architecture/dataplane.md ("Figures
+// against targets") when the stand-in's route table changes.
 const (
 	wantCorpusAgree       = 39
 	wantCorpusUnsupported = 68
