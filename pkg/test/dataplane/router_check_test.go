@@ -6,6 +6,7 @@ package dataplane
 import (
 	"errors"
 	"fmt"
+	"maps"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -280,10 +281,20 @@ func headersRead(c *validationCheck) (reads [2]map[string]bool) {
 //     virtualCluster() lookup): reached only by the virtual_cluster_name
 //     check;
 //   - header mutations (headers_to_add/remove at every level,
-//     internal_only_headers) run after routing and change only the
-//     headers they name (Envoy refuses host and ':'-prefixed ones), so an
-//     entry whose header no check of the test reads is not reached.
-func routeThroughReached(rc *routev3.RouteConfiguration, req *extproc.Request, reads [2]map[string]bool, vclusterChecked bool) (vh *virtualHost, r *route, refused string, err error) {
+//     internal_only_headers) change only the headers they name (Envoy
+//     refuses host and ':'-prefixed ones), so an entry whose header
+//     neither a check of the test nor any route's header matcher reads is
+//     not reached (the matchers count in case a removal runs before
+//     routing).
+func routeThroughReached(rc *routev3.RouteConfiguration, req *extproc.Request, checked [2]map[string]bool, vclusterChecked bool) (vh *virtualHost, r *route, refused string, err error) {
+	reads := [2]map[string]bool{maps.Clone(checked[0]), checked[1]}
+	for _, v := range rc.GetVirtualHosts() {
+		for _, rt := range v.GetRoutes() {
+			for _, h := range rt.GetMatch().GetHeaders() {
+				reads[0][strings.ToLower(h.GetName())] = true
+			}
+		}
+	}
 	// The virtual host, by domains: each named by its index.
 	probe := &routev3.RouteConfiguration{Name: rc.GetName(), IgnorePortInHostMatching: rc.GetIgnorePortInHostMatching()}
 	for i, v := range rc.GetVirtualHosts() {
