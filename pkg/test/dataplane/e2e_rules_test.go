@@ -106,8 +106,11 @@ func eppEndpoints(p *model.PoolBackend, addr string) model.ClusterEndpoints {
 // RPC through the pool's EPP and to the pod the EPP picked: every Check is
 // answered by pod 2 of two, the EPP sees one stream per RPC, and the
 // override_host pick never falls back. With the EPP gone the RPC fails
-// (FailClose) and no pod is reached; an RPC no rule matches never reaches
-// the EPP.
+// and no pod is reached (a gRPC request has a body, and with bodies the
+// FULL_DUPLEX_STREAMED mode ends failure_mode_allow, so this would hold
+// for a FailOpen pool too: the failure mode per pool is
+// TestEndToEndWeightedPoolsKeepTheirOwnEPP's); an RPC no rule matches
+// never reaches the EPP.
 func TestEndToEndGRPCRouteToPoolCallsItsEPP(t *testing.T) {
 	pool := seedmodel.PoolBackend("llm", "grpc-pool", "grpc-pool-ip", inferencev1.EndpointPickerFailClose)
 	pool.AppProtocol = inferencev1.AppProtocolH2C
@@ -170,14 +173,14 @@ func TestEndToEndGRPCRouteToPoolCallsItsEPP(t *testing.T) {
 		t.Errorf("an unmatched RPC reached the EPP (%d streams)", n)
 	}
 
-	// FailClose: without its EPP the RPC fails and reaches no pod.
+	// Without its EPP the RPC fails and reaches no pod.
 	stopEPP()
 	before := podCalls.Load()
 	if _, err := c.Check(testCtx(t), &healthpb.HealthCheckRequest{}); status.Code(err) == codes.OK {
-		t.Error("Check with the FailClose pool's EPP gone succeeded")
+		t.Error("Check with the pool's EPP gone succeeded: it did not go through the EPP")
 	}
 	if n := podCalls.Load(); n != before {
-		t.Errorf("with the FailClose EPP gone a pod was reached (%d calls, %d before)", n, before)
+		t.Errorf("with the EPP gone a pod was reached (%d calls, %d before)", n, before)
 	}
 }
 
