@@ -90,6 +90,7 @@ func TestProcessImmediateResponseHeadersBeforeBody(t *testing.T) {
 	opt := func(k, v string, legacyAppend bool, a corev3.HeaderValueOption_HeaderAppendAction) *corev3.HeaderValueOption {
 		o := &corev3.HeaderValueOption{Header: &corev3.HeaderValue{Key: k, RawValue: []byte(v)}, AppendAction: a}
 		if legacyAppend {
+			//lint:ignore SA1019 the legacy append flag is one of the ways a processor adds a header, so a case of its own
 			o.Append = wrapperspb.Bool(true)
 		}
 		return o
