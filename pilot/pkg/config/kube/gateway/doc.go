@@ -103,4 +103,7 @@
 //   - offline.go: NewOffline for file mode (computed, never written), the
 //     default GatewayClass, and shadow Services as the objects the API server
 //     would store.
+//   - statusdocs.go: StatusDocuments and WriteStatusDocuments: every status
+//     the writers would write, as the YAML documents status -f prints and the
+//     golden cases of testdata/ compare (TestGolden, testdata/README.md).
 package gateway
