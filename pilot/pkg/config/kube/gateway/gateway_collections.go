@@ -122,9 +122,8 @@ func (b *builder) gatewayStatusCollection(attachments krt.Collection[routeAttach
 			results = append(results, r.Parents)
 		}
 		attached := AttachedRoutes(results)[gw.Gateway]
-		// Programmed stays False/Pending here: nothing in this collection
-		// knows whether a proxy serves the Gateway (the deployment's
-		// Service and the push path add that, WithProgrammed, WithServing).
+		// Programmed stays False/Pending here: nothing here knows whether a
+		// proxy serves the Gateway (DeployedGatewayStatuses adds it).
 		st := GatewayStatus(&gw, attached, false, metav1.Time{})
 		withGatewayTakeovers(&st, ListenerTakeovers(gw.Gateway, results)[types.NamespacedName{}], gw.Generation)
 		if len(gw.ListenerSets) > 0 {

@@ -155,8 +155,8 @@ func (r routeAttachment) ResourceName() string { return r.Key }
 // route changes, every other route of the Gateway keeps its *model.Route:
 // krt's comparison of the old and new model.Gateway (Gateway.Equals) and the
 // core Translator's route diff both stop at an unchanged pointer instead of
-// looking inside every route (architecture/xds.md, "Route writes through
-// the cluster").
+// looking inside every route (architecture/log/xds.md, "Route writes
+// through the cluster").
 type routeModel struct {
 	Key     string // RouteResult.ResourceName
 	Parents []ParentResult
