@@ -72,6 +72,7 @@ const (
 	opPool                         // an InferencePool backendRef (its shadow Service)
 	opEPP                          // the Endpoint Picker of a pool backendRef
 	opMirror                       // a RequestMirror filter's Service
+	opAuthz                        // an ExternalAuth filter's authorization server (a Service port)
 )
 
 // clusterOp is one reference of a route to a cluster, in the order the
@@ -87,7 +88,8 @@ type clusterOp struct {
 // routeClusterOps are the cluster references of route r attached to a
 // listener with hostname listenerHost: none when the route serves no
 // hostname through it; else, per rule, each valid backend (a pool's
-// shadow cluster, then its EPP cluster) and then each mirror.
+// shadow cluster, then its EPP cluster), then each mirror, then each
+// usable ExternalAuth filter's authorization server.
 func routeClusterOps(listenerHost string, r *model.Route, opts Options) []clusterOp {
 	if len(routeHostnames(listenerHost, r.Hostnames)) == 0 {
 		return nil
@@ -117,6 +119,11 @@ func routeClusterOps(listenerHost string, r *model.Route, opts Options) []cluste
 				ops = append(ops, clusterOp{name: name, kind: opMirror, http2: grpc})
 			}
 		}
+		for _, ea := range rule.ExternalAuth {
+			if extAuthzUsable(ea) {
+				ops = append(ops, clusterOp{name: extAuthzCluster(ea), kind: opAuthz, http2: ea.Service.HTTP2, tls: ea.Service.TLS})
+			}
+		}
 	}
 	return ops
 }
@@ -140,6 +147,15 @@ func applyClusterOp(s *clusterSpec, op clusterOp, clientCert string) {
 		// Service port's appProtocol says (http2, grpc and
 		// kubernetes.io/h2c all mean it).
 		s.http2, s.raiseLimits, s.eppHost = true, true, op.eppHost
+	case opAuthz:
+		// A Service port, exactly as for a backendRef (its protocol and TLS
+		// are the port's): the cluster may be shared with routes that send
+		// to the port, so nothing of the filter changes it (not even its
+		// circuit breakers, left at Envoy's defaults).
+		s.http2 = s.http2 || op.http2
+		if s.tls == nil && op.tls != nil {
+			s.tls, s.clientCert = op.tls, clientCert
+		}
 	case opMirror:
 		// A GRPCRoute's mirrors reach the model only when their Service
 		// port declares HTTP/2 (the controller resolves them as

@@ -73,6 +73,9 @@ type Options struct {
 	// eppBodyMode is the Gateway's model.Gateway.EPPBodyMode, set by
 	// BuildListeners and BuildRouteConfigurations for their builders.
 	eppBodyMode model.EPPBodyMode
+	// extAuthz are the Gateway's ext_authz filters (gatewayExtAuthz), set
+	// by BuildListeners for buildHCM.
+	extAuthz []*model.ExternalAuth
 }
 
 // WithDefaults returns o with every unset field set to its default.

@@ -182,6 +182,12 @@ type RuleResult struct {
 	// MirrorErrors are the RequestMirror backendRefs that did not resolve;
 	// they count in the route's ResolvedRefs condition.
 	MirrorErrors []ResolvedBackend
+	// ExternalAuth are the rule's ExternalAuth filters, resolved
+	// (externalauth.go); AuthErrors are those that did not resolve, and
+	// ExternalAuth filters in backendRefs' filters. AuthErrors count in the
+	// route's ResolvedRefs condition.
+	ExternalAuth []*model.ExternalAuth
+	AuthErrors   []ResolvedBackend
 	// Filters are the backendRefs' own filters, per backend.
 	HTTPFilters [][]gwv1.HTTPRouteFilter
 	GRPCFilters [][]gwv1.GRPCRouteFilter
@@ -457,6 +463,7 @@ func Build(in Inputs, opts Options) Outputs {
 				res.Rules[i].Backends = append(res.Rules[i].Backends, resolveRef(route.Kind, route.Namespace, ref))
 			}
 			dropUnresolvedMirrors(&res.Rules[i], route, resolveRef)
+			resolveRuleExternalAuth(&res.Rules[i], route, lk, backendOpts)
 		}
 		checkRules(res, core.Options{InferenceEnabled: opts.InferenceEnabled, ClusterDomain: opts.ClusterDomain})
 		res.Pools = referencedPools(res.Rules)
@@ -760,6 +767,7 @@ func RouteParentStatuses(r RouteResult, controller string) []gwv1.RouteParentSta
 	for _, rule := range r.Rules {
 		all = append(all, rule.Backends...)
 		all = append(all, rule.MirrorErrors...)
+		all = append(all, rule.AuthErrors...)
 	}
 	refsOK, refsReason, refsMsg := RouteResolvedRefs(all)
 	cond := func(typ string, ok bool, reason, msg string) metav1.Condition {
@@ -873,7 +881,7 @@ func modelRoute(r *RouteResult) *model.Route {
 		if rule.Problem != "" {
 			continue // left out; RouteParentStatuses says why
 		}
-		rr := model.Rule{Index: i, HTTP: rule.HTTP, GRPC: rule.GRPC}
+		rr := model.Rule{Index: i, HTTP: rule.HTTP, GRPC: rule.GRPC, ExternalAuth: rule.ExternalAuth}
 		for j, b := range rule.Backends {
 			mb := model.Backend{Weight: b.Weight, Service: b.Service, Pool: b.Pool}
 			if !b.ResolvedRefs {
