@@ -45,11 +45,11 @@ type authzMutation struct {
 type authzOp int
 
 const (
-	opSet             authzOp = iota // overwrite, or add when absent
-	opAppendIfExists                 // deprecated append true: comma-append to an existing header
-	opAddIfAbsentOnly                // ambiguous across Envoy versions when present (see applyAuthzMutations)
-	opVersionDependent               // default append_action: set or add, by Envoy version, when present
-	opOverwriteIfExists              // OVERWRITE_IF_EXISTS
+	opSet               authzOp = iota // overwrite, or add when absent
+	opAppendIfExists                   // deprecated append true: comma-append to an existing header
+	opAddIfAbsentOnly                  // ambiguous across Envoy versions when present (see applyAuthzMutations)
+	opVersionDependent                 // default append_action: set or add, by Envoy version, when present
+	opOverwriteIfExists                // OVERWRITE_IF_EXISTS
 )
 
 // authzResult is a check's outcome.
