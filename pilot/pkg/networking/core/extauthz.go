@@ -53,7 +53,7 @@ const ExtAuthzStatusOnError = typev3.StatusCode_ServiceUnavailable
 // Service port, usable over its TLS, in the protocol it asks (gRPC needs
 // HTTP/2). A rule with an ExternalAuth that is not usable answers 500.
 func extAuthzUsable(ea *model.ExternalAuth) bool {
-	if ea == nil || ea.Invalid != "" || ea.Service == nil || ea.Service.TLSProblem != "" || ea.Service.Host == "" || ea.Service.Port <= 0 {
+	if ea == nil || ea.Invalid != "" || ea.Service == nil || ea.Service.Host == "" || ea.Service.Port <= 0 {
 		return false
 	}
 	switch ea.Protocol {

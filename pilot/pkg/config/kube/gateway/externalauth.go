@@ -28,10 +28,11 @@ const ExternalAuthFilterMessage = "ExternalAuth is supported in a rule's filters
 // ReferenceGrant (RefNotPermitted, checked before existence), that exists
 // (BackendNotFound); a GRPC filter needs a port that declares HTTP/2
 // (UnsupportedProtocol: the port's cluster is shared with every route
-// that sends to the port, so its protocol is the port's); a
-// BackendTLSPolicy on the port that is invalid makes it unusable
-// (BackendNotFound naming the policy's problem: the authorization server
-// is never called in plaintext). Anything else is InvalidKind. The result
+// that sends to the port, so its protocol is the port's); client TLS that
+// applies to the port (a BackendTLSPolicy, or a DestinationRule) and
+// cannot be honoured makes it unusable (ResolveBackendRef's
+// InvalidBackendTLS: the authorization server is never called in
+// plaintext). Any other kind is InvalidKind. The result
 // always carries the filter's settings; Invalid is set, and the
 // ResolvedBackend returned, when it did not resolve.
 func resolveExternalAuth(fromKind, ns string, f *gwv1.HTTPExternalAuthFilter, lk BackendLookups, opts BackendOptions) (*model.ExternalAuth, *ResolvedBackend) {
@@ -77,10 +78,6 @@ func resolveExternalAuth(fromKind, ns string, f *gwv1.HTTPExternalAuthFilter, lk
 	sb := rb.Service
 	if ea.Protocol == gwv1.HTTPRouteExternalAuthGRPCProtocol && !sb.HTTP2 {
 		return fail(gwv1.RouteReasonUnsupportedProtocol, "protocol GRPC needs HTTP/2, but %s", grpcToHTTP1ServiceMessage(svc, sb.Port))
-	}
-	if sb.TLSProblem != "" {
-		return fail(gwv1.RouteReasonBackendNotFound, "Service %s port %d: its BackendTLSPolicy is invalid (%s), so the authorization server is not called and the rule answers 500",
-			rb.Key, sb.Port, sb.TLSProblem)
 	}
 	if p := ea.PathPrefix; p != "" && !strings.HasPrefix(p, "/") {
 		return fail(gwv1.RouteReasonUnsupportedValue, "http.path %q must start with \"/\": it is put before the request's path", p)
