@@ -39,6 +39,10 @@ const (
 	authzAPIHeader = "x-authz-api"
 	// authzPath is the HTTP filter's http.path.
 	authzPath = "/check"
+	// authzMaxBody is both filters' forwardBody.maxSize: the seed's
+	// request body (about 120 bytes) is sent to the server whole; a body
+	// over it is refused with 413 before any check.
+	authzMaxBody = 1024
 )
 
 // Headers a client sends beside the server's x-ext-authz: userHeader is
@@ -67,15 +71,17 @@ const (
 // ExternalAuth protocol GRPC with allowedHeaders [x-ext-authz, x-user];
 // x-authz-api: http runs protocol HTTP with http.path /check,
 // allowedHeaders [x-ext-authz, x-user] and allowedResponseHeaders
-// [x-ext-authz-check-result]. Request shape: the seed's POST
-// /v1/completions.
+// [x-ext-authz-check-result]; both forwardBody.maxSize 1024. Request
+// shape: the seed's POST /v1/completions.
 //
 // Proves, for each protocol: an allowed request (x-ext-authz: allow) is
 // served 200 by the pod its EPP picked, and that model server received the
 // headers the filter names (GRPC: every header the server returns; HTTP:
 // x-ext-authz-check-result only, not the server's other two); the server saw
 // x-user but never x-secret (allowedHeaders), over HTTP at /check + the
-// request's path; a denied request (no x-ext-authz) gets the server's own
+// request's path, and the request's body (forwardBody); a body over
+// forwardBody.maxSize is refused with 413 before any check and goes no
+// further; a denied request (no x-ext-authz) gets the server's own
 // 403 and body, the server logged the denial, and neither the EPP (no
 // ext_proc stream for its request id at the recording proxy) nor any model
 // server (nothing served, no simulator's last request is it) saw it. With
@@ -137,6 +143,21 @@ func TestExternalAuthRealServer(t *testing.T) {
 				t.Fatalf("the server's decisions over the denied requests: %+v, want %+v", d, want)
 			}
 			quiet.check(t, h, "denied", http.StatusForbidden, ids)
+
+			// A body over forwardBody.maxSize: 413, never checked, nothing
+			// behind the filter.
+			before = srv.Decisions()
+			quiet = h.behindFilter()
+			big := completion(strings.Repeat("lorem ipsum ", authzMaxBody/10)).
+				with(authzAPIHeader, api).with(extauthz.CheckHeader, extauthz.AllowValue)
+			res := h.mustSend(big)
+			if res.Status != http.StatusRequestEntityTooLarge || res.Pod != "" {
+				t.Fatalf("%v: a %d-byte body over forwardBody.maxSize %d: want 413 from no model server", res, len(big.Body), authzMaxBody)
+			}
+			if d := srv.Decisions().Sub(before); d.Total() != 0 {
+				t.Fatalf("the server was asked about a body over forwardBody.maxSize: %+v", d)
+			}
+			quiet.check(t, h, "with a body over forwardBody.maxSize", http.StatusRequestEntityTooLarge, []string{res.ID})
 		})
 	}
 
@@ -205,8 +226,8 @@ func checkForwarded(t *testing.T, api string, res result, got http.Header, srv *
 		// x-ext-authz-check-received is the server's rendering of the
 		// check it received: the allowed headers only.
 		received := got.Get(extauthz.ReceivedHeader)
-		if !containsAll(received, userHeader, userValue, extauthz.CheckHeader) || containsAny(received, secretValue, res.ID) {
-			t.Fatalf("%v: the server received %q; want x-user and x-ext-authz (allowedHeaders), never x-secret's value or x-test-request-id's", res, received)
+		if !containsAll(received, userHeader, userValue, extauthz.CheckHeader, seedPrompt) || containsAny(received, secretValue, res.ID) {
+			t.Fatalf("%v: the server received %q; want x-user and x-ext-authz (allowedHeaders) and the body (forwardBody), never x-secret's value or x-test-request-id's", res, received)
 		}
 		if got.Get(overrideHeader) == "" {
 			t.Fatalf("%v: the server's %s did not reach the model server: %v", res, overrideHeader, got)
@@ -221,8 +242,8 @@ func checkForwarded(t *testing.T, api string, res result, got http.Header, srv *
 		// What the server received, from its own log line of this check.
 		line := lastLine(srv.Logs(), "[HTTP][allowed]")
 		wantPath := "llm.ssup2.com" + authzPath + "/v1/completions"
-		if !containsAll(line, wantPath, "X-User:[alice]", "X-Ext-Authz:[allow]") || containsAny(line, secretValue, res.ID) {
-			t.Fatalf("%v: the server logged %q; want path %s, x-user and x-ext-authz, never x-secret's value or x-test-request-id's", res, line, wantPath)
+		if !containsAll(line, wantPath, "X-User:[alice]", "X-Ext-Authz:[allow]", seedPrompt) || containsAny(line, secretValue, res.ID) {
+			t.Fatalf("%v: the server logged %q; want path %s, x-user and x-ext-authz, the body, never x-secret's value or x-test-request-id's", res, line, wantPath)
 		}
 	}
 }
@@ -358,11 +379,13 @@ func authzRoute() *gwv1.HTTPRoute {
 		rule("grpc", &gwv1.HTTPExternalAuthFilter{
 			ExternalAuthProtocol: gwv1.HTTPRouteExternalAuthGRPCProtocol, BackendRef: ref(authzGRPCPort),
 			GRPCAuthConfig: &gwv1.GRPCAuthConfig{AllowedRequestHeaders: allowed},
+			ForwardBody:    &gwv1.ForwardBodyConfig{MaxSize: authzMaxBody},
 		}),
 		rule("http", &gwv1.HTTPExternalAuthFilter{
 			ExternalAuthProtocol: gwv1.HTTPRouteExternalAuthHTTPProtocol, BackendRef: ref(authzHTTPPort),
 			HTTPAuthConfig: &gwv1.HTTPAuthConfig{Path: authzPath, AllowedRequestHeaders: allowed,
 				AllowedResponseHeaders: []string{extauthz.ResultHeader}},
+			ForwardBody: &gwv1.ForwardBodyConfig{MaxSize: authzMaxBody},
 		}),
 	}
 	return r
