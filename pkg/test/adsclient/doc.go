@@ -27,7 +27,8 @@
 //     message received).
 //   - stream.go: the reader both stream kinds share: stream options
 //     (Token, Within, WaitForReady, AutoACK, NodeOnFirstOnly, Buffer),
-//     Recv/RecvAt with a bounded wait, Quiet, Drain, Last, Close.
+//     Send, Recv/RecvAt with a bounded wait, Quiet, Drain, Last, Node,
+//     CloseSend, Close.
 //   - sotw.go: SotW, a StreamAggregatedResources stream: Request, ACK and
 //     NACK repeating the type's subscribed names.
 //   - delta.go: Delta, a DeltaAggregatedResources stream: Subscribe, ACK

@@ -208,6 +208,9 @@ func (r *reader[Req, Resp]) Quiet(d time.Duration) error {
 	}
 }
 
+// Node is the stream's node.
+func (r *reader[Req, Resp]) Node() *corev3.Node { return r.node }
+
 // Drain discards the responses read so far and returns how many there
 // were.
 func (r *reader[Req, Resp]) Drain() int {
@@ -227,6 +230,14 @@ func (r *reader[Req, Resp]) Last() time.Time {
 		return time.Unix(0, ns)
 	}
 	return time.Time{}
+}
+
+// CloseSend half-closes the stream: the proxy sends no more requests
+// (the server ends the stream in turn).
+func (r *reader[Req, Resp]) CloseSend() error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.stream.CloseSend()
 }
 
 // Close ends the stream and waits for its reading goroutine.
