@@ -14,134 +14,17 @@ import (
 	"testing"
 	"time"
 
-	clusterv3 "github.com/envoyproxy/go-control-plane/envoy/config/cluster/v3"
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
-	endpointv3 "github.com/envoyproxy/go-control-plane/envoy/config/endpoint/v3"
-	listenerv3 "github.com/envoyproxy/go-control-plane/envoy/config/listener/v3"
-	hcmv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/network/http_connection_manager/v3"
-	discoveryv3 "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
-	"github.com/envoyproxy/go-control-plane/pkg/cache/types"
-	cachev3 "github.com/envoyproxy/go-control-plane/pkg/cache/v3"
 	resourcev3 "github.com/envoyproxy/go-control-plane/pkg/resource/v3"
-	serverv3 "github.com/envoyproxy/go-control-plane/pkg/server/v3"
-	"go.uber.org/goleak"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
-	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/anypb"
 
 	"github.com/infermesh/infermesh/pkg/test/certs"
 )
-
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
-
-// wait bounds every receive that must succeed.
-const wait = 10 * time.Second
-
-// controlPlane is go-control-plane's ADS server over a snapshot cache on
-// loopback; every request it reads goes to sotw or delta.
-type controlPlane struct {
-	addr  string
-	cache cachev3.SnapshotCache
-	sotw  chan *discoveryv3.DiscoveryRequest
-	delta chan *discoveryv3.DeltaDiscoveryRequest
-}
-
-func startControlPlane(t *testing.T, opts ...grpc.ServerOption) *controlPlane {
-	t.Helper()
-	cp := &controlPlane{cache: cachev3.NewSnapshotCache(false, cachev3.IDHash{}, nil),
-		sotw: make(chan *discoveryv3.DiscoveryRequest, 64), delta: make(chan *discoveryv3.DeltaDiscoveryRequest, 64)}
-	ctx, cancel := context.WithCancel(context.Background())
-	srv := serverv3.NewServer(ctx, cp.cache, nil)
-	// Requests are recorded as they come off the wire (go-control-plane
-	// fills in the node of later requests before its callbacks run).
-	record := func(srv any, ss grpc.ServerStream, _ *grpc.StreamServerInfo, h grpc.StreamHandler) error {
-		return h(srv, &recorder{ServerStream: ss, cp: cp})
-	}
-	g := grpc.NewServer(append(opts, grpc.ChainStreamInterceptor(record))...)
-	discoveryv3.RegisterAggregatedDiscoveryServiceServer(g, srv)
-	lis, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	done := make(chan struct{})
-	go func() { defer close(done); _ = g.Serve(lis) }()
-	t.Cleanup(func() { cancel(); g.Stop(); <-done })
-	cp.addr = lis.Addr().String()
-	return cp
-}
-
-// recorder copies every request read to its control plane's channels.
-type recorder struct {
-	grpc.ServerStream
-	cp *controlPlane
-}
-
-func (r *recorder) RecvMsg(m any) error {
-	if err := r.ServerStream.RecvMsg(m); err != nil {
-		return err
-	}
-	switch req := m.(type) {
-	case *discoveryv3.DiscoveryRequest:
-		r.cp.sotw <- proto.CloneOf(req)
-	case *discoveryv3.DeltaDiscoveryRequest:
-		r.cp.delta <- proto.CloneOf(req)
-	}
-	return nil
-}
-
-// set publishes version for node id: clusters by name, and an assignment
-// per cluster with one endpoint at 10.0.0.1:port.
-func (cp *controlPlane) set(t *testing.T, id, version string, clusters ...string) {
-	t.Helper()
-	res := map[resourcev3.Type][]types.Resource{}
-	for i, c := range clusters {
-		res[resourcev3.ClusterType] = append(res[resourcev3.ClusterType], &clusterv3.Cluster{Name: c,
-			ClusterDiscoveryType: &clusterv3.Cluster_Type{Type: clusterv3.Cluster_EDS}})
-		res[resourcev3.EndpointType] = append(res[resourcev3.EndpointType], assignment(c, 8000+i))
-	}
-	snap, err := cachev3.NewSnapshot(version, res)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cp.cache.SetSnapshot(context.Background(), id, snap); err != nil {
-		t.Fatal(err)
-	}
-}
-
-func assignment(cluster string, port int) *endpointv3.ClusterLoadAssignment {
-	return &endpointv3.ClusterLoadAssignment{ClusterName: cluster, Endpoints: []*endpointv3.LocalityLbEndpoints{{
-		LbEndpoints: []*endpointv3.LbEndpoint{{HostIdentifier: &endpointv3.LbEndpoint_Endpoint{Endpoint: &endpointv3.Endpoint{
-			Address: &corev3.Address{Address: &corev3.Address_SocketAddress{SocketAddress: &corev3.SocketAddress{
-				Address: "10.0.0.1", PortSpecifier: &corev3.SocketAddress_PortValue{PortValue: uint32(port)}}}}}}}},
-	}}}
-}
-
-// nextSotW returns the next request the server read.
-func nextSotW(t *testing.T, cp *controlPlane) *discoveryv3.DiscoveryRequest {
-	t.Helper()
-	select {
-	case r := <-cp.sotw:
-		return r
-	case <-time.After(wait):
-		t.Fatal("the server read no request")
-	}
-	return nil
-}
-
-func nextDelta(t *testing.T, cp *controlPlane) *discoveryv3.DeltaDiscoveryRequest {
-	t.Helper()
-	select {
-	case r := <-cp.delta:
-		return r
-	case <-time.After(wait):
-		t.Fatal("the server read no delta request")
-	}
-	return nil
-}
 
 func names(t *testing.T, as []*anypb.Any) []string {
 	t.Helper()
@@ -168,7 +51,7 @@ func TestSotWRequestACKNACK(t *testing.T) {
 	if err := s.Request(resourcev3.ClusterType, "a", "b"); err != nil {
 		t.Fatal(err)
 	}
-	if req := nextSotW(t, cp); req.GetNode().GetId() != "p1" || !slices.Equal(req.GetResourceNames(), []string{"a", "b"}) {
+	if req := next(t, cp.sotw); req.GetNode().GetId() != "p1" || !slices.Equal(req.GetResourceNames(), []string{"a", "b"}) {
 		t.Fatalf("request: node %q names %v", req.GetNode().GetId(), req.GetResourceNames())
 	}
 	r, err := s.Recv(wait)
@@ -181,7 +64,7 @@ func TestSotWRequestACKNACK(t *testing.T) {
 	if err := s.ACK(r); err != nil {
 		t.Fatal(err)
 	}
-	ack := nextSotW(t, cp)
+	ack := next(t, cp.sotw)
 	if ack.GetVersionInfo() != "v1" || ack.GetResponseNonce() != r.GetNonce() || ack.GetErrorDetail() != nil ||
 		!slices.Equal(ack.GetResourceNames(), []string{"a", "b"}) || ack.GetNode().GetId() != "p1" {
 		t.Fatalf("ACK as read: %v", ack)
@@ -201,7 +84,7 @@ func TestSotWRequestACKNACK(t *testing.T) {
 	if err := s.NACK(r2, "rejected by the test"); err != nil {
 		t.Fatal(err)
 	}
-	nack := nextSotW(t, cp)
+	nack := next(t, cp.sotw)
 	if nack.GetErrorDetail().GetMessage() != "rejected by the test" || nack.GetErrorDetail().GetCode() != int32(codes.InvalidArgument) ||
 		nack.GetResponseNonce() != r2.GetNonce() || nack.GetVersionInfo() != "v1" || !slices.Equal(nack.GetResourceNames(), []string{"a", "b"}) {
 		t.Fatalf("NACK as read: %v", nack)
@@ -217,7 +100,7 @@ func TestDeltaSubscribeACKNACK(t *testing.T) {
 	if err := d.Subscribe(resourcev3.EndpointType, "b"); err != nil {
 		t.Fatal(err)
 	}
-	if req := nextDelta(t, cp); req.GetNode().GetId() != "p1" || !slices.Equal(req.GetResourceNamesSubscribe(), []string{"b"}) {
+	if req := next(t, cp.delta); req.GetNode().GetId() != "p1" || !slices.Equal(req.GetResourceNamesSubscribe(), []string{"b"}) {
 		t.Fatalf("subscription as read: %v", req)
 	}
 	r, err := d.Recv(wait)
@@ -234,7 +117,7 @@ func TestDeltaSubscribeACKNACK(t *testing.T) {
 	if err := d.NACK(r, "bad endpoint"); err != nil {
 		t.Fatal(err)
 	}
-	nack := nextDelta(t, cp)
+	nack := next(t, cp.delta)
 	if nack.GetErrorDetail().GetMessage() != "bad endpoint" || nack.GetResponseNonce() != r.GetNonce() || nack.GetTypeUrl() != resourcev3.EndpointType {
 		t.Fatalf("NACK as read: %v", nack)
 	}
@@ -246,7 +129,7 @@ func TestDeltaSubscribeACKNACK(t *testing.T) {
 	if err := d.ACK(r); err != nil {
 		t.Fatal(err)
 	}
-	if ack := nextDelta(t, cp); ack.GetErrorDetail() != nil || ack.GetResponseNonce() != r.GetNonce() {
+	if ack := next(t, cp.delta); ack.GetErrorDetail() != nil || ack.GetResponseNonce() != r.GetNonce() {
 		t.Fatalf("ACK as read: %v", ack)
 	}
 }
@@ -309,7 +192,7 @@ func TestAutoACK(t *testing.T) {
 	if err := d.Subscribe(resourcev3.ClusterType); err != nil {
 		t.Fatal(err)
 	}
-	nextDelta(t, cp)
+	next(t, cp.delta)
 	r, at, err := d.RecvAt(wait)
 	if err != nil {
 		t.Fatal(err)
@@ -317,7 +200,7 @@ func TestAutoACK(t *testing.T) {
 	if at.IsZero() || at.After(time.Now()) {
 		t.Errorf("read at %v", at)
 	}
-	ack := nextDelta(t, cp)
+	ack := next(t, cp.delta)
 	if ack.GetResponseNonce() != r.GetNonce() || ack.GetNode() != nil {
 		t.Fatalf("the automatic ACK as read: %v (want nonce %s and no node)", ack, r.GetNonce())
 	}
@@ -329,7 +212,7 @@ func TestAutoACK(t *testing.T) {
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
-	if ack := nextDelta(t, cp); ack.GetResponseNonce() == "" || ack.GetErrorDetail() != nil {
+	if ack := next(t, cp.delta); ack.GetResponseNonce() == "" || ack.GetErrorDetail() != nil {
 		t.Fatalf("second ACK: %v", ack)
 	}
 }
@@ -381,36 +264,5 @@ func TestTLSAndToken(t *testing.T) {
 	}
 	if status.Code(err) != codes.Unavailable || !strings.Contains(err.Error(), "certificate signed by unknown authority") {
 		t.Fatalf("untrusted certificate: %v, want Unavailable", err)
-	}
-}
-
-// TestDecode: the typed helpers refuse a resource of another type, and
-// Validate looks inside an Any.
-func TestDecode(t *testing.T) {
-	cla, err := anypb.New(assignment("a", 8000))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := Clusters([]*anypb.Any{cla}); err == nil {
-		t.Error("Clusters decoded a ClusterLoadAssignment")
-	}
-	if got, err := Assignments([]*anypb.Any{cla}); err != nil || len(got) != 1 || got[0].GetClusterName() != "a" {
-		t.Errorf("Assignments = %v, %v", got, err)
-	}
-	listener := func(statPrefix string) *listenerv3.Listener {
-		hcm, err := anypb.New(&hcmv3.HttpConnectionManager{StatPrefix: statPrefix,
-			RouteSpecifier: &hcmv3.HttpConnectionManager_Rds{Rds: &hcmv3.Rds{RouteConfigName: "r"}}})
-		if err != nil {
-			t.Fatal(err)
-		}
-		return &listenerv3.Listener{Name: "l", FilterChains: []*listenerv3.FilterChain{{Filters: []*listenerv3.Filter{{
-			Name: "envoy.filters.network.http_connection_manager", ConfigType: &listenerv3.Filter_TypedConfig{TypedConfig: hcm}}}}}}
-	}
-	if err := Validate(listener("http")); err != nil {
-		t.Errorf("a valid listener: %v", err)
-	}
-	// stat_prefix is required (min_len 1) inside the packed HCM only.
-	if err := Validate(listener("")); err == nil || !strings.Contains(err.Error(), "StatPrefix") {
-		t.Errorf("an HCM without stat_prefix inside the listener: %v, want a StatPrefix error", err)
 	}
 }

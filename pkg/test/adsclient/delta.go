@@ -4,14 +4,11 @@
 package adsclient
 
 import (
-	"context"
 	"fmt"
-	"testing"
 
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	discoveryv3 "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
 	rpcstatus "google.golang.org/genproto/googleapis/rpc/status"
-	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 )
 
@@ -21,35 +18,16 @@ type Delta struct {
 	*reader[discoveryv3.DeltaDiscoveryRequest, discoveryv3.DeltaDiscoveryResponse]
 }
 
-// OpenDelta opens a delta stream for node on conn; it ends with ctx, after
-// Within, or at Close.
-func OpenDelta(ctx context.Context, conn *grpc.ClientConn, node *corev3.Node, opts ...StreamOption) (*Delta, error) {
-	ads := discoveryv3.NewAggregatedDiscoveryServiceClient(conn)
-	r, err := open(ctx, node, opts, func(ctx context.Context, o ...grpc.CallOption) (grpc.BidiStreamingClient[discoveryv3.DeltaDiscoveryRequest, discoveryv3.DeltaDiscoveryResponse], error) {
-		return ads.DeltaAggregatedResources(ctx, o...)
-	})
-	if err != nil {
-		return nil, err
-	}
-	r.setNode = func(q *discoveryv3.DeltaDiscoveryRequest, n *corev3.Node) { q.Node = n }
-	r.describe = func(m *discoveryv3.DeltaDiscoveryResponse) string {
+var deltaKind = kind[discoveryv3.DeltaDiscoveryRequest, discoveryv3.DeltaDiscoveryResponse, *Delta]{
+	start:   discoveryv3.AggregatedDiscoveryServiceClient.DeltaAggregatedResources,
+	setNode: func(q *discoveryv3.DeltaDiscoveryRequest, n *corev3.Node) { q.Node = n },
+	describe: func(m *discoveryv3.DeltaDiscoveryResponse) string {
 		return fmt.Sprintf("a %s delta response with %d resources, removed %v", m.GetTypeUrl(), len(m.GetResources()), m.GetRemovedResources())
-	}
-	d := &Delta{reader: r}
-	r.run(d.ACK)
-	return d, nil
-}
-
-// NewDelta is OpenDelta for a test: it fails the test when the stream
-// cannot be opened and closes the stream at the test's end.
-func NewDelta(t testing.TB, conn *grpc.ClientConn, node *corev3.Node, opts ...StreamOption) *Delta {
-	t.Helper()
-	d, err := OpenDelta(context.Background(), conn, node, opts...)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(d.Close)
-	return d
+	},
+	wrap: func(r *reader[discoveryv3.DeltaDiscoveryRequest, discoveryv3.DeltaDiscoveryResponse]) (*Delta, func(*discoveryv3.DeltaDiscoveryResponse) error) {
+		d := &Delta{reader: r}
+		return d, d.ACK
+	},
 }
 
 // Subscribe adds names of typeURL to the subscription (none: the first

@@ -25,12 +25,13 @@
 //
 //   - dial.go: Dial and its options (TLS with a CA pool, the largest
 //     message received).
-//   - stream.go: the reader both stream kinds share: stream options
-//     (Token, Within, WaitForReady, AutoACK, NodeOnFirstOnly, Buffer),
-//     Send, Recv/RecvAt with a bounded wait, Quiet, Drain, Last, Node,
-//     CloseSend, Close.
+//   - stream.go: what both stream kinds share: the openers (OpenSotW,
+//     NewSotW, OpenDelta, NewDelta), the stream options (Token, Within,
+//     WaitForReady, AutoACK, NodeOnFirstOnly, Buffer), and the reading
+//     goroutine behind Send, Recv/RecvAt with a bounded wait, Quiet,
+//     Drain, Last, Node, CloseSend and Close.
 //   - sotw.go: SotW, a StreamAggregatedResources stream: Request, ACK and
-//     NACK repeating the type's subscribed names.
+//     NACK repeating the type's requested names.
 //   - delta.go: Delta, a DeltaAggregatedResources stream: Subscribe, ACK
 //     and NACK.
 //   - decode.go: Clusters, Listeners, Assignments, RouteConfigurations,

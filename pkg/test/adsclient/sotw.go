@@ -4,14 +4,11 @@
 package adsclient
 
 import (
-	"context"
 	"fmt"
-	"testing"
 
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	discoveryv3 "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
 	rpcstatus "google.golang.org/genproto/googleapis/rpc/status"
-	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 )
 
@@ -25,35 +22,16 @@ type SotW struct {
 	acked map[string]string
 }
 
-// OpenSotW opens a SotW stream for node on conn; it ends with ctx, after
-// Within, or at Close.
-func OpenSotW(ctx context.Context, conn *grpc.ClientConn, node *corev3.Node, opts ...StreamOption) (*SotW, error) {
-	ads := discoveryv3.NewAggregatedDiscoveryServiceClient(conn)
-	r, err := open(ctx, node, opts, func(ctx context.Context, o ...grpc.CallOption) (grpc.BidiStreamingClient[discoveryv3.DiscoveryRequest, discoveryv3.DiscoveryResponse], error) {
-		return ads.StreamAggregatedResources(ctx, o...)
-	})
-	if err != nil {
-		return nil, err
-	}
-	r.setNode = func(q *discoveryv3.DiscoveryRequest, n *corev3.Node) { q.Node = n }
-	r.describe = func(m *discoveryv3.DiscoveryResponse) string {
+var sotwKind = kind[discoveryv3.DiscoveryRequest, discoveryv3.DiscoveryResponse, *SotW]{
+	start:   discoveryv3.AggregatedDiscoveryServiceClient.StreamAggregatedResources,
+	setNode: func(q *discoveryv3.DiscoveryRequest, n *corev3.Node) { q.Node = n },
+	describe: func(m *discoveryv3.DiscoveryResponse) string {
 		return fmt.Sprintf("a %s response version %s with %d resources", m.GetTypeUrl(), m.GetVersionInfo(), len(m.GetResources()))
-	}
-	s := &SotW{reader: r, names: map[string][]string{}, acked: map[string]string{}}
-	r.run(s.ACK)
-	return s, nil
-}
-
-// NewSotW is OpenSotW for a test: it fails the test when the stream cannot
-// be opened and closes the stream at the test's end.
-func NewSotW(t testing.TB, conn *grpc.ClientConn, node *corev3.Node, opts ...StreamOption) *SotW {
-	t.Helper()
-	s, err := OpenSotW(context.Background(), conn, node, opts...)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(s.Close)
-	return s
+	},
+	wrap: func(r *reader[discoveryv3.DiscoveryRequest, discoveryv3.DiscoveryResponse]) (*SotW, func(*discoveryv3.DiscoveryResponse) error) {
+		s := &SotW{reader: r, names: map[string][]string{}, acked: map[string]string{}}
+		return s, s.ACK
+	},
 }
 
 // Request asks for typeURL's resources names (none: all of them, a

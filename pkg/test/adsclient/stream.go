@@ -9,9 +9,11 @@ import (
 	"fmt"
 	"sync"
 	"sync/atomic"
+	"testing"
 	"time"
 
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
+	discoveryv3 "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/metadata"
 )
@@ -87,11 +89,19 @@ type reader[Req, Resp any] struct {
 	last  atomic.Int64
 }
 
-// open starts a stream with start on a context derived from ctx; the
-// caller starts reading with run.
-func open[Req, Resp any](ctx context.Context, node *corev3.Node, opts []StreamOption,
-	start func(context.Context, ...grpc.CallOption) (grpc.BidiStreamingClient[Req, Resp], error),
-) (*reader[Req, Resp], error) {
+// kind is what tells the two stream kinds apart: how to start one, put
+// the node on a request, describe a response and wrap the reader.
+type kind[Req, Resp, S any] struct {
+	start    func(discoveryv3.AggregatedDiscoveryServiceClient, context.Context, ...grpc.CallOption) (grpc.BidiStreamingClient[Req, Resp], error)
+	setNode  func(*Req, *corev3.Node)
+	describe func(*Resp) string
+	// wrap returns the stream around r and its ACK.
+	wrap func(r *reader[Req, Resp]) (S, func(*Resp) error)
+}
+
+// open starts a stream of kind k for node on conn, on a context derived
+// from ctx, and starts reading it.
+func open[Req, Resp, S any](ctx context.Context, k kind[Req, Resp, S], conn *grpc.ClientConn, node *corev3.Node, opts []StreamOption) (S, error) {
 	cfg := streamConfig{buffer: 64}
 	for _, o := range opts {
 		o(&cfg)
@@ -109,13 +119,52 @@ func open[Req, Resp any](ctx context.Context, node *corev3.Node, opts []StreamOp
 	if cfg.waitForReady {
 		copts = append(copts, grpc.WaitForReady(true))
 	}
-	s, err := start(ctx, copts...)
+	s, err := k.start(discoveryv3.NewAggregatedDiscoveryServiceClient(conn), ctx, copts...)
 	if err != nil {
 		cancel()
-		return nil, err
+		var none S
+		return none, err
 	}
-	return &reader[Req, Resp]{cfg: cfg, node: node, stream: s, ctx: ctx, cancel: cancel,
-		in: make(chan received[Resp], cfg.buffer), ended: make(chan struct{}), done: make(chan struct{})}, nil
+	r := &reader[Req, Resp]{cfg: cfg, node: node, stream: s, ctx: ctx, cancel: cancel, setNode: k.setNode, describe: k.describe,
+		in: make(chan received[Resp], cfg.buffer), ended: make(chan struct{}), done: make(chan struct{})}
+	out, ack := k.wrap(r)
+	r.run(ack)
+	return out, nil
+}
+
+// The stream openers: Open* returns the error, New* fails the test and
+// closes the stream at the test's end. A stream ends with ctx (New*: the
+// test), after Within, or at Close.
+var (
+	// OpenSotW opens a state-of-the-world stream for node on conn.
+	OpenSotW = opener(sotwKind)
+	// NewSotW is OpenSotW for a test.
+	NewSotW = forTest(sotwKind)
+	// OpenDelta opens a delta stream for node on conn.
+	OpenDelta = opener(deltaKind)
+	// NewDelta is OpenDelta for a test.
+	NewDelta = forTest(deltaKind)
+)
+
+// opener is open of kind k.
+func opener[Req, Resp, S any](k kind[Req, Resp, S]) func(context.Context, *grpc.ClientConn, *corev3.Node, ...StreamOption) (S, error) {
+	return func(ctx context.Context, conn *grpc.ClientConn, node *corev3.Node, opts ...StreamOption) (S, error) {
+		return open(ctx, k, conn, node, opts)
+	}
+}
+
+// forTest is open of kind k for a test: it fails the test when the stream
+// cannot be opened and closes the stream at the test's end.
+func forTest[Req, Resp any, S interface{ Close() }](k kind[Req, Resp, S]) func(testing.TB, *grpc.ClientConn, *corev3.Node, ...StreamOption) S {
+	return func(t testing.TB, conn *grpc.ClientConn, node *corev3.Node, opts ...StreamOption) S {
+		t.Helper()
+		s, err := open(context.Background(), k, conn, node, opts)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(s.Close)
+		return s
+	}
 }
 
 // run reads until the stream ends, ACKing each response first with ack

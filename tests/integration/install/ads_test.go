@@ -56,30 +56,30 @@ func openProxy(t *testing.T, conn *grpc.ClientConn, id string, gw gatewayRef, to
 // which is what callers check.
 func (p *proxy) request(typeURL string, names ...string) { _ = p.Request(typeURL, names...) }
 
-// next reads the next response within wait and ACKs it (keeping the
-// type's subscription).
-func (p *proxy) next(t *testing.T, what string) *discoveryv3.DiscoveryResponse {
+// next reads responses within wait, ACKing each (keeping the type's
+// subscription), until one of typeURL ("": any), and returns it.
+func (p *proxy) next(t *testing.T, typeURL string) *discoveryv3.DiscoveryResponse {
 	t.Helper()
-	r, err := p.Recv(wait)
-	if err != nil {
-		t.Fatalf("%s: %s: %v", p.id, what, err)
+	for {
+		r, err := p.Recv(wait)
+		if err != nil {
+			t.Fatalf("%s: %s: %v", p.id, typeURL, err)
+		}
+		_ = p.ACK(r)
+		if typeURL == "" || r.GetTypeUrl() == typeURL {
+			return r
+		}
 	}
-	_ = p.ACK(r)
-	return r
 }
 
-// clusters asks for CDS and reads responses (ACKing each) until a CDS one
-// holds want, and returns that response's clusters by name, each checked
-// with ValidateAll.
+// clusters asks for CDS and reads responses until a CDS one holds want,
+// and returns that response's clusters by name, each checked with
+// ValidateAll.
 func (p *proxy) clusters(t *testing.T, want string) map[string]*clusterv3.Cluster {
 	t.Helper()
 	p.request(resource.ClusterType)
 	for {
-		r := p.next(t, "CDS")
-		if r.GetTypeUrl() != resource.ClusterType {
-			continue
-		}
-		cs, err := adsclient.Clusters(r.GetResources())
+		cs, err := adsclient.Clusters(p.next(t, resource.ClusterType).GetResources())
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -96,18 +96,14 @@ func (p *proxy) clusters(t *testing.T, want string) map[string]*clusterv3.Cluste
 	}
 }
 
-// endpoints subscribes to EDS for cluster and reads responses (ACKing each)
-// until its ClusterLoadAssignment has n endpoints; it returns them as
-// address:port, sorted.
+// endpoints subscribes to EDS for cluster and reads responses until its
+// ClusterLoadAssignment has n endpoints; it returns them as address:port,
+// sorted.
 func (p *proxy) endpoints(t *testing.T, cluster string, n int) []string {
 	t.Helper()
 	p.request(resource.EndpointType, cluster)
 	for {
-		r := p.next(t, "EDS")
-		if r.GetTypeUrl() != resource.EndpointType {
-			continue
-		}
-		clas, err := adsclient.Assignments(r.GetResources())
+		clas, err := adsclient.Assignments(p.next(t, resource.EndpointType).GetResources())
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -119,25 +115,19 @@ func (p *proxy) endpoints(t *testing.T, cluster string, n int) []string {
 	}
 }
 
-// secrets reads responses (ACKing each) until an SDS one and returns its
-// secrets' names, each checked to unmarshal.
+// secrets reads responses until an SDS one and returns its secrets'
+// names, each checked to unmarshal.
 func (p *proxy) secrets(t *testing.T) []string {
 	t.Helper()
-	for {
-		r := p.next(t, "SDS")
-		if r.GetTypeUrl() != resource.SecretType {
-			continue
-		}
-		ss, err := adsclient.Secrets(r.GetResources())
-		if err != nil {
-			t.Fatal(err)
-		}
-		var names []string
-		for _, s := range ss {
-			names = append(names, s.GetName())
-		}
-		return names
+	ss, err := adsclient.Secrets(p.next(t, resource.SecretType).GetResources())
+	if err != nil {
+		t.Fatal(err)
 	}
+	var names []string
+	for _, s := range ss {
+		names = append(names, s.GetName())
+	}
+	return names
 }
 
 // denied asks for CDS and checks that the stream ends with code before any

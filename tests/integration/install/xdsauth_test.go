@@ -151,7 +151,7 @@ func TestADSIdentityBound(t *testing.T) {
 		seedProxy.request(resource.SecretType, core.SecretName(ns+"/"+secondCert))
 		seedProxy.request(resource.ListenerType)
 		for {
-			r := seedProxy.next(t, "seed proxy")
+			r := seedProxy.next(t, "")
 			if r.GetTypeUrl() == resource.SecretType && len(r.GetResources()) > 0 {
 				t.Fatalf("the seed Gateway's proxy got %d secrets, asking only for %s, which only Gateway second references",
 					len(r.GetResources()), secondCert)
