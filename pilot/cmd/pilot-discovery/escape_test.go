@@ -124,28 +124,18 @@ func TestProxyStatusTellsStreamsApart(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		out, err := run(t, defaultDeps(), "proxy-status", "--debug-address", e.http.URL)
-		if err != nil {
-			t.Fatal(err)
-		}
-		var rows []string
+	var rows []string
+	out := proxyStatusWhen(t, e.http.URL, "proxy-status showing both streams", func(out string) bool {
+		rows = nil
 		for l := range strings.Lines(out) {
 			if strings.HasPrefix(l, "same-id ") {
 				rows = append(rows, l)
 			}
 		}
-		if len(rows) == 2 {
-			if rows[0] == rows[1] {
-				t.Errorf("two streams of node same-id print the same row:\n%s", out)
-			}
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("proxy-status never showed both streams:\n%s", out)
-		}
-		time.Sleep(20 * time.Millisecond)
+		return len(rows) == 2
+	})
+	if rows[0] == rows[1] {
+		t.Errorf("two streams of node same-id print the same row:\n%s", out)
 	}
 }
 

@@ -15,6 +15,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/infermesh/infermesh/pkg/test/adsclient"
+	"github.com/infermesh/infermesh/pkg/test/poll"
 )
 
 const fixedSyncz = `[
@@ -102,21 +103,26 @@ func TestProxyStatusLive(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		out, err := run(t, defaultDeps(), "proxy-status", "--debug-address", e.http.URL)
+	out := proxyStatusWhen(t, e.http.URL, "proxy-status showing the ACK and the NACK", func(out string) bool {
+		return strings.Contains(out, "SYNCED (") && strings.Contains(out, "NACKED (") && strings.Contains(out, "rejected by test")
+	})
+	if !strings.Contains(out, "router~10.244.0.20~gw-1.gateway-namespace     gateway-namespace/gateway     sotw") {
+		t.Errorf("row lacks node, Gateway and stream:\n%s", out)
+	}
+}
+
+// proxyStatusWhen runs proxy-status against the debug server at url until
+// cond holds of its output (within 10 s), and returns that output.
+func proxyStatusWhen(t *testing.T, url, what string, cond func(out string) bool) string {
+	t.Helper()
+	var out string
+	poll.UntilOr(t, 10*time.Second, what, func() bool {
+		var err error
+		out, err = run(t, defaultDeps(), "proxy-status", "--debug-address", url)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if strings.Contains(out, "SYNCED (") && strings.Contains(out, "NACKED (") && strings.Contains(out, "rejected by test") {
-			if !strings.Contains(out, "router~10.244.0.20~gw-1.gateway-namespace     gateway-namespace/gateway     sotw") {
-				t.Errorf("row lacks node, Gateway and stream:\n%s", out)
-			}
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("proxy-status never showed the ACK and the NACK:\n%s", out)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+		return cond(out)
+	}, func() string { return out })
+	return out
 }

@@ -162,76 +162,63 @@ const (
 	quietWait   = 400 * time.Millisecond
 )
 
-// sotwClient is a state-of-the-world ADS stream of the test; every
-// response it receives is validated (checkAnys).
-type sotwClient struct {
-	*adsclient.SotW
+// adsStream is what the tests use of an adsclient stream.
+type adsStream[Req, Resp any] interface {
+	Send(*Req) error
+	Recv(time.Duration) (*Resp, error)
+	Quiet(time.Duration) error
+}
+
+// client is an ADS stream of the test (s) whose helpers fail the test;
+// every response recv returns is validated (checkAnys).
+type client[Req, Resp any, S adsStream[Req, Resp]] struct {
+	s S
 	t *testing.T
 }
 
+// sotwClient and deltaClient are the two kinds.
+type (
+	sotwClient  = client[discoveryv3.DiscoveryRequest, discoveryv3.DiscoveryResponse, *adsclient.SotW]
+	deltaClient = client[discoveryv3.DeltaDiscoveryRequest, discoveryv3.DeltaDiscoveryResponse, *adsclient.Delta]
+)
+
 func (e *env) sotw(n *corev3.Node) *sotwClient {
 	e.t.Helper()
-	return &sotwClient{SotW: adsclient.NewSotW(e.t, e.conn, n, adsclient.Buffer(100)), t: e.t}
+	return &sotwClient{s: adsclient.NewSotW(e.t, e.conn, n, adsclient.Buffer(100)), t: e.t}
 }
 
-func (c *sotwClient) send(req *discoveryv3.DiscoveryRequest) {
+func (e *env) delta(n *corev3.Node) *deltaClient {
+	e.t.Helper()
+	return &deltaClient{s: adsclient.NewDelta(e.t, e.conn, n, adsclient.Buffer(100)), t: e.t}
+}
+
+func (c *client[Req, Resp, S]) send(req *Req) {
 	c.t.Helper()
-	if err := c.Send(req); err != nil {
+	if err := c.s.Send(req); err != nil {
 		c.t.Fatal(err)
 	}
 }
 
 // recv waits for a response and checks every resource in it.
-func (c *sotwClient) recv() *discoveryv3.DiscoveryResponse {
+func (c *client[Req, Resp, S]) recv() *Resp {
 	c.t.Helper()
-	r, err := c.Recv(recvTimeout)
+	r, err := c.s.Recv(recvTimeout)
 	if err != nil {
 		c.t.Fatal(err)
 	}
-	checkAnys(c.t, r.GetResources())
+	switch r := any(r).(type) {
+	case *discoveryv3.DiscoveryResponse:
+		checkAnys(c.t, r.GetResources())
+	case *discoveryv3.DeltaDiscoveryResponse:
+		checkAnys(c.t, adsclient.Resources(r))
+	}
 	return r
 }
 
 // quiet fails if a response arrives within quietWait.
-func (c *sotwClient) quiet(why string) {
+func (c *client[Req, Resp, S]) quiet(why string) {
 	c.t.Helper()
-	if err := c.Quiet(quietWait); err != nil {
-		c.t.Fatalf("%s: %v", why, err)
-	}
-}
-
-// deltaClient is a DeltaAggregatedResources stream of the test; every
-// response it receives is validated (checkAnys).
-type deltaClient struct {
-	*adsclient.Delta
-	t *testing.T
-}
-
-func (e *env) delta(n *corev3.Node) *deltaClient {
-	e.t.Helper()
-	return &deltaClient{Delta: adsclient.NewDelta(e.t, e.conn, n, adsclient.Buffer(100)), t: e.t}
-}
-
-func (c *deltaClient) send(req *discoveryv3.DeltaDiscoveryRequest) {
-	c.t.Helper()
-	if err := c.Send(req); err != nil {
-		c.t.Fatal(err)
-	}
-}
-
-func (c *deltaClient) recv() *discoveryv3.DeltaDiscoveryResponse {
-	c.t.Helper()
-	r, err := c.Recv(recvTimeout)
-	if err != nil {
-		c.t.Fatal(err)
-	}
-	checkAnys(c.t, adsclient.Resources(r))
-	return r
-}
-
-func (c *deltaClient) quiet(why string) {
-	c.t.Helper()
-	if err := c.Quiet(quietWait); err != nil {
+	if err := c.s.Quiet(quietWait); err != nil {
 		c.t.Fatalf("%s: %v", why, err)
 	}
 }

@@ -341,7 +341,7 @@ func TestNodeWithoutGateway(t *testing.T) {
 	// Responses before the end, were there any, are not what is checked.
 	deadline := time.Now().Add(recvTimeout)
 	for {
-		_, err := c.Recv(time.Until(deadline))
+		_, err := c.s.Recv(time.Until(deadline))
 		if errors.Is(err, adsclient.ErrNoResponse) {
 			t.Fatal("stream not ended")
 		}

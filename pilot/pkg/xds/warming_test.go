@@ -121,7 +121,7 @@ func TestDeltaChangedRdsGetsItsRouteConfigurationAgain(t *testing.T) {
 	// listener), then RDS: http.80 again, though it did not change.
 	seen := map[string][]string{}
 	for {
-		r, err := d.Recv(recvTimeout)
+		r, err := d.s.Recv(recvTimeout)
 		if err != nil {
 			t.Fatalf("after the listener's Rds changed, http.80 was not sent again; the stream got %v (%v)", seen, err)
 		}
