@@ -606,7 +606,7 @@ func Build(in Inputs, opts Options) Outputs {
 	}
 
 	if tlsSources.policies != nil {
-		out.BackendTLSPolicyStatuses = backendTLSPolicyStatuses(in.BackendTLSPolicies, tlsSources, out.Routes, opts.ControllerName,
+		out.BackendTLSPolicyStatuses = backendTLSPolicyStatuses(in.BackendTLSPolicies, tlsSources, out.Routes, in.Services, opts.ControllerName,
 			with("BackendTLSPolicyStatuses"))
 	}
 
