@@ -57,6 +57,10 @@
 //     gets each server name (StreamPortClaims), filter chains passing TLS
 //     through or terminating it, each ending in a TCP proxy to the rule's
 //     backends by weight (tcpProxyFilter).
+//   - extauthz.go: ExternalAuth as Envoy's ext_authz: one disabled HTTP
+//     filter per distinct configuration of the Gateway's rules (named by a
+//     digest), enabled per route, failing closed; the authorization
+//     server's cluster; the upstream-header expression.
 //   - extproc.go: the inert listener-level ext_proc filter, and the
 //     ExtProcPerRoute override that sends a pool's requests through its
 //     Endpoint Picker, with the body mode the Gateway asks for.
