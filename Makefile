@@ -147,6 +147,7 @@ POOLS ?= 1000,10000
 GATEWAYS ?= 1,10
 CHANGES ?= 100
 DROP_EPP ?=
+PROFILE ?=
 xdsbench:
 	dir=$$(hack/k8s-test-binaries.sh) && \
 	KUBE_TEST_BINARIES=$$dir/bin $(GO) test -tags=integ -run '^$$' -bench '$(XDSBENCH)' -benchtime $(BENCHTIME) -count $(COUNT) -timeout 300m ./tests/integration/xdsbench/
@@ -164,7 +165,7 @@ bench-compare:
 # itself: `make bench-istio DROP_EPP=pool-0042` must fail. Never part of
 # `make test` (it builds Istio's tree: 15-20 minutes the first time).
 bench-istio:
-	COUNT=$(BENCH_ISTIO_COUNT) POOLS=$(POOLS) GATEWAYS=$(GATEWAYS) CHANGES=$(CHANGES) DROP_EPP=$(DROP_EPP) hack/bench-istio.sh
+	COUNT=$(BENCH_ISTIO_COUNT) POOLS=$(POOLS) GATEWAYS=$(GATEWAYS) CHANGES=$(CHANGES) DROP_EPP=$(DROP_EPP) PROFILE=$(PROFILE) hack/bench-istio.sh
 
 # The randomized model of pkg/kube/krt under the fuzzer: `make fuzz FUZZTIME=60s`.
 FUZZTIME ?= 60s

@@ -20,6 +20,8 @@
 #   DROP_EPP   a pool whose EPP our side does not see (test-only knob):
 #              the fairness check must then fail, e.g. DROP_EPP=pool-0042
 #   OUT        where raw output goes (default /tmp/bench-istio)
+#   PROFILE    a folder for each side's CPU profile per row and heap
+#              profile after settling (go tool pprof FILE)
 #
 # The first run downloads Istio's module (~134 MB with its dependencies)
 # and compiles Istio's tree, 15-20 minutes on this 2-core machine; later
@@ -36,6 +38,10 @@ export PIPELINE_POOLS=${POOLS:-1000,10000}
 export PIPELINE_GATEWAYS=${GATEWAYS:-1,10}
 export PIPELINE_CHANGES=${CHANGES:-100}
 export PIPELINE_DROP_EPP=${DROP_EPP:-}
+export PIPELINE_PROFILE=${PROFILE:-}
+if [[ -n $PIPELINE_PROFILE ]]; then
+	mkdir -p "$PIPELINE_PROFILE"
+fi
 
 log() { printf '==> %s\n' "$*" >&2; }
 mkdir -p "$OUT"

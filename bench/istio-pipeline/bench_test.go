@@ -20,6 +20,8 @@ import (
 //	PIPELINE_POOLS     pool counts (default 1000,10000)
 //	PIPELINE_GATEWAYS  Gateway counts (default 1,10)
 //	PIPELINE_CHANGES   changes per route and endpoint benchmark run (default 100)
+//	PIPELINE_PROFILE   a folder: each side's CPU profile of each row and its
+//	                   heap profile after settling go there (profile_test.go)
 var (
 	benchPools    = envInts("PIPELINE_POOLS", []int{1000, 10000})
 	benchGateways = envInts("PIPELINE_GATEWAYS", []int{1, 10})
@@ -100,6 +102,7 @@ func benchSide(b *testing.B, side Side, in *Inputs) {
 				b.Fatal(err)
 			}
 			heap0 := LiveHeap()
+			prof := startProfile(b, side.Name, in, "cold")
 			cpu0 := cpuTime()
 			b.StartTimer()
 			if err := run.Cold(coldTimeout); err != nil {
@@ -107,10 +110,12 @@ func benchSide(b *testing.B, side Side, in *Inputs) {
 			}
 			b.StopTimer()
 			cpu += (cpuTime() - cpu0).Seconds()
+			prof.stop()
 			if err := run.Settle(settleQuiet, settleMax); err != nil {
 				b.Fatal(err)
 			}
 			live += float64(LiveHeap()-heap0) / 1e6
+			writeHeapProfile(b, side.Name, in)
 			b.StartTimer()
 		}
 		b.ReportMetric(cpu/float64(b.N), "cpu-sec/op")
@@ -119,16 +124,18 @@ func benchSide(b *testing.B, side Side, in *Inputs) {
 	if run == nil {
 		return
 	}
-	b.Run("route", func(b *testing.B) { benchChanges(b, run, run.RouteChange) })
-	b.Run("endpoint", func(b *testing.B) { benchChanges(b, run, run.EndpointChange) })
+	b.Run("route", func(b *testing.B) { benchChanges(b, run, "route", run.RouteChange) })
+	b.Run("endpoint", func(b *testing.B) { benchChanges(b, run, "endpoint", run.EndpointChange) })
 }
 
-func benchChanges(b *testing.B, run *Run, change func(int) Change) {
+func benchChanges(b *testing.B, run *Run, row string, change func(int) Change) {
 	b.ReportAllocs() // B/op and allocs/op below replace the timer's figures
 	b.StopTimer()
 	if err := run.Settle(changeQuiet, settleMax); err != nil {
 		b.Fatal(err)
 	}
+	prof := startProfile(b, run.Side.Name, run.In, row)
+	defer prof.stop()
 	var (
 		lat            []time.Duration
 		mallocs, bytes uint64

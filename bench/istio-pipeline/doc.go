@@ -38,5 +38,7 @@
 //   - fairness_test.go: TestFairness (100 pools, one and ten Gateways) and
 //     TestFairnessCatchesDroppedEPP (the check fails on a dropped EPP).
 //   - bench_test.go: BenchmarkPipeline (cold, route, endpoint per side).
+//   - profile_test.go: PIPELINE_PROFILE, each side's CPU profile per row
+//     and heap profile after settling.
 //   - cmd/sidebyside: the table of medians, ratios and goals.
 package pipeline
