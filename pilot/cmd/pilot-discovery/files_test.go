@@ -8,7 +8,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"net"
 	"os"
 	"path/filepath"
 	"slices"
@@ -44,6 +43,12 @@ type printedDoc struct {
 			} `json:"parentRef"`
 			Conditions []metav1.Condition `json:"conditions"`
 		} `json:"parents"`
+		Ancestors []struct {
+			AncestorRef struct {
+				Group, Kind, Namespace, Name string
+			} `json:"ancestorRef"`
+			Conditions []metav1.Condition `json:"conditions"`
+		} `json:"ancestors"`
 		Conditions []metav1.Condition `json:"conditions"`
 	} `json:"status"`
 	Spec corev1.ServiceSpec `json:"spec"`
@@ -87,8 +92,9 @@ func condition(conds []metav1.Condition, typ string) string {
 	return "missing"
 }
 
-// TestStatusSeed: status -f on the seed prints the pool status [Shell 3]
-// shows and the shadow Service [Shell 2] shows, and no problems.
+// TestStatusSeed: status -f on the seed prints the pool status
+// (Accepted=True, ResolvedRefs=True) and the shadow Service
+// (vllm-llama3-8b-ip-22dc7de1) the seed's write-up shows, and no problems.
 func TestStatusSeed(t *testing.T) {
 	docs, stderr, err := statusOf(t, seedDir, inference...)
 	if err != nil {
@@ -144,6 +150,48 @@ func TestStatusInferenceOff(t *testing.T) {
 	route := findDoc(docs, "HTTPRoute", "llm-namespace", "llm-route")
 	if route == nil || condition(route.Status.Parents[0].Conditions, "ResolvedRefs") != "False/InvalidKind" {
 		t.Errorf("route status = %+v, want ResolvedRefs False/InvalidKind", route)
+	}
+}
+
+// TestStatusBackendTLSPolicy: status -f prints our status.ancestors entry
+// of a BackendTLSPolicy (before, it printed none), here one on the seed's
+// EPP Service whose CA ConfigMap is missing: the seed Gateway is its
+// ancestor (a route calls the EPP through it), Accepted=False/
+// NoValidCACertificate, ResolvedRefs=False/InvalidCACertificateRef; and
+// the route and pool through it say so.
+func TestStatusBackendTLSPolicy(t *testing.T) {
+	dir := copySeed(t)
+	b, err := os.ReadFile("testdata/check/epp-tls-missing-ca/50-backendtlspolicy.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "50-backendtlspolicy.yaml"), b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	docs, stderr, err := statusOf(t, dir, inference...)
+	if err != nil {
+		t.Fatalf("status: %v\nstderr: %s", err, stderr)
+	}
+	p := findDoc(docs, "BackendTLSPolicy", "llm-namespace", "epp-tls")
+	if p == nil || p.APIVersion != "gateway.networking.k8s.io/v1" || len(p.Status.Ancestors) != 1 {
+		t.Fatalf("BackendTLSPolicy status = %+v", p)
+	}
+	a := p.Status.Ancestors[0]
+	if a.AncestorRef.Kind != "Gateway" || a.AncestorRef.Namespace != "gateway-namespace" || a.AncestorRef.Name != "gateway" {
+		t.Errorf("ancestorRef = %+v", a.AncestorRef)
+	}
+	for typ, want := range map[string]string{"Accepted": "False/NoValidCACertificate", "ResolvedRefs": "False/InvalidCACertificateRef"} {
+		if got := condition(a.Conditions, typ); got != want {
+			t.Errorf("policy %s = %s, want %s", typ, got, want)
+		}
+	}
+	route := findDoc(docs, "HTTPRoute", "llm-namespace", "llm-route")
+	if route == nil || condition(route.Status.Parents[0].Conditions, "ResolvedRefs") != "False/InvalidBackendTLS" {
+		t.Errorf("route status = %+v, want ResolvedRefs False/InvalidBackendTLS", route)
+	}
+	pool := findDoc(docs, "InferencePool", "llm-namespace", "vllm-llama3-8b")
+	if pool == nil || condition(pool.Status.Parents[0].Conditions, "ResolvedRefs") != "False/InvalidExtensionRef" {
+		t.Errorf("pool status = %+v, want ResolvedRefs False/InvalidExtensionRef", pool)
 	}
 }
 
@@ -225,43 +273,21 @@ func TestProxyConfigOfflineSeed(t *testing.T) {
 	wantErr(t, err, "gateway-namespace/nope", "not a Gateway of ours")
 }
 
-// TestProxyConfigOfflineMatchesServer (issue 6, acceptance 2): for the same
+// TestProxyConfigOfflineMatchesServer: file mode serves what the offline
+// command prints. For the same
 // folder, proxy-config -f and proxy-config against a running discovery -f
 // print the same bytes, for every kind and output format.
 func TestProxyConfigOfflineMatchesServer(t *testing.T) {
 	d := fakeDeps(t, inference...)
-	addrs := make(chan [2]net.Addr, 1)
-	d.serving = func(ads, http, _ net.Addr) { addrs <- [2]net.Addr{ads, http} }
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() {
-		cmd := newRootCommandWith(d)
-		cmd.SetArgs([]string{"discovery", "-f", seedDir, "--plaintext", "--ads-address", "127.0.0.1:0", "--http-address", "127.0.0.1:0", "--debug-address", ""})
-		cmd.SetOut(&bytes.Buffer{})
-		done <- cmd.ExecuteContext(ctx)
-	}()
-	t.Cleanup(func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("discovery: %v", err)
-		}
-	})
-	var a [2]net.Addr
-	select {
-	case a = <-addrs:
-	case err := <-done:
-		t.Fatalf("discovery ended before serving: %v", err)
-	case <-time.After(30 * time.Second):
-		t.Fatal("discovery did not start serving")
-	}
-	waitReady(t, "http://"+a[1].String()+"/ready")
+	a := startDiscovery(t, d, "discovery", "-f", seedDir, "--plaintext", "--ads-address", "127.0.0.1:0", "--http-address", "127.0.0.1:0", "--debug-address", "")
+	waitReady(t, "http://"+a.HTTP.String()+"/ready")
 	for _, kind := range []string{kindListeners, kindRoutes, kindClusters, kindEndpoints, kindAll} {
 		for _, o := range []string{outputShort, outputJSON} {
 			offline, err := run(t, d, "proxy-config", kind, "--gateway", seedGateway, "-f", seedDir, "-o", o)
 			if err != nil {
 				t.Fatalf("%s -o %s offline: %v", kind, o, err)
 			}
-			online, err := run(t, d, "proxy-config", kind, "--gateway", seedGateway, "--xds-address", a[0].String(), "--plaintext", "-o", o)
+			online, err := run(t, d, "proxy-config", kind, "--gateway", seedGateway, "--xds-address", a.ADS.String(), "--plaintext", "-o", o)
 			if err != nil {
 				t.Fatalf("%s -o %s online: %v", kind, o, err)
 			}

@@ -17,6 +17,7 @@ import (
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/anypb"
 
+	"github.com/infermesh/infermesh/pilot/pkg/model"
 	"github.com/infermesh/infermesh/pilot/pkg/networking/core"
 	"github.com/infermesh/infermesh/pilot/test/seedmodel"
 )
@@ -71,7 +72,7 @@ func decodeMsg(t *testing.T, typeURL string, m proto.Message) error {
 	return err
 }
 
-// The seed's [Shell 5] route (the pool route with its ExtProcPerRoute) is
+// The seed's pool route with its ExtProcPerRoute, as its write-up prints it, is
 // accepted as printed, inside a route configuration of its own. The seed
 // elides the route's match ("..."), which Envoy requires: without it the
 // route is refused; with the match the seed's HTTPRoute has (PathPrefix /,
@@ -92,7 +93,8 @@ func TestSeedShell5RouteAccepted(t *testing.T) {
 	}
 }
 
-// The seed's [Shell 8] OverrideHost policy is accepted on an EDS cluster.
+// The seed's OverrideHost policy, as its write-up prints it, is accepted on
+// an EDS cluster.
 // The seed elides the round robin policy's typed_config ("..."); Envoy
 // requires one, so the test supplies the RoundRobin message there and
 // changes nothing else.
@@ -130,11 +132,8 @@ func TestSeedShell8ClusterAccepted(t *testing.T) {
 
 // Everything pilot/pkg/networking/core builds for the seed is accepted.
 func TestCoreSeedAccepted(t *testing.T) {
-	gw := seedmodel.Gateway()
-	res, err := core.BuildGateway(&gw, core.Inputs{
-		Endpoints: map[string][]core.Endpoint{},
-		EPPTLS:    map[string]*core.EPPTLS{"vllm-llama3-8b-epp.llm-namespace.svc.cluster.local": {InsecureSkipVerify: true}},
-	}, core.Options{InferenceEnabled: true})
+	gw := seedmodel.GatewayEPPTLS(model.EPPTLS{InsecureSkipVerify: true})
+	res, err := core.BuildGateway(&gw, core.Inputs{Endpoints: map[string][]core.Endpoint{}}, core.Options{InferenceEnabled: true})
 	if err != nil {
 		t.Fatal(err)
 	}

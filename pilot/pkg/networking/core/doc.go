@@ -31,10 +31,13 @@
 //
 // The ADS server (pilot/pkg/xds) holds one of each per Gateway.
 //
-// Inputs that the model does not carry yet (endpoints, TLS towards an
-// Endpoint Picker, knobs) are plain values in Inputs and Options, so the
-// service registry and the DestinationRule / BackendTLSPolicy code can feed
-// them without this package knowing where they come from.
+// What the model does not carry (endpoints, knobs) is plain values in
+// Inputs and Options, so the service registry can feed them without this
+// package knowing where they come from. Client TLS of every upstream is in
+// the model (ServiceBackend.TLS, EPPBackend.TLS, Rule.Mirrors), resolved by
+// the controller; a Gateway gets the CA read in its own namespace
+// (model.EPPTLS.CAFor), and an upstream whose CA it cannot have is
+// answered 500 there, never built as a cluster (upstream_tls_test.go).
 //
 // Callers keep two rules: model values are not mutated after they are handed
 // in, and every Resources value is passed through Validate (or a
