@@ -57,7 +57,13 @@ func init() {
 	// Istio's settings are package variables read when its controllers are
 	// built: the inference extension is off by default, as in istiod.
 	features.EnableGatewayAPIInferenceExtension = true
-	// Istio logs every push at info; keep errors.
+	// Istio logs every push at info; keep errors, on stderr, so that they
+	// never split a benchmark result line on stdout.
+	o := istiolog.DefaultOptions()
+	o.OutputPaths = []string{"stderr"}
+	if err := istiolog.Configure(o); err != nil {
+		panic(err)
+	}
 	for _, s := range istiolog.Scopes() {
 		s.SetOutputLevel(istiolog.ErrorLevel)
 	}
