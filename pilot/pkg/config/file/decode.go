@@ -5,13 +5,17 @@ package file
 
 import (
 	"bytes"
+	"cmp"
 	"crypto/sha256"
 	"encoding/json"
 	"fmt"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	utiljson "k8s.io/apimachinery/pkg/util/json"
 	"k8s.io/client-go/kubernetes/scheme"
+
+	"github.com/infermesh/infermesh/pkg/kube"
 )
 
 // objectID is what the API server keys an object by: group, kind, namespace
@@ -140,6 +144,46 @@ func (d *decoder) decodeObject(ref docRef, u map[string]any, raw []byte, res *de
 		res.problems = append(res.problems, ref.problem("",
 			fmt.Sprintf("unknown kind %q of apiVersion %q: not a built-in kind, a served version of the Gateway API or InferencePool CRDs, or an Istio DestinationRule", kind, apiVersion)))
 	}
+}
+
+// idOf is the identity the decoders give object u (decodeCustom,
+// decodeBuiltin, decodeDestinationRule: group, kind, the namespace they
+// default, name), read without decoding or validating it; false when u has
+// none (no apiVersion or kind, or a kind no decoder takes). It tells which
+// objects a file is about to declare before its documents are validated
+// (TestIDOfIsTheDecodersID).
+func (d *decoder) idOf(u map[string]any) (objectID, bool) {
+	apiVersion, _ := u["apiVersion"].(string)
+	kind, _ := u["kind"].(string)
+	var namespace, name string
+	if md, ok := u["metadata"].(map[string]any); ok {
+		namespace, _ = md["namespace"].(string)
+		name, _ = md["name"].(string)
+	}
+	if apiVersion == "" || kind == "" {
+		return objectID{}, false
+	}
+	gv, err := schema.ParseGroupVersion(apiVersion)
+	if err != nil {
+		return objectID{}, false
+	}
+	gvk := gv.WithKind(kind)
+	var namespaced bool
+	switch {
+	case d.crds[gvk] != nil:
+		namespaced = d.crds[gvk].namespaced
+	case isDestinationRule(gvk):
+		gvk.Group, gvk.Kind, namespaced = kube.DestinationRuleGVR.Group, "DestinationRule", true
+	case scheme.Scheme.Recognizes(gvk):
+		namespaced = builtinKinds[gvk].namespaced
+	default:
+		return objectID{}, false
+	}
+	id := objectID{group: gvk.Group, kind: gvk.Kind, name: name}
+	if namespaced {
+		id.namespace = cmp.Or(namespace, metav1.NamespaceDefault)
+	}
+	return id, true
 }
 
 // digestOf is the SHA-256 of v's JSON, the change detector between reloads

@@ -95,16 +95,51 @@
 //
 // New reads the folder synchronously and returns synced collections. Run
 // watches the folder (fsnotify on the folder and every subfolder, never on
-// files, so renames and symlink swaps are seen), debounces events, rereads
-// the whole folder (decoding and validating again only the files whose bytes
-// changed since the last read; the checks across files run every time,
-// unless every file has the bytes of the last read and that read had no
-// problem, when its result is kept as it is), and hands each collection only
-// the differences (ConditionalUpdateObject / DeleteObject): an unchanged
-// object emits no event. Revision counts reloads that changed an object or
-// the problems. The documents of every file to decode are decoded and
-// validated together on every core, custom resources first (their
-// validation makes most of the garbage, the Pods most of what stays live),
-// each result kept at its document's place, so the outcome is the one of a
-// single goroutine.
+// files, so renames and symlink swaps are seen), debounces events, and then
+// reloads incrementally (reload.go, state.go):
+//
+//   - it lists the folder and reads only the files whose stat (device,
+//     inode, size, modification and change times, files.go) differs from
+//     the last read's, or that were written within a few seconds of it
+//     (file system clocks tick in milliseconds, so an equal stat proves
+//     nothing then); a file whose bytes are the same is left alone;
+//   - each changed file is decoded on goroutines of its own, and within a
+//     file only the documents whose bytes changed are decoded and
+//     validated (a document's result depends on nothing else; it is moved
+//     to its new place, its problems' lines with it; decodefiles.go);
+//   - a decoded file is committed as soon as no file still being decoded
+//     declares an object it declares (those identities are parsed before
+//     any validation); files that share an object are committed together,
+//     so an object moved between files is never absent, and a small
+//     change is never held behind a large file's validation;
+//   - a commit decides again only the objects the committed files
+//     declared, declare or held, and the refused duplicates (whose message
+//     says whether the served one was loaded first): the outcome of each
+//     commit is that of deciding the whole folder as above, with the files
+//     not committed yet at their last committed state
+//     (TestCommitsDecideAsTheWholeFolder checks it against the former
+//     whole-folder decision);
+//   - each collection gets only the differences (ConditionalUpdateObject /
+//     DeleteObject): an unchanged object emits no event. A file that
+//     changes again while it is decoded is read again after its commit.
+//
+// Revision counts commits that changed an object or the problems. New
+// decodes the documents of every file together on every core, custom
+// resources first (their validation makes most of the garbage, the Pods
+// most of what stays live), each result kept at its document's place, so
+// the outcome is the one of a single goroutine.
+//
+// # Files
+//
+// source.go (Source, New, the collections, applying a commit's
+// differences), watch.go (Run, fsnotify), reload.go (what a reload reads,
+// decodes and commits when), state.go (the committed folder and commit),
+// files.go and stat_linux.go / stat_other.go (listing and stats),
+// decodefiles.go (decoding files, reusing unchanged documents, the
+// identities a file declares), document.go, yamlblock.go, yamlnodes.go,
+// genericjson.go (splitting and parsing documents), decode.go (one
+// document to objects), custom.go, crds.go, validator.go (custom
+// resources against the embedded CRDs), builtin.go, destinationrule.go
+// (built-in kinds, DestinationRules), duplicates.go (which declaration is
+// served), servermeta.go (server-set metadata), problem.go (Problem).
 package file
