@@ -113,7 +113,7 @@ func (s *Source) decodeReusing(ctx context.Context, f string, data []byte, prev 
 		}
 	}
 	todo := []fileDocuments{fdocs}
-	if !s.decodeDocumentsExcept(ctx, todo, func(_, doc int) bool { return kept != nil && kept[doc] >= 0 }) {
+	if !s.decodeDocumentsExcept(ctx, reloadWorkers(), todo, func(_, doc int) bool { return kept != nil && kept[doc] >= 0 }) {
 		return nil
 	}
 	if kept != nil {
@@ -191,6 +191,13 @@ func parseDocument(d document) (any, bool) {
 	return top, true
 }
 
+// reloadWorkers is how many goroutines decode one file's changed
+// documents during Run: all cores but one (at least one), so that while a
+// tenant's large file is validated, the rest of the control plane
+// (another file's commit, the controller, translation and pushes) keeps a
+// core. New, which nothing waits beside, uses every core.
+func reloadWorkers() int { return max(1, goruntime.GOMAXPROCS(0)-1) }
+
 // spanStart is where a document's share starts in a fileDecode's objects,
 // problems and rejected.
 type spanStart struct{ objects, problems, rejected int32 }
@@ -253,13 +260,14 @@ type fileDocuments struct {
 // GOMAXPROCS goroutines, custom resources first (see readFiles), and puts
 // each result at its document's index.
 func (s *Source) decodeDocuments(todo []fileDocuments) {
-	s.decodeDocumentsExcept(context.Background(), todo, func(int, int) bool { return false })
+	s.decodeDocumentsExcept(context.Background(), goruntime.GOMAXPROCS(0), todo, func(int, int) bool { return false })
 }
 
-// decodeDocumentsExcept is decodeDocuments, leaving out (their results
-// zero) the documents skip names by file and document index. It reports
-// false, leaving the results incomplete, when ctx ends first.
-func (s *Source) decodeDocumentsExcept(ctx context.Context, todo []fileDocuments, skip func(file, doc int) bool) bool {
+// decodeDocumentsExcept is decodeDocuments on up to workers goroutines,
+// leaving out (their results zero) the documents skip names by file and
+// document index. It reports false, leaving the results incomplete, when
+// ctx ends first.
+func (s *Source) decodeDocumentsExcept(ctx context.Context, workers int, todo []fileDocuments, skip func(file, doc int) bool) bool {
 	type docAt struct{ file, doc int }
 	var first, rest []docAt
 	kinds := s.dec.crds.kindNames()
@@ -277,7 +285,7 @@ func (s *Source) decodeDocumentsExcept(ctx context.Context, todo []fileDocuments
 	}
 	order := slices.Concat(first, rest)
 	s.decodedDocs.Add(int64(len(order)))
-	return decodeEach(ctx, len(order), func(k int) {
+	return decodeEach(ctx, workers, len(order), func(k int) {
 		fd := &todo[order[k].file]
 		fd.results[order[k].doc] = s.decodeDocument(fd.file, fd.docs[order[k].doc])
 	})
@@ -354,12 +362,12 @@ func (s *Source) decodeDocumentOnly(f string, d document) fileDecode {
 	return fileDecode{objects: res.objects, problems: res.problems, rejected: res.rejected}
 }
 
-// decodeEach calls fn(i) for every i in [0, n), on up to GOMAXPROCS
+// decodeEach calls fn(i) for every i in [0, n), on up to workers
 // goroutines, in about the order of i. The caller puts each result at its
 // index, so the outcome does not depend on the order the calls ran in. It
 // stops early, reporting false, when ctx ends.
-func decodeEach(ctx context.Context, n int, fn func(i int)) bool {
-	workers := min(goruntime.GOMAXPROCS(0), n)
+func decodeEach(ctx context.Context, workers, n int, fn func(i int)) bool {
+	workers = min(workers, n)
 	if workers <= 1 {
 		for i := range n {
 			if ctx.Err() != nil {

@@ -103,8 +103,10 @@
 //     the last read's, or that were written within a few seconds of it
 //     (file system clocks tick in milliseconds, so an equal stat proves
 //     nothing then); a file whose bytes are the same is left alone;
-//   - each changed file is decoded on goroutines of its own, and within a
-//     file only the documents whose bytes changed are decoded and
+//   - each changed file is decoded on goroutines of its own (all cores but
+//     one, so the rest of the control plane keeps a core while a large
+//     file is validated), and within a file only the documents whose bytes
+//     changed are decoded and
 //     validated (a document's result depends on nothing else; it is moved
 //     to its new place, its problems' lines with it; decodefiles.go);
 //   - a decoded file is committed as soon as no file still being decoded

@@ -52,9 +52,21 @@ type pendingFile struct {
 	// ids are the objects its committed state declares or holds, and,
 	// once known (the job's first message), those its new bytes declare.
 	ids   []objectID
+	set   map[objectID]bool // ids, once known, for files that are not ready
 	known bool
 	ready bool
 	up    fileUpdate
+}
+
+// has reports whether the file's identities hold id.
+func (p *pendingFile) has(id objectID) bool {
+	if p.set == nil {
+		p.set = make(map[objectID]bool, len(p.ids))
+		for _, x := range p.ids {
+			p.set[x] = true
+		}
+	}
+	return p.set[id]
 }
 
 // jobEvent is a decoding goroutine's message: the identities its file
@@ -177,42 +189,57 @@ func (r *reloader) received(ev jobEvent) {
 // commit commits every pending file that is ready and shares no object,
 // directly or through other pending files, with one that is not; while
 // some file's new identities are unknown, nothing (it may share any).
+//
+// It runs at every message and scan, while a large file may be pending for
+// long: a file's identities go into a set once, when known (idSet), and
+// each call looks up only the ready files' identities in the sets of the
+// files not ready, then groups the ready files among themselves.
 func (r *reloader) commit() {
+	var waiting []*pendingFile
 	for _, p := range r.pending {
 		if !p.known {
 			return
 		}
-	}
-	// Group the pending files that share an object (union-find).
-	parent := make(map[string]string, len(r.pending))
-	var root func(f string) string
-	root = func(f string) string {
-		for parent[f] != f {
-			parent[f] = parent[parent[f]]
-			f = parent[f]
+		if !p.ready {
+			waiting = append(waiting, p)
 		}
-		return f
 	}
-	owner := map[objectID]string{}
+	blocked := map[string]bool{} // ready files that share an object with one not ready
 	for f, p := range r.pending {
-		parent[f] = f
-		for _, id := range p.ids {
-			if o, ok := owner[id]; ok {
-				parent[root(f)] = root(o)
-			} else {
-				owner[id] = f
+		if !p.ready {
+			continue
+		}
+		for _, w := range waiting {
+			if slices.ContainsFunc(p.ids, w.has) {
+				blocked[f] = true
+				break
 			}
 		}
 	}
-	waiting := map[string]bool{} // groups with a file not decoded yet
-	for f, p := range r.pending {
-		if !p.ready {
-			waiting[root(f)] = true
+	// Ready files that share an object with a blocked one wait with it.
+	if len(blocked) > 0 {
+		owner := map[objectID]string{}
+		for changed := true; changed; {
+			changed = false
+			for f, p := range r.pending {
+				if !p.ready {
+					continue
+				}
+				for _, id := range p.ids {
+					o, seen := owner[id]
+					switch {
+					case !seen || o == f:
+						owner[id] = f
+					case blocked[o] != blocked[f]:
+						blocked[o], blocked[f], changed = true, true, true
+					}
+				}
+			}
 		}
 	}
 	var ups []fileUpdate
 	for f, p := range r.pending {
-		if waiting[root(f)] {
+		if !p.ready || blocked[f] {
 			continue
 		}
 		ups = append(ups, p.up)

@@ -410,12 +410,14 @@ func TestLargeDecodeHoldsNoOtherFile(t *testing.T) {
 // TestMoveWaitsForTheLargeFile: an object moved from a small file to a
 // large one is never absent: the small file's commit (which drops it)
 // waits for the large file's decoding (which declares it), and both are
-// committed together, with no delete event.
+// committed together, with no delete event. A third file that takes an
+// object from the small one waits with them (a chain of shared objects).
 func TestMoveWaitsForTheLargeFile(t *testing.T) {
 	gate := make(chan struct{})
 	rt := newReloadTest(t, map[string]string{
 		"big.yaml":   testCM("big", "v1"),
 		"small.yaml": testCM("moved", "v1") + "---\n" + testCM("stays", "v1"),
+		"other.yaml": testCM("other", "v1"),
 	}, func(f string) {
 		if f == "big.yaml" {
 			<-gate
@@ -432,38 +434,48 @@ func TestMoveWaitsForTheLargeFile(t *testing.T) {
 	defer reg.UnregisterHandler()
 
 	writeTestFile(t, rt.dir, "big.yaml", testCM("big", "v1")+"---\n"+testCM("moved", "v2"))
-	writeTestFile(t, rt.dir, "small.yaml", testCM("stays", "v2"))
+	writeTestFile(t, rt.dir, "small.yaml", "# emptied: moved went to big.yaml, stays to other.yaml\n")
+	writeTestFile(t, rt.dir, "other.yaml", testCM("other", "v1")+"---\n"+testCM("stays", "v2"))
 	rt.scan()
-	// Three messages: both files' identities and small.yaml's decoding.
-	for range 3 {
+	// Five messages: the three files' identities and the decodings of
+	// small.yaml and other.yaml.
+	for range 5 {
 		rt.step()
 	}
-	if p := rt.r.pending["small.yaml"]; p == nil || !p.ready {
-		t.Fatalf("small.yaml: %+v, want decoded and waiting", p)
+	for _, f := range []string{"small.yaml", "other.yaml"} {
+		if p := rt.r.pending[f]; p == nil || !p.ready {
+			t.Fatalf("%s: %+v, want decoded and waiting", f, p)
+		}
 	}
-	if x, y := rt.value("ns/moved"), rt.value("ns/stays"); x != "v1" || y != "v1" {
-		t.Fatalf("moved = %s, stays = %s while big.yaml is held, want both v1 (small.yaml waits)", x, y)
+	if moved, stays := rt.value("ns/moved"), rt.value("ns/stays"); moved != "v1" || stays != "v1" {
+		t.Fatalf("moved = %s, stays = %s while big.yaml is held, want both v1 (small.yaml and other.yaml wait)", moved, stays)
 	}
 	release()
 	rt.step()
-	if x, y := rt.value("ns/moved"), rt.value("ns/stays"); x != "v2" || y != "v2" {
-		t.Fatalf("moved = %s, stays = %s after both, want v2", x, y)
+	if moved, stays := rt.value("ns/moved"), rt.value("ns/stays"); moved != "v2" || stays != "v2" {
+		t.Fatalf("moved = %s, stays = %s after the three commits, want v2", moved, stays)
 	}
-	if o := rt.s.state.accepted[objectID{kind: "ConfigMap", namespace: "ns", name: "moved"}]; o.ref.file != "big.yaml" {
-		t.Errorf("moved is served from %s, want big.yaml", o.ref.file)
+	for name, file := range map[string]string{"moved": "big.yaml", "stays": "other.yaml"} {
+		if o := rt.s.state.accepted[objectID{kind: "ConfigMap", namespace: "ns", name: name}]; o.ref.file != file {
+			t.Errorf("%s is served from %s, want %s", name, o.ref.file, file)
+		}
 	}
-	// Events come in order: up to x's update, none may delete x.
-	for {
+	if ps := rt.s.Problems(); len(ps) != 0 {
+		t.Errorf("problems: %v", ps)
+	}
+	// Events come in order: up to both updates, nothing may be deleted.
+	updated := 0
+	for updated < 2 {
 		select {
 		case e := <-events:
-			if strings.HasPrefix(e, "delete moved=") {
-				t.Fatalf("%s: the moved object was absent for a moment", e)
+			if strings.HasPrefix(e, "delete ") {
+				t.Fatalf("%s: a moved object was absent for a moment", e)
 			}
-			if e == "update moved=v2" {
-				return
+			if e == "update moved=v2" || e == "update stays=v2" {
+				updated++
 			}
 		case <-time.After(30 * time.Second):
-			t.Fatal("no update event of moved within 30s")
+			t.Fatal("no update events of moved and stays within 30s")
 		}
 	}
 }
