@@ -68,13 +68,22 @@ type Features struct {
 	// (PILOT_GATEWAY_XDS_SERVICEACCOUNT_AUTH); it must match
 	// pilot-discovery's --xds-auth=serviceaccount, and needs TLS.
 	GatewayXDSServiceAccountAuth bool
+	// MaxRouteMatchesPerNamespace bounds the route matches (a rule without
+	// matches counts one) that the routes of one namespace put into one
+	// Gateway; past it that namespace's newest routes are not accepted on
+	// that Gateway (PILOT_MAX_ROUTE_MATCHES_PER_NAMESPACE; 0: no limit).
+	MaxRouteMatchesPerNamespace int
+	// MaxRegexMatchesPerNamespace is the same bound for regular
+	// expressions in matches (path, header, query parameter, gRPC method)
+	// (PILOT_MAX_REGEX_MATCHES_PER_NAMESPACE; 0: no limit).
+	MaxRegexMatchesPerNamespace int
 }
 
 // Flag describes one environment variable.
 type Flag struct {
 	Name        string   `json:"name"`
 	Aliases     []string `json:"aliases,omitempty"`
-	Type        string   `json:"type"` // "bool" or "string"
+	Type        string   `json:"type"` // "bool", "string" or "int"
 	Default     string   `json:"default"`
 	Description string   `json:"description"`
 }
@@ -113,6 +122,21 @@ func stringFlag(name, def, desc string, field func(*Features) *string, check fun
 				}
 			}
 			*field(f) = v
+			return nil
+		},
+	}
+}
+
+// countFlag is a non-negative integer flag.
+func countFlag(name, def, desc string, field func(*Features) *int) flagDef {
+	return flagDef{
+		Flag: Flag{Name: name, Type: "int", Default: def, Description: desc},
+		set: func(f *Features, v string) error {
+			n, err := strconv.Atoi(strings.TrimSpace(v))
+			if err != nil || n < 0 {
+				return fmt.Errorf("%q is not a whole number of 0 or more", v)
+			}
+			*field(f) = n
 			return nil
 		},
 	}
@@ -165,6 +189,12 @@ var table = []flagDef{
 	boolFlag("PILOT_GATEWAY_XDS_SERVICEACCOUNT_AUTH", "false",
 		"Gateway proxies send their ServiceAccount token (projected, rotated by the kubelet) as \"authorization: Bearer\" on ADS. Implied by discovery --xds-auth=serviceaccount. Needs TLS.",
 		func(f *Features) *bool { return &f.GatewayXDSServiceAccountAuth }),
+	countFlag("PILOT_MAX_ROUTE_MATCHES_PER_NAMESPACE", "20000",
+		"Route matches (a rule without matches counts one) the HTTPRoutes and GRPCRoutes of one namespace may put into one Gateway, whose route configuration every namespace attached to it shares. Past it, that namespace's newest routes get Accepted=False (TooManyMatches) on that Gateway; other namespaces' routes are never affected. 0: no limit.",
+		func(f *Features) *int { return &f.MaxRouteMatchesPerNamespace }),
+	countFlag("PILOT_MAX_REGEX_MATCHES_PER_NAMESPACE", "10000",
+		"Regular expressions (path, header and query parameter matches of type RegularExpression, gRPC method regex matches) the routes of one namespace may put into one Gateway; as PILOT_MAX_ROUTE_MATCHES_PER_NAMESPACE past it. 0: no limit.",
+		func(f *Features) *int { return &f.MaxRegexMatchesPerNamespace }),
 }
 
 // Flags lists every flag with its default, in --help order.
@@ -221,6 +251,11 @@ func Load(lookup func(string) (string, bool)) (Features, error) {
 }
 
 func sameValue(typ, a, b string) bool {
+	if typ == "int" {
+		x, err1 := strconv.Atoi(strings.TrimSpace(a))
+		y, err2 := strconv.Atoi(strings.TrimSpace(b))
+		return err1 == nil && err2 == nil && x == y
+	}
 	if typ == "bool" {
 		x, err1 := strconv.ParseBool(a)
 		y, err2 := strconv.ParseBool(b)

@@ -33,6 +33,10 @@ func TestDefaultsAreIstios(t *testing.T) {
 		EnableGatewayDeployment: true,
 		GatewayProxyImage:       "docker.io/envoyproxy/envoy:distroless-v1.40.0",
 		GatewayXDSAddress:       "pilot-discovery.infermesh-system.svc:15010",
+		// Ours (Istio has none): far above what one team puts on a shared
+		// Gateway, low enough that one namespace cannot fill it alone.
+		MaxRouteMatchesPerNamespace: 20000,
+		MaxRegexMatchesPerNamespace: 10000,
 	}
 	if d := cmp.Diff(want, Defaults()); d != "" {
 		t.Fatalf("defaults (-want +got):\n%s", d)
@@ -57,6 +61,12 @@ func TestLoad(t *testing.T) {
 		{name: "controller name", env: env("PILOT_GATEWAY_API_CONTROLLER_NAME", "infermesh.io/gateway-controller", "PILOT_ENABLE_GATEWAY_API", "false"),
 			want: func(f *Features) { f.ControllerName = "infermesh.io/gateway-controller"; f.EnableGatewayAPI = false }},
 		{name: "empty string flag", env: env("CLUSTER_DOMAIN", " "), wantErr: "CLUSTER_DOMAIN: must not be empty"},
+		{name: "limits", env: env("PILOT_MAX_ROUTE_MATCHES_PER_NAMESPACE", "0", "PILOT_MAX_REGEX_MATCHES_PER_NAMESPACE", " 500 "),
+			want: func(f *Features) { f.MaxRouteMatchesPerNamespace = 0; f.MaxRegexMatchesPerNamespace = 500 }},
+		{name: "negative limit", env: env("PILOT_MAX_REGEX_MATCHES_PER_NAMESPACE", "-1"),
+			wantErr: `PILOT_MAX_REGEX_MATCHES_PER_NAMESPACE: "-1" is not a whole number of 0 or more`},
+		{name: "limit not a number", env: env("PILOT_MAX_ROUTE_MATCHES_PER_NAMESPACE", "1e4"),
+			wantErr: `PILOT_MAX_ROUTE_MATCHES_PER_NAMESPACE: "1e4" is not a whole number`},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

@@ -63,6 +63,9 @@ type Options struct {
 	// false, Inputs.InferencePools is ignored and a backendRef to a pool gets
 	// InferencePoolNotEnabledMessage.
 	InferenceEnabled bool
+	// Limits bound what one namespace's routes put into one Gateway
+	// (tenantlimits.go); zero values, no limit.
+	Limits TenantLimits
 	// Krt are options for every collection built (stop channel, debug
 	// handler).
 	Krt []krt.CollectionOption
@@ -501,10 +504,22 @@ func Build(in Inputs, opts Options) Outputs {
 			})
 		}, with("GRPCRoutes")...)
 		routes = append(routes, grpcRoutes)
-		out.GRPCRouteStatuses = routeStatuses(grpcRoutes, opts.ControllerName, with("GRPCRouteStatuses"))
 	}
-	out.HTTPRouteStatuses = routeStatuses(httpRoutes, opts.ControllerName, with("HTTPRouteStatuses"))
-	out.Routes = krt.JoinCollection(routes, with("Routes")...)
+	// Routes as resolved, then with the per-namespace limits of each
+	// Gateway applied (tenantlimits.go): what every later step reads.
+	if opts.Limits.enabled() {
+		out.Routes = limitRoutes(krt.JoinCollection(routes, with("ResolvedRoutes")...), out.Gateways, opts.Limits, with)
+		out.HTTPRouteStatuses = routeStatuses(out.Routes, HTTPRouteKind, opts.ControllerName, with("HTTPRouteStatuses"))
+		if in.GRPCRoutes != nil {
+			out.GRPCRouteStatuses = routeStatuses(out.Routes, GRPCRouteKind, opts.ControllerName, with("GRPCRouteStatuses"))
+		}
+	} else {
+		out.Routes = krt.JoinCollection(routes, with("Routes")...)
+		out.HTTPRouteStatuses = routeStatuses(httpRoutes, HTTPRouteKind, opts.ControllerName, with("HTTPRouteStatuses"))
+		if len(routes) > 1 {
+			out.GRPCRouteStatuses = routeStatuses(routes[1], GRPCRouteKind, opts.ControllerName, with("GRPCRouteStatuses"))
+		}
+	}
 
 	attachments := krt.NewCollection(out.Routes, func(ctx krt.HandlerContext, r RouteResult) *routeAttachment {
 		return &routeAttachment{Key: r.ResourceName(), Parents: r.Parents}
@@ -719,9 +734,13 @@ func PoolGatewayParents(pool types.NamespacedName, routes []RouteResult) []PoolP
 	return out
 }
 
-// routeStatuses derives our status.parents entries of each route in routes.
-func routeStatuses(routes krt.Collection[RouteResult], controller string, opts []krt.CollectionOption) krt.Collection[RouteStatus] {
+// routeStatuses derives our status.parents entries of each route of kind
+// in routes.
+func routeStatuses(routes krt.Collection[RouteResult], kind, controller string, opts []krt.CollectionOption) krt.Collection[RouteStatus] {
 	return krt.NewCollection(routes, func(ctx krt.HandlerContext, r RouteResult) *RouteStatus {
+		if r.Route.Kind != kind {
+			return nil
+		}
 		return &RouteStatus{Namespace: r.Route.Namespace, Name: r.Route.Name, Parents: RouteParentStatuses(r, controller)}
 	}, opts...)
 }
