@@ -130,7 +130,8 @@ func (s *Source) decodeReusing(ctx context.Context, f string, data []byte, prev 
 // declaredIDs returns the identities that docs declare: for document i
 // with kept[i] >= 0 (kept may be nil), those document kept[i] of prev
 // accepted or rejected; for every other, what decoder.idOf makes of its
-// objects (a List's items), parsed but not validated. A document that does
+// objects (a List's items), read from its lines (quickIdentity) or else
+// parsed, but not validated. A document that does
 // not parse declares nothing: its file is broken, and keeps what it last
 // declared.
 func (s *Source) declaredIDs(docs []document, kept []int, prev *fileDecode) []objectID {
@@ -146,6 +147,12 @@ func (s *Source) declaredIDs(docs []document, kept []int, prev *fileDecode) []ob
 				ids = append(ids, o.id)
 			}
 			ids = append(ids, prev.rejected[st.rejected:st.rejected+prev.docs[j].rejected]...)
+			continue
+		}
+		if apiVersion, kind, ns, name, ok := quickIdentity(d.body); ok {
+			if id, ok := s.dec.idOfStrings(apiVersion, kind, ns, name); ok {
+				ids = append(ids, id)
+			}
 			continue
 		}
 		top, ok := parseDocument(d)

@@ -110,8 +110,10 @@
 //     validated (a document's result depends on nothing else; it is moved
 //     to its new place, its problems' lines with it; decodefiles.go);
 //   - a decoded file is committed as soon as no file still being decoded
-//     declares an object it declares (those identities are parsed before
-//     any validation); files that share an object are committed together,
+//     declares an object it declares (those identities are read before any
+//     validation, from each document's lines where its shape allows,
+//     quickIdentity, else by parsing it); files that share an object are
+//     committed together,
 //     so an object moved between files is never absent, and a small
 //     change is never held behind a large file's validation;
 //   - a commit decides again only the objects the committed files
@@ -121,9 +123,11 @@
 //     not committed yet at their last committed state
 //     (TestCommitsDecideAsTheWholeFolder checks it against the former
 //     whole-folder decision);
-//   - each collection gets only the differences (ConditionalUpdateObject /
-//     DeleteObject): an unchanged object emits no event. A file that
-//     changes again while it is decoded is read again after its commit.
+//   - each collection gets only the differences, as one batch per commit
+//     (krt.StaticCollection.ConditionalApply): an unchanged object emits no
+//     event, and a commit of ten thousand objects is one round for each
+//     derived collection. A file that changes again while it is decoded is
+//     read again after its commit.
 //
 // Revision counts commits that changed an object or the problems. New
 // decodes the documents of every file together on every core, custom

@@ -155,6 +155,7 @@ func (r *reloader) decode(f string, stat fileStat, readAt time.Time, data []byte
 		prev = cur.fd
 	}
 	r.pending[f] = &pendingFile{stat: stat, readAt: readAt, ids: r.s.state.heldIDs(f)}
+	r.s.log.Debug("file: decoding", "file", f, "bytes", len(data))
 	r.jobs.Go(func() {
 		fd := r.s.decodeReusing(r.ctx, f, data, prev, func(ids []objectID) {
 			r.send(jobEvent{file: f, ids: ids})
@@ -183,6 +184,7 @@ func (r *reloader) received(ev jobEvent) {
 	}
 	p.ready = true
 	p.up = fileUpdate{file: ev.file, state: fileState{stat: p.stat, readAt: p.readAt, sum: ev.fd.sum, fd: ev.fd}}
+	r.s.log.Debug("file: decoded", "file", ev.file, "since", time.Since(p.readAt).Round(time.Millisecond))
 	r.commit()
 }
 

@@ -582,3 +582,114 @@ func TestIDOfIsTheDecodersID(t *testing.T) {
 		}
 	}
 }
+
+// quickAgrees fails when quickIdentity reads an identity from text that
+// differs from the one the parse gives (a document that does not parse
+// declares nothing, so any answer is on the safe side there). It reports
+// whether quickIdentity answered.
+func quickAgrees(t *testing.T, s *Source, text string) bool {
+	t.Helper()
+	apiVersion, kind, ns, name, ok := quickIdentity([]byte(text))
+	if !ok {
+		return false
+	}
+	top, parsed := parseDocument(document{line: 1, body: []byte(text)})
+	u, isMap := top.(map[string]any)
+	if !parsed || !isMap {
+		return true
+	}
+	want, wantOK := s.dec.idOf(u)
+	got, gotOK := s.dec.idOfStrings(apiVersion, kind, ns, name)
+	if got != want || gotOK != wantOK {
+		t.Errorf("quickIdentity reads %+v (%v), the parse %+v (%v):\n%s", got, gotOK, want, wantOK, text)
+	}
+	return true
+}
+
+// TestQuickIdentityAgreesWithParse: on the examples' and check's documents
+// and on documents made to mislead a line reader (YAML 1.1 booleans,
+// numbers, quotes, comments, flow style, anchors, merge keys, multi-line
+// scalars, block scalars holding "name:" lines, repeated keys), every
+// identity quickIdentity reads is the parse's; and it answers for most
+// real documents, or it would be no shortcut.
+func TestQuickIdentityAgreesWithParse(t *testing.T) {
+	s := testDecoder(t)
+	var corpus []string
+	for _, root := range []string{"../../../../examples", "../../../cmd/pilot-discovery/testdata"} {
+		err := filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
+			if err != nil || d.IsDir() || !manifestExt(p) {
+				return err
+			}
+			data, err := os.ReadFile(p)
+			if err != nil {
+				return err
+			}
+			for _, doc := range splitDocuments(data) {
+				corpus = append(corpus, string(doc.body))
+			}
+			return nil
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	answered := 0
+	for _, text := range corpus {
+		if quickAgrees(t, s, text) {
+			answered++
+		}
+	}
+	if answered*10 < len(corpus)*8 {
+		t.Errorf("quickIdentity answered for %d of %d documents of the corpus, want 80%%", answered, len(corpus))
+	}
+	for _, text := range tricky {
+		quickAgrees(t, s, text)
+	}
+}
+
+// tricky are documents that a careless line reader misreads.
+var tricky = []string{
+	"apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: no\n",
+	"apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: 1e3\n",
+	"apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: 0x1F\n",
+	"apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: \"on\"\n  namespace: 'ns'\n",
+	"apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: a # comment\n",
+	"apiVersion: v1\nkind: ConfigMap\nmetadata: {name: a, namespace: b}\n",
+	"apiVersion: v1\nkind: ConfigMap\nmetadata: &m\n  name: a\n",
+	"base: &b\n  name: real\napiVersion: v1\nkind: ConfigMap\nmetadata:\n  <<: *b\n",
+	"apiVersion: v1\nkind: ConfigMap\nmetadata:\n  <<: {name: real}\n  namespace: x\n",
+	"apiVersion: v1\nkind: ConfigMap\ndescription: \"long\nkind: Secret\"\nmetadata:\n  name: a\n",
+	"apiVersion: v1\nkind: ConfigMap\nnote: [a,\nkind, b]\nmetadata:\n  name: a\n",
+	"apiVersion: v1\nkind: ConfigMap\nmetadata:\n  annotations:\n    x: |\n      name: fake\n  name: real\n",
+	"apiVersion: v1\nkind: ConfigMap\nmetadata:\n  labels:\n    name: fake\n  name: real\n  namespace: ns\n",
+	"apiVersion: v1\nkind: ConfigMap\nmetadata:\n    name: deeper\n  namespace: shallower\n",
+	"apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: a\n  name: b\n",
+	"apiVersion: v1\nkind: ConfigMap\nkind: Secret\nmetadata:\n  name: a\n",
+	"apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: a\nmetadata:\n  name: b\n",
+	"apiVersion: v1\nkind: List\nitems:\n- {apiVersion: v1, kind: ConfigMap, metadata: {name: a}}\n",
+	"apiVersion: v1\nkind: ConfigMap\nmetadata:\n\tname: tab\n",
+	"apiVersion: v1\r\nkind: ConfigMap\r\nmetadata:\r\n  name: crlf\r\n",
+	"apiVersion: v1\nkind: !!str ConfigMap\nmetadata:\n  name: a\n",
+	"\"apiVersion\": v1\nkind: ConfigMap\nmetadata:\n  name: a\n",
+	"apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: a\n  namespace: null\n",
+	"apiVersion: gateway.networking.k8s.io/v1\nkind: GatewayClass\nmetadata:\n  name: c\n  namespace: ignored\n",
+	"apiVersion: apps/v1\nkind: Deployment\nmetadata:\n  name: d\n  namespace: x\n",
+	"apiVersion: networking.istio.io/v1beta1\nkind: DestinationRule\nmetadata:\n  name: d\n",
+	"- a\n- b\n",
+	"apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: a\n---\nkind: Secret\n",
+}
+
+// FuzzQuickIdentity: on any text, an identity quickIdentity reads is the
+// parse's (go test -fuzz FuzzQuickIdentity ./pilot/pkg/config/file/).
+func FuzzQuickIdentity(f *testing.F) {
+	for _, text := range tricky {
+		f.Add(text)
+	}
+	s := &Source{}
+	f.Fuzz(func(t *testing.T, text string) {
+		if s.dec == nil {
+			s = testDecoder(t)
+		}
+		quickAgrees(t, s, text)
+	})
+}

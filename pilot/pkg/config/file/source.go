@@ -201,14 +201,20 @@ func (s *Source) Revision() uint64 { return s.revision.Load() }
 
 // sink is the write side of one collection.
 type sink interface {
-	update(v any)
-	delete(key string)
+	// apply deletes the objects of keys deletes and adds or replaces
+	// updates, as one batch of events (krt.StaticCollection.ConditionalApply).
+	apply(deletes []string, updates []any)
 }
 
 type staticSink[T any] struct{ c krt.StaticCollection[T] }
 
-func (s staticSink[T]) update(v any)      { s.c.ConditionalUpdateObject(v.(T)) }
-func (s staticSink[T]) delete(key string) { s.c.DeleteObject(key) }
+func (s staticSink[T]) apply(deletes []string, updates []any) {
+	vals := make([]T, len(updates))
+	for i, u := range updates {
+		vals[i] = u.(T)
+	}
+	s.c.ConditionalApply(deletes, vals)
+}
 
 func newCollection[T any](s *Source, name string, objs []object) krt.StaticCollection[T] {
 	var vals []T
@@ -296,8 +302,9 @@ func (s *Source) apply(ups []fileUpdate, scan []Problem) {
 }
 
 // applyDiff deletes from the collections what is gone and updates what is
-// new or changed (by digest), in collection and key order, given the
-// previous and new versions of the objects a commit decided (commit). It
+// new or changed (by digest), in collection and key order, one batch per
+// collection, given the previous and new versions of the objects a commit
+// decided (commit). It
 // returns the changes per collection (empty when nothing differed), and
 // logs each changed object at debug.
 func (s *Source) applyDiff(prev, next map[objectID]object) changes {
@@ -319,17 +326,44 @@ func (s *Source) applyDiff(prev, next map[objectID]object) changes {
 		}
 	}
 	ch := changes{}
+	type batch struct {
+		deletes []string
+		updates []any
+	}
+	batches := map[string]*batch{}
+	batchOf := func(coll string) *batch {
+		b := batches[coll]
+		if b == nil {
+			b = &batch{}
+			batches[coll] = b
+		}
+		return b
+	}
 	for _, o := range sortObjects(deleted) {
-		s.sinks[o.coll].delete(o.key)
+		b := batchOf(o.coll)
+		b.deletes = append(b.deletes, o.key)
 		ch.add(o.coll, "deleted", o.key, s.log)
 	}
 	for _, o := range sortObjects(updated) {
-		s.sinks[o.coll].update(o.value)
+		b := batchOf(o.coll)
+		b.updates = append(b.updates, o.value)
 		op := "updated"
 		if p, ok := prev[o.id]; !ok || p.coll != o.coll || p.key != o.key {
 			op = "added"
 		}
 		ch.add(o.coll, op, o.key, s.log)
+	}
+	// One batch per collection, in collection order: a commit of ten
+	// thousand routes is one round for each derived collection, not ten
+	// thousand events that it takes a few at a time.
+	colls := make([]string, 0, len(batches))
+	for coll := range batches {
+		colls = append(colls, coll)
+	}
+	slices.Sort(colls)
+	for _, coll := range colls {
+		b := batches[coll]
+		s.sinks[coll].apply(b.deletes, b.updates)
 	}
 	return ch
 }
