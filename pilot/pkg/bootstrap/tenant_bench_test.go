@@ -58,7 +58,8 @@ import (
 // A's commits now and then: run enough ops (150 take about two minutes
 // here) for max-ms to include some. With -v each op and each of A's
 // versions served is printed as it happens; TENANT_BENCH_LOG=1 adds the
-// file source's log (which files each reload committed). Compare runs
+// file source's log (at debug: each file decoded and committed) and the
+// push log. Compare runs
 // with benchstat:
 //
 //	go test -run '^$' -bench TenantChangeUnderVolume -benchtime 150x -count 6 ./pilot/pkg/bootstrap/
@@ -76,16 +77,17 @@ func BenchmarkTenantChangeUnderVolume(b *testing.B) {
 	swapFile(b, bFile, tenantBRoute("b-0"))
 
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
-	flog := log
+	flog, xlog := log, log
 	if os.Getenv("TENANT_BENCH_LOG") != "" {
-		flog = slog.New(slog.NewTextHandler(os.Stderr, nil))
+		flog = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
+		xlog = slog.New(slog.NewTextHandler(os.Stderr, nil))
 	}
 	src, err := file.New(dir, file.Options{Logger: flog})
 	if err != nil {
 		b.Fatal(err)
 	}
 	s, err := NewServer(Args{Files: src, Features: features.Defaults(),
-		Debounce: xds.DefaultDebounce, MaxDelay: xds.DefaultMaxDelay, XDSLogger: log})
+		Debounce: xds.DefaultDebounce, MaxDelay: xds.DefaultMaxDelay, XDSLogger: xlog})
 	if err != nil {
 		b.Fatal(err)
 	}
