@@ -31,7 +31,10 @@
 //     the pool is accepted (only then does it get a shadow Service).
 //   - serving_status.go: a Gateway's Programmed=False/Invalid while the ADS
 //     server serves it in part (model.GatewayServing, fed back from the
-//     push path through ControllerConfig.Serving).
+//     push path through ControllerConfig.Serving);
+//   - tenantlimits.go: the routes of one namespace past its limits on one
+//     Gateway (route matches, regular expressions), newest first,
+//     Accepted=False/TooManyMatches on that Gateway.
 //
 // collections.go wires them into krt collections (Build): the same pipeline
 // runs over informers in a cluster and over static collections in file mode,
