@@ -45,7 +45,8 @@ import (
 // (namespace tenant-b) has one HTTPRoute in a file of its own. One op
 // rewrites B's file (write beside, rename over, as a ConfigMap's swap
 // does) with a new header value and waits until a delta ADS client of the
-// Gateway reads a RouteConfiguration carrying it; ops are bGap apart.
+// Gateway reads a RouteConfiguration carrying it; ops are bGap apart,
+// from the time A's first rewrite is being read.
 //
 // Metrics: p50-ms, p99-ms and max-ms of B's latency, write to ADS read
 // (the bound stated in architecture/xds.md, "One tenant's volume", is on
@@ -133,6 +134,9 @@ func BenchmarkTenantChangeUnderVolume(b *testing.B) {
 			swapFile(b, aFile, bytes.ReplaceAll(aTemplate, []byte("A-VALUE"), []byte(v)))
 		}
 	})
+	// The ops start once A's first rewrite is being read: the first ops
+	// are then as much under A's load as the last.
+	time.Sleep(aPeriod + aPeriod/2)
 	var lat []time.Duration
 	cpu0 := cputime.Process(b)
 	b.ResetTimer()
