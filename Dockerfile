@@ -1,6 +1,8 @@
 # pilot-discovery's image: a static binary on a distroless, non-root base.
 # (Not built in CI: this machine has no container engine.)
 FROM golang:1.26 AS build
+# Go 1.27 (Gateway API v1.7.0 needs it), fetched from the module proxy.
+ENV GOTOOLCHAIN=go1.27.3
 WORKDIR /src
 COPY go.mod go.sum ./
 RUN go mod download

@@ -26,6 +26,9 @@
 # would take an estimated ~20 minutes). Smaller BENCHTIME shortens mainly the
 # 1k/10k cases; use BENCH to skip cases instead.
 set -euo pipefail
+# Go 1.27 (Gateway API v1.7.0 needs it): the toolchain the module proxy
+# serves, fetched by the go command on first use (README).
+export GOTOOLCHAIN=go1.27.3
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 OURS_DIR=$ROOT/pkg/kube/krt

@@ -4,7 +4,7 @@
 #
 # `make conformance`: the conformance suites against infermesh on this
 # machine (conformance/README.md): the GIE v1.6.0 suite, then the Gateway
-# API v1.6.1 suite, profiles GATEWAY-HTTP and GATEWAY-GRPC; SUITE=gie or
+# API v1.7.0 suite, profiles GATEWAY-HTTP and GATEWAY-GRPC; SUITE=gie or
 # SUITE=gateway-api (`make conformance-gateway-api`) runs one. For each
 # suite it builds what it needs, then runs
 # conformance/harness's TestGIEConformance or TestGatewayAPIConformance
@@ -23,9 +23,11 @@
 #                    needs SUITE=gie or SUITE=gateway-api
 #   SKIP_TESTS       short names, comma-separated, passed to the suite's
 #                    -skip-tests (`make conformance-subset` sets it)
-#   EPP_BODY_MODE    the GatewayClass's eppRequestBodyMode: Streamed (default),
-#                    FullDuplexStreamed, or "default" (a class without
-#                    parametersRef: FULL_DUPLEX_STREAMED, as on Istio); GIE only
+#   EPP_BODY_MODE    "default" (the default: a class without parametersRef,
+#                    FULL_DUPLEX_STREAMED both ways, as a user following GIE's
+#                    guides gets), or the GatewayClass's eppRequestBodyMode:
+#                    Streamed (for EPPs older than lwepp v1.6.1, such as
+#                    LWEPP_VERSION=v1.6.0) or FullDuplexStreamed; GIE only
 #   REPORT           the report YAML (default conformance/reports/<suite version>/infermesh-<RUN_TEST or all>.yaml)
 #   CONFORMANCE_TEST the harness test to run (default TestGIEConformance, or
 #                    TestGatewayAPIConformance with SUITE=gateway-api;
@@ -34,14 +36,17 @@
 # Needs root (network namespaces, a bridge). Logs stay in the state folder
 # it prints (pod logs under node/logs/).
 set -euo pipefail
+# Go 1.27 (Gateway API v1.7.0 needs it): the toolchain the module proxy
+# serves, fetched by the go command on first use (README).
+export GOTOOLCHAIN=go1.27.3
 cd "$(dirname "$0")/.."
 GO=${GO:-go}
 SUITE=${SUITE:-all}
 RUN_TEST=${RUN_TEST:-}
 SKIP_TESTS=${SKIP_TESTS:-}
-EPP_BODY_MODE=${EPP_BODY_MODE:-Streamed}
+EPP_BODY_MODE=${EPP_BODY_MODE:-default}
 GIE_CONFORMANCE_VERSION=${GIE_CONFORMANCE_VERSION:-v1.6.0}
-GWAPI_CONFORMANCE_VERSION=${GWAPI_CONFORMANCE_VERSION:-v1.6.1}
+GWAPI_CONFORMANCE_VERSION=${GWAPI_CONFORMANCE_VERSION:-v1.7.0}
 CACHE_ROOT=${INFERMESH_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/infermesh}
 if [ "$SUITE" = all ]; then
 	# Both suites, one after the other (they share the service network, so

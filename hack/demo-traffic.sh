@@ -16,6 +16,9 @@
 # Usage: hack/demo-traffic.sh [PILOT_DISCOVERY_BINARY]
 # Environment: GO (default go), ENVOY_BINARY (a real Envoy for the data plane).
 set -euo pipefail
+# Go 1.27 (Gateway API v1.7.0 needs it): the toolchain the module proxy
+# serves, fetched by the go command on first use (README).
+export GOTOOLCHAIN=go1.27.3
 cd "$(dirname "$0")/.."
 GO=${GO:-go}
 bin=${1:-out/pilot-discovery}

@@ -41,8 +41,15 @@
 #   INFERMESH_CACHE  cache root (default ${XDG_CACHE_HOME:-$HOME/.cache}/infermesh)
 #   LWEPP_VERSION    GIE release for lwepp (default v1.6.0)
 #   EPP_VERSION      GIE release for the full epp (default v1.0.0)
+#   EPP_BUILD_ONLY   lwepp or epp: build (or reuse) that one binary only, print
+#                    its folder, and leave the links in bin/ alone (hack/images.sh
+#                    builds the conformance lwepp this way, so the integration
+#                    suites' pair never changes under them)
 #   GO               go command (default go)
 set -euo pipefail
+# Go 1.27 (Gateway API v1.7.0 needs it): the toolchain the module proxy
+# serves, fetched by the go command on first use (README).
+export GOTOOLCHAIN=go1.27.3
 
 LWEPP_VERSION=${LWEPP_VERSION:-v1.6.0}
 EPP_VERSION=${EPP_VERSION:-v1.0.0}
@@ -133,6 +140,20 @@ build() {
 }
 
 mkdir -p "$ROOT"
+case ${EPP_BUILD_ONLY:-} in
+lwepp)
+	build lwepp "$LWEPP_VERSION"
+	printf '%s\n' "$ROOT/lwepp-$LWEPP_VERSION/bin"
+	exit 0
+	;;
+epp)
+	build epp "$EPP_VERSION"
+	printf '%s\n' "$ROOT/epp-$EPP_VERSION/bin"
+	exit 0
+	;;
+"") ;;
+*) die "EPP_BUILD_ONLY must be lwepp or epp, got $EPP_BUILD_ONLY" ;;
+esac
 build lwepp "$LWEPP_VERSION"
 build epp "$EPP_VERSION"
 

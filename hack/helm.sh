@@ -37,6 +37,9 @@
 #                    requires (change that with `go get`)
 #   GO               go command (default go)
 set -euo pipefail
+# Go 1.27 (Gateway API v1.7.0 needs it): the toolchain the module proxy
+# serves, fetched by the go command on first use (README).
+export GOTOOLCHAIN=go1.27.3
 cd "$(dirname "$0")/.."
 
 GO=${GO:-go}

@@ -4,9 +4,11 @@
 # and writes that map. Pinned builds, from the Go module proxy, each into a
 # versioned cache folder outside the repository:
 #
-#   echo-basic           sigs.k8s.io/gateway-api/conformance@$ECHO_VERSION,
-#                        package sigs.k8s.io/gateway-api/conformance/echo-basic:
-#                        the backend of the Gateway API and GIE conformance suites
+#   echo-basic           sigs.k8s.io/gateway-api-conformance-images@$ECHO_VERSION,
+#                        package .../echo-basic: the backend of the Gateway API
+#                        and GIE conformance suites (its source moved there from
+#                        sigs.k8s.io/gateway-api/conformance after v1.6; v0.1.0 is
+#                        the image tag Gateway API v1.7.0's base manifests name)
 #   gie-conformance.test `go test -c` of sigs.k8s.io/gateway-api-inference-extension/conformance
 #                        @$GIE_CONFORMANCE_VERSION: the GIE suite's own test binary
 #                        (SUITE=gie, the default)
@@ -16,15 +18,25 @@
 #                        test binary (SUITE=gateway-api), with tests.tsv beside
 #                        bin/: the suite's tests and profiles as
 #                        conformance/harness/testlist prints them, built in the
-#                        same throwaway module
+#                        same throwaway module. v1.7.0 requires
+#                        sigs.k8s.io/gateway-api-conformance-images v0.2.0 (its
+#                        gRPC echo client), which the module proxy refuses; the
+#                        throwaway module replaces it with $ECHO_VERSION (v0.1.0),
+#                        whose packages the suite compiles against unchanged
+#                        (conformance/README.md)
 #   coredns              github.com/coredns/coredns at the version of the
 #                        coredns image the Gateway API suite's base manifest
-#                        names (v1.12.2 for v1.6.1; SUITE=gateway-api)
+#                        names, only when it names one (v1.12.2 for v1.6.1;
+#                        v1.7.0 names none; SUITE=gateway-api)
 #
 #   ${INFERMESH_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/infermesh}/images/<name>-<version>/bin/<name>
 #
 # lwepp ($LWEPP_VERSION) is hack/epp-binaries.sh's build, reused where that
-# script caches it (epp/lwepp-<version>/bin/lwepp), never rebuilt here.
+# script caches it (epp/lwepp-<version>/bin/lwepp), never rebuilt here. It
+# runs under the lwepp image reference the GIE suite's own manifests name
+# (conformance/resources of $GIE_CONFORMANCE_VERSION: lwepp:v1.6.0), whatever
+# LWEPP_VERSION is: the suite's v1.6.2 release only moved that reference to
+# lwepp:v1.6.2 (conformance/README.md, "GIE").
 #
 # Our own binaries are built from the repository this script is in, at its
 # working tree, whenever that changed since the last build (commit, changes,
@@ -42,16 +54,17 @@
 # entrypoint; no header, no comments:
 #
 #   gcr.io/k8s-staging-gateway-api/echo-basic:v20251106-v1.3.0-263-g47c3435c  .../echo-basic
-#   registry.k8s.io/gateway-api-inference-extension/lwepp:v1.6.0               .../lwepp      (SUITE=gie)
-#   registry.k8s.io/gateway-api/echo-basic:v1.5.1                              .../echo-basic (SUITE=gateway-api; one line
+#   registry.k8s.io/gateway-api-inference-extension/lwepp:v1.6.0               .../lwepp-v1.6.2/bin/lwepp (SUITE=gie)
+#   registry.k8s.io/gateway-api/conformance/echo-basic:v0.1.0                  .../echo-basic (SUITE=gateway-api; one line
 #                                                                                  per echo-basic reference in the suite's manifests)
-#   registry.k8s.io/coredns/coredns:v1.12.2                                    .../coredns    (SUITE=gateway-api)
+#   registry.k8s.io/coredns/coredns:v1.12.2                                    .../coredns    (SUITE=gateway-api, suites before v1.7)
 #   ghcr.io/infermesh/pilot-discovery:latest                                    .../pilot-discovery
 #   docker.io/envoyproxy/envoy:distroless-v1.40.0                               .../dataplane
 #
 # The echo-basic, lwepp and coredns references are the ones the suites'
 # manifests name; every echo-basic tag runs the one echo-basic build (the
-# v1.6.1 source serves every mode the tagged images do). Ours are the
+# conformance-images v0.1.0 source serves every mode the tagged images do:
+# HTTP, h2c, HTTPS, gRPC, TCP and UDP echo). Ours are the
 # references an unmodified install uses: pilot-discovery's is the image in
 # manifests/20-deployment.yaml, and the Gateway data plane's is the default of
 # PILOT_GATEWAY_PROXY_IMAGE (pilot/pkg/features/features.go), the image our
@@ -72,31 +85,38 @@
 #
 # Environment:
 #   INFERMESH_CACHE            cache root (default ${XDG_CACHE_HOME:-$HOME/.cache}/infermesh)
-#   ECHO_VERSION               sigs.k8s.io/gateway-api release for echo-basic (default v1.6.1)
+#   ECHO_VERSION               sigs.k8s.io/gateway-api-conformance-images release for echo-basic
+#                              (default v0.1.0)
 #   SUITE                      gie (default) or gateway-api: which suite's binaries to build
-#   GIE_CONFORMANCE_VERSION    GIE release of the conformance suite (default v1.6.0)
-#   GWAPI_CONFORMANCE_VERSION  Gateway API release of its conformance suite (default v1.6.1)
-#   LWEPP_VERSION              GIE release of lwepp (default v1.6.0)
+#   GIE_CONFORMANCE_VERSION    GIE release of the conformance suite (default v1.6.0: the
+#                              module proxy serves no later conformance module)
+#   GWAPI_CONFORMANCE_VERSION  Gateway API release of its conformance suite (default v1.7.0)
+#   LWEPP_VERSION              GIE release of lwepp (default v1.6.2, built by
+#                              hack/epp-binaries.sh with EPP_BUILD_ONLY=lwepp: the
+#                              integration suites' lwepp stays hack/epp-binaries.sh's default)
 #   ENVOY_BINARY               an Envoy binary to run for the Gateway data-plane image
 #   GO                         go command (default go)
 set -euo pipefail
+# Go 1.27 (Gateway API v1.7.0 needs it): the toolchain the module proxy
+# serves, fetched by the go command on first use (README).
+export GOTOOLCHAIN=go1.27.3
 
-ECHO_VERSION=${ECHO_VERSION:-v1.6.1}
+ECHO_VERSION=${ECHO_VERSION:-v0.1.0}
 SUITE=${SUITE:-gie}
-GWAPI_CONFORMANCE_VERSION=${GWAPI_CONFORMANCE_VERSION:-v1.6.1}
+GWAPI_CONFORMANCE_VERSION=${GWAPI_CONFORMANCE_VERSION:-v1.7.0}
 GIE_CONFORMANCE_VERSION=${GIE_CONFORMANCE_VERSION:-v1.6.0}
-LWEPP_VERSION=${LWEPP_VERSION:-v1.6.0}
+LWEPP_VERSION=${LWEPP_VERSION:-v1.6.2}
 GO=${GO:-go}
 CACHE_ROOT=${INFERMESH_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/infermesh}
 ROOT=$CACHE_ROOT/images
 REPO=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd -P)
 
-# The images the suites' manifests name (GIE v1.6.0 conformance/resources).
+# The echo-basic image the GIE suite's manifests name (v1.6.0 conformance/resources).
 ECHO_IMAGE=gcr.io/k8s-staging-gateway-api/echo-basic:v20251106-v1.3.0-263-g47c3435c
-LWEPP_IMAGE=registry.k8s.io/gateway-api-inference-extension/lwepp:$LWEPP_VERSION
 
 GWAPI=sigs.k8s.io/gateway-api
 GIE=sigs.k8s.io/gateway-api-inference-extension
+ECHO_MODULE=sigs.k8s.io/gateway-api-conformance-images
 
 log() { printf '==> %s\n' "$*" >&2; }
 die() { printf 'images: %s\n' "$*" >&2; exit 1; }
@@ -151,6 +171,8 @@ throwaway_module() {
 		for r in "$@"; do echo "require $r"; done
 		echo
 		awk '$1 == "replace" && $3 == "=>" && $4 !~ /^\.\.?\// { print }' "$gomod"
+		# EXTRA_REPLACE: "module => module version" lines the caller adds.
+		[[ -z ${EXTRA_REPLACE:-} ]] || printf 'replace %s\n' "$EXTRA_REPLACE"
 	} >"$dir/go.mod"
 	printf '//go:build tools\n\npackage tools\n\nimport _ "%s"\n' "$import" >"$dir/tools.go"
 	(cd "$dir" && GOFLAGS=-mod=mod "$GO" mod tidy) >&2
@@ -240,32 +262,48 @@ module_dir() {
 
 mkdir -p "$ROOT"
 
-build echo-basic "$ECHO_VERSION" "$GWAPI/conformance/echo-basic" "$GWAPI/conformance" build \
-	"$GWAPI/conformance $ECHO_VERSION" "$GWAPI $ECHO_VERSION"
+build echo-basic "$ECHO_VERSION" "$ECHO_MODULE/echo-basic" "$ECHO_MODULE" build "$ECHO_MODULE $ECHO_VERSION"
 ECHO=$ROOT/echo-basic-$ECHO_VERSION/bin/echo-basic
 if [[ $SUITE == gie ]]; then
 	build gie-conformance.test "$GIE_CONFORMANCE_VERSION" "$GIE/conformance" "$GIE/conformance" test \
 		"$GIE/conformance $GIE_CONFORMANCE_VERSION" "$GIE $GIE_CONFORMANCE_VERSION"
+	# The lwepp reference the suite's manifests name; lwepp $LWEPP_VERSION runs under it.
+	GIE_DIR=$(module_dir "$GIE/conformance" "$GIE_CONFORMANCE_VERSION")
+	LWEPP_IMAGE=$(grep -rhoE 'image: *"?[a-z0-9.-]+/[a-z0-9./_-]*/lwepp:v[0-9]+\.[0-9]+\.[0-9]+' "$GIE_DIR/resources" |
+		sed -E 's/^image: *"?//' | sort -u)
+	[[ $LWEPP_IMAGE =~ ^[^[:space:]]+$ ]] || die "want one lwepp image in $GIE_DIR/resources, got '$LWEPP_IMAGE'"
+	log "lwepp $LWEPP_VERSION runs as $LWEPP_IMAGE (the reference the GIE $GIE_CONFORMANCE_VERSION suite names)"
 	LWEPP=$CACHE_ROOT/epp/lwepp-$LWEPP_VERSION/bin/lwepp
 	if [[ ! -x $LWEPP ]]; then
 		log "lwepp $LWEPP_VERSION is not cached yet: hack/epp-binaries.sh builds it"
-		LWEPP_VERSION=$LWEPP_VERSION "$REPO/hack/epp-binaries.sh" >/dev/null
+		EPP_BUILD_ONLY=lwepp LWEPP_VERSION=$LWEPP_VERSION "$REPO/hack/epp-binaries.sh" >/dev/null
 	fi
 	[[ -x $LWEPP ]] || die "hack/epp-binaries.sh left no $LWEPP"
 else
-	POST_BUILD="test_list tests.tsv" build gwapi-conformance.test "$GWAPI_CONFORMANCE_VERSION" "$GWAPI/conformance" \
-		"$GWAPI/conformance" test "$GWAPI/conformance $GWAPI_CONFORMANCE_VERSION" "$GWAPI $GWAPI_CONFORMANCE_VERSION"
-	# The images the suite's manifests name: every echo-basic tag, and coredns
-	# (base/manifests.yaml), built at that tag from its module.
 	GWAPI_DIR=$(module_dir "$GWAPI/conformance" "$GWAPI_CONFORMANCE_VERSION")
+	# v1.7.0 on requires the conformance images' module (its gRPC and UDP
+	# echo clients) at a version the module proxy may refuse: use ours.
+	extra=
+	if awk -v m="$ECHO_MODULE" '$1 == m || ($1 == "require" && $2 == m) { found = 1 } END { exit !found }' "$GWAPI_DIR/go.mod"; then
+		extra="$ECHO_MODULE => $ECHO_MODULE $ECHO_VERSION"
+	fi
+	EXTRA_REPLACE=$extra POST_BUILD="test_list tests.tsv" build gwapi-conformance.test "$GWAPI_CONFORMANCE_VERSION" \
+		"$GWAPI/conformance" "$GWAPI/conformance" test "$GWAPI/conformance $GWAPI_CONFORMANCE_VERSION" \
+		"$GWAPI $GWAPI_CONFORMANCE_VERSION"
+	# The images the suite's manifests name: every echo-basic tag, and coredns
+	# (base/manifests.yaml, suites before v1.7), built at that tag from its module.
 	mapfile -t GWAPI_ECHO_IMAGES < <(grep -rhoE 'image: *"?[a-z0-9.-]+/[a-z0-9./_-]*/echo-basic:[A-Za-z0-9._-]+' \
 		"$GWAPI_DIR/base" "$GWAPI_DIR/tests" | sed -E 's/^image: *"?//' | sort -u)
 	[[ ${#GWAPI_ECHO_IMAGES[@]} -gt 0 ]] || die "no echo-basic image in $GWAPI_DIR's manifests"
 	COREDNS_IMAGE=$(awk '$1 == "image:" && $2 ~ /\/coredns\/coredns:v[0-9]/ { print $2; exit }' "$GWAPI_DIR/base/manifests.yaml")
-	COREDNS_VERSION=${COREDNS_IMAGE##*:}
-	[[ $COREDNS_VERSION =~ ^v[0-9]+\.[0-9]+\.[0-9]+$ ]] || die "no coredns image in $GWAPI_DIR/base/manifests.yaml"
-	build coredns "$COREDNS_VERSION" github.com/coredns/coredns github.com/coredns/coredns build \
-		"github.com/coredns/coredns $COREDNS_VERSION"
+	if [[ -n $COREDNS_IMAGE ]]; then
+		COREDNS_VERSION=${COREDNS_IMAGE##*:}
+		[[ $COREDNS_VERSION =~ ^v[0-9]+\.[0-9]+\.[0-9]+$ ]] || die "could not read coredns's version from $COREDNS_IMAGE"
+		build coredns "$COREDNS_VERSION" github.com/coredns/coredns github.com/coredns/coredns build \
+			"github.com/coredns/coredns $COREDNS_VERSION"
+	else
+		log "the suite's base manifests name no coredns image: none built"
+	fi
 fi
 
 PILOT_IMAGE=$(read_image "pilot-discovery's image" manifests/20-deployment.yaml ' ' \
@@ -316,7 +354,7 @@ fi
 		for ref in "${GWAPI_ECHO_IMAGES[@]}"; do
 			[[ $ref == "$ECHO_IMAGE" ]] || printf '%s\t%s\n' "$ref" "$ECHO"
 		done
-		printf '%s\t%s\n' "$COREDNS_IMAGE" "$ROOT/coredns-$COREDNS_VERSION/bin/coredns"
+		[[ -z $COREDNS_IMAGE ]] || printf '%s\t%s\n' "$COREDNS_IMAGE" "$ROOT/coredns-$COREDNS_VERSION/bin/coredns"
 	fi
 	printf '%s\t%s\n' "$PILOT_IMAGE" "$LOCAL/bin/pilot-discovery"
 	printf '%s\t%s\n' "$PROXY_IMAGE" "${ENVOY_BINARY:-$LOCAL/bin/dataplane}"

@@ -40,6 +40,9 @@
 #   K8S_VERSION      Kubernetes release to build (default v1.37.2)
 #   GO               go command (default go)
 set -euo pipefail
+# Go 1.27 (Gateway API v1.7.0 needs it): the toolchain the module proxy
+# serves, fetched by the go command on first use (README).
+export GOTOOLCHAIN=go1.27.3
 
 K8S_VERSION=${K8S_VERSION:-v1.37.2}
 GO=${GO:-go}

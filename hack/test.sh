@@ -32,6 +32,9 @@
 # lines give the elapsed time. Exit status: non-zero if any step failed;
 # background work is stopped when the script exits.
 set -euo pipefail
+# Go 1.27 (Gateway API v1.7.0 needs it): the toolchain the module proxy
+# serves, fetched by the go command on first use (README).
+export GOTOOLCHAIN=go1.27.3
 cd "$(dirname "$0")/.."
 GO=${GO:-go}
 

@@ -12,6 +12,9 @@
 # Rerun after bumping either module in go.mod: TestEmbeddedCRDsMatchModules
 # fails until the copies match the module's files byte for byte.
 set -euo pipefail
+# Go 1.27 (Gateway API v1.7.0 needs it): the toolchain the module proxy
+# serves, fetched by the go command on first use (README).
+export GOTOOLCHAIN=go1.27.3
 
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$root"

@@ -44,30 +44,37 @@ type clusterSpec struct {
 	// pod's UID and our PID, so they cannot collide either.)
 	bridgePrefix string
 	// crds are the CRD manifests installed before kube-controller-manager
-	// starts: the Gateway API channel the suite checks, and the
-	// InferencePool CRD, which pilot-discovery watches.
-	crds func() ([]string, error)
+	// starts: the Gateway API channel the suite checks, at the version the
+	// suite binary (the argument) was built with, and the InferencePool CRD,
+	// which pilot-discovery watches.
+	crds func(suite string) ([]string, error)
 }
 
 var (
-	// gieCluster is the GIE suite's: the Gateway API standard channel,
-	// which the GIE suite v1.6.0 is written against.
+	// gieCluster is the GIE suite's: the Gateway API standard channel of
+	// the release the GIE suite is built against (v1.6.1 for the suite
+	// v1.6.0, which refuses any other bundle version).
 	gieCluster = clusterSpec{
 		podCIDR: netip.MustParsePrefix("10.244.96.0/24"), lbCIDR: netip.MustParsePrefix("10.244.97.0/24"),
-		bridgePrefix: "imcf", crds: kubeenv.StandardCRDs,
+		bridgePrefix: "imcf", crds: func(suite string) ([]string, error) { return suiteCRDs(suite, "standard") },
 	}
 	// gatewayAPICluster is the Gateway API suite's: the experimental
 	// channel, for HTTPRoute's retry (gateway-api-conformance.md, Setup).
 	gatewayAPICluster = clusterSpec{
 		podCIDR: netip.MustParsePrefix("10.244.98.0/24"), lbCIDR: netip.MustParsePrefix("10.244.99.0/24"),
-		bridgePrefix: "imga", crds: experimentalCRDs,
+		bridgePrefix: "imga", crds: func(suite string) ([]string, error) { return suiteCRDs(suite, "experimental") },
 	}
 )
 
-// experimentalCRDs are the Gateway API experimental channel and the
-// InferencePool CRD.
-func experimentalCRDs() ([]string, error) {
-	paths, err := kubeenv.GatewayAPIExperimentalCRDs()
+// suiteCRDs are the Gateway API CRDs of channel at the version the suite
+// binary was built with (SuiteGatewayAPIVersion), and the InferencePool
+// CRD of go.mod's GIE release.
+func suiteCRDs(suite, channel string) ([]string, error) {
+	version, err := SuiteGatewayAPIVersion(suite)
+	if err != nil {
+		return nil, err
+	}
+	paths, err := kubeenv.GatewayAPICRDsAt(channel, version)
 	if err != nil {
 		return nil, err
 	}
@@ -109,9 +116,9 @@ type cluster struct {
 // startCluster starts the control plane with the scheduler and spec's
 // CRDs, then the node agent with images on spec's pod network; all stop
 // at the test's end.
-func startCluster(t *testing.T, spec clusterSpec, images map[string]node.Image, stateDir string) *cluster {
+func startCluster(t *testing.T, spec clusterSpec, suite string, images map[string]node.Image, stateDir string) *cluster {
 	t.Helper()
-	crds, err := spec.crds()
+	crds, err := spec.crds(suite)
 	if err != nil {
 		t.Fatal(err)
 	}

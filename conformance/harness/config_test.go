@@ -34,8 +34,9 @@ type config struct {
 	repo string
 	// skipTests are short names passed to the suite's -skip-tests.
 	skipTests string
-	// bodyMode is the class's eppRequestBodyMode ("Streamed"), or
-	// bodyModeDefault for a class without parameters.
+	// bodyMode is bodyModeDefault (a class without parameters, the
+	// default), or the class's eppRequestBodyMode ("Streamed" for EPPs
+	// older than lwepp v1.6.1).
 	bodyMode string
 }
 
@@ -58,7 +59,7 @@ func configFromEnv() (config, error) {
 	}
 	switch c.bodyMode {
 	case "":
-		c.bodyMode = "Streamed"
+		c.bodyMode = bodyModeDefault
 	case "Streamed", "FullDuplexStreamed", bodyModeDefault:
 	default:
 		return c, fmt.Errorf("CONFORMANCE_EPP_BODY_MODE=%q: want Streamed, FullDuplexStreamed or default", c.bodyMode)

@@ -34,7 +34,7 @@ func setUp(t *testing.T, cfg config, spec clusterSpec, bodyMode string) *cluster
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
-	c := startCluster(t, spec, images, cfg.state)
+	c := startCluster(t, spec, cfg.suite, images, cfg.state)
 	t.Log("step: cluster, scheduler and node up")
 
 	lb, err := startLoadBalancer(ctx, c.client, c.bridge, spec.lbCIDR, t.Logf)

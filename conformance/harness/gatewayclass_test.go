@@ -25,12 +25,13 @@ const (
 )
 
 // createGatewayClass creates the suite's GatewayClass, ours. With
-// bodyMode "Streamed" (the default of `make conformance`) its
-// parametersRef ConfigMap selects eppRequestBodyMode: Streamed: lwepp
-// v1.6.0 cannot work with the default FULL_DUPLEX_STREAMED mode
-// (architecture/xds.md "EPP request body mode"; conformance/README.md).
-// With bodyMode "default" the class has no parametersRef, so every
-// Gateway gets FULL_DUPLEX_STREAMED, as an Istio install would.
+// bodyMode "default" (the default of `make conformance`) the class has no
+// parametersRef, so every Gateway gets FULL_DUPLEX_STREAMED both ways, as
+// a user following GIE's guides (or an Istio install) gets; lwepp v1.6.2
+// works with it. With bodyMode "Streamed" its parametersRef ConfigMap
+// selects eppRequestBodyMode: Streamed, which lwepp v1.6.0 needs (it
+// answers body chunks before the headers in FULL_DUPLEX_STREAMED, GIE
+// issue 3035; architecture/xds.md "EPP request body mode").
 func (c *cluster) createGatewayClass(ctx context.Context, bodyMode string) error {
 	a, err := kubeapply.New(c.config, fieldManager)
 	if err != nil {

@@ -40,7 +40,7 @@ func TestClusterSmoke(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	c := startCluster(t, gieCluster, images, filepath.Join(cfg.state, "smoke"))
+	c := startCluster(t, gieCluster, cfg.suite, images, filepath.Join(cfg.state, "smoke"))
 	ctx := context.Background()
 	labels := map[string]string{"app": "echo"}
 	d := &appsv1.Deployment{

@@ -50,4 +50,15 @@
 //
 // The seed's addresses are shared with tests/integration/pilot/gie: both
 // take kubeenv.LockAddresses before making their namespaces.
+//
+// # Files
+//
+//   - run.go: Config and Run: the cluster, the seed applied, the pods played,
+//     pilot-discovery, the EPP behind the recording proxy, the data plane, the
+//     requests and the cleanup in order.
+//   - pods.go: a simulator's configuration read from a model-server pod's
+//     arguments, and the checks and cleanup of network namespaces.
+//   - runner.go: runner, a testing.TB for the test harnesses outside a test.
+//   - output.go: Result, the printed lines (PickLine, FallbackLine) and
+//     CheckOutput, the check of the output's shape.
 package traffic

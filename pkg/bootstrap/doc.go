@@ -35,7 +35,17 @@
 // read by Envoy, never here. Token rotation: the file_based_metadata plugin
 // reads the file each time it attaches credentials to a call, which for ADS
 // is each new stream. The kubelet rewrites a projected ServiceAccount token
-// before it expires, so every reconnect sends a current token; an
-// established stream is authenticated once, when it opens, and is not cut
-// when the token it opened with expires.
+// before it expires, so every reconnect sends a current token.
+// pilot-discovery reviews the token the stream opened with again every
+// --xds-auth-recheck, so a stream ends soon after that token expires (or its
+// ServiceAccount is deleted) and Envoy reconnects with the rotated file. The
+// token's audience is set by the Deployment's projection
+// (PILOT_GATEWAY_XDS_TOKEN_AUDIENCE), not here: the bootstrap only names
+// the file.
+//
+// # Files
+//
+//   - bootstrap.go: Config, Build and JSON: node, ADS over the static xds-grpc
+//     cluster (or Google gRPC with the token), admin and status listeners, and
+//     the runtime layer.
 package bootstrap

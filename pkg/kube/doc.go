@@ -80,4 +80,24 @@
 //   - Use the factories directly only for what has no collection here, and
 //     never for an optional type: a shared informer for an absent CRD never
 //     syncs.
+//
+// # Files
+//
+//   - client.go: Client and its constructors, the clientsets with one shared
+//     rate limiter, the informer factories, Start, WaitForCacheSync and
+//     Shutdown.
+//   - options.go: Option: WithQPS, WithBurst, WithResync, WithDebugging,
+//     WithAppliedFieldsOf.
+//   - collections.go: one memoized krt collection per type (Pods, Services,
+//     ..., DestinationRules).
+//   - transform.go: the informer transforms: managedFields stripped (or only
+//     our apply entries kept), and Secrets cut to what TLS needs.
+//   - optional.go: collections over optional CRDs, started and stopped as the
+//     CRD appears and goes away.
+//   - crd.go: the small informer that watches one CRD object and keeps only its
+//     name, version and whether it is Established and serves our version.
+//   - destinationrule.go: DestinationRule, the fields read of Istio's type,
+//     converted from unstructured in the informer's transform.
+//   - fake.go: NewFake over client-go fakes for unit tests, and Established
+//     CRDs for the optional types.
 package kube

@@ -20,4 +20,9 @@
 // TestManifestsMatchChart with -update), and that test fails when they
 // differ, so edit the chart, never the rendered files. tests/integration/helm
 // checks that the real helm binary installs the same objects.
+//
+// # Files
+//
+//   - render.go: Options, File, Render (the chart rendered as helm install
+//     would) and Generate (the files of manifests/).
 package manifests

@@ -300,6 +300,30 @@ func TestChartValues(t *testing.T) {
 			t.Errorf("Service ports %+v", p)
 		}
 	})
+	t.Run("ADS authorization off: no TokenReviews", func(t *testing.T) {
+		grants := func(r rendered) bool {
+			for _, o := range r.objects {
+				if cr, ok := o.(*rbacv1.ClusterRole); ok {
+					for _, rule := range cr.Rules {
+						if slices.Contains(rule.Resources, "tokenreviews") {
+							return true
+						}
+					}
+				}
+			}
+			return false
+		}
+		if !grants(render(t, "infermesh-system", nil)) {
+			t.Error("xdsAuth=serviceaccount (the default) without tokenreviews create")
+		}
+		r := render(t, "infermesh-system", map[string]any{"xdsAuth": "none"})
+		if grants(r) {
+			t.Error("xdsAuth=none grants tokenreviews create")
+		}
+		if !slices.Contains(args(r.deployment(t)), "--xds-auth=none") {
+			t.Errorf("args %v, want --xds-auth=none", args(r.deployment(t)))
+		}
+	})
 	t.Run("no Gateway deployments", func(t *testing.T) {
 		r := render(t, "infermesh-system", map[string]any{"gatewayDeployments": map[string]any{"enabled": false}})
 		for _, k := range r.keys() {

@@ -69,4 +69,17 @@
 // Repeat counts above 1000, and nested repeats whose product exceeds
 // 1000, are refused by Go's parser exactly as by RE2's (RepetitionWalker);
 // forms Go refuses and RE2 accepts (a**, \C) stay refused.
+//
+// # Files
+//
+//   - check.go: Check, ProgramSize and Model, and the refusals beyond Go's
+//     parser (Unicode classes, (?<name>).
+//   - compile.go: the compiler of Go's simplified syntax tree into RE2's
+//     instructions, fragment by fragment as re2/compile.cc does.
+//   - class.go: character classes compiled to UTF-8 byte ranges as RE2's
+//     AddRuneRangeUTF8 does.
+//   - program.go: programSize: anchors stripped, the required prefix, the
+//     unanchored prefix, and the flattened count.
+//   - flatten.go: Prog::Optimize's no-op bypass and Prog::Flatten's roots and
+//     lists, counted.
 package re2size

@@ -7,12 +7,12 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"sort"
 	"strings"
 
 	"github.com/spf13/cobra"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
 	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
 
 	"github.com/infermesh/infermesh/pilot/pkg/config/file"
@@ -30,9 +30,19 @@ func newCheckCommand(a *app) *cobra.Command {
 			"to gate a merge on:\n"+
 			"  rejected   a manifest the API server would reject: file:line, document, object, field, message\n"+
 			"  condition  a condition that says something is wrong (Accepted, ResolvedRefs, ... False;\n"+
-			"             PartiallyInvalid or Conflicted True), with the object, its parent, reason and message\n"+
+			"             PartiallyInvalid, Conflicted or TakesHostnames True), with the object, its parent,\n"+
+			"             reason and message. A hostname a more specific listener of another namespace takes\n"+
+			"             from a route shows on both: the route's Conflicted, the listener's TakesHostnames\n"+
 			"  dropped    a route rule left out of the configuration, with the route and why\n"+
 			"  conflict   an InferencePool's shadow Service name taken by a Service we do not own\n"+
+			"  parent     a route's parentRef, or a ListenerSet's spec.parentRef, to a Gateway or ListenerSet\n"+
+			"             that is not in the inputs (the route is attached nowhere through it)\n"+
+			"  pods       an InferencePool whose selector matches no Pod and no workload's pod template\n"+
+			"  expired    an HTTPS listener whose certificate is expired (or not yet valid) now\n"+
+			"Lines starting with note are not problems: a parentRef to a Gateway of another class (its own\n"+
+			"controller judges it), a pool only workloads select in a folder of Pods (file mode serves it none).\n"+
+			"  invalid    a BackendTLSPolicy no route uses yet whose TLS cannot be honoured (a route\n"+
+			"             sending to its Services would get 500), with the field and why\n"+
 			"Gateways are never deployed offline, so Programmed=False/Pending is not a problem here.\n"+
 			"It exits 0 when there is none, 1 when there is one or the manifests cannot be read.",
 		func(cmd *cobra.Command, r *offlineResult) error {
@@ -52,8 +62,15 @@ func printCheck(w io.Writer, r *offlineResult) error {
 		n++
 	}
 	for _, f := range r.findings {
-		fmt.Fprintln(w, escapeCell(f.String()))
-		n++
+		if !f.note {
+			fmt.Fprintln(w, escapeCell(f.String()))
+			n++
+		}
+	}
+	for _, f := range r.findings {
+		if f.note {
+			fmt.Fprintln(w, escapeCell(f.String()))
+		}
 	}
 	if n == 0 {
 		fmt.Fprintln(w, "no problems found")
@@ -71,10 +88,14 @@ func problemLine(p file.Problem) string {
 	return p.Error()
 }
 
-// finding is one problem in what the controller computed.
+// finding is one problem in what the controller computed (condition,
+// dropped, conflict) or in the inputs that no status says (parent, pods,
+// expired: inputFindings), or a note.
 type finding struct {
-	// what is condition, dropped or conflict.
+	// what is condition, dropped, conflict, parent, pods, expired or note.
 	what string
+	// note: informational, not a problem (not counted).
+	note bool
 	// object is "Kind namespace/name"; parent, when set, the status entry's
 	// parent ("Gateway ns/name").
 	object, parent string
@@ -89,11 +110,13 @@ func (f finding) String() string {
 	return s + ": " + f.text
 }
 
-// negativePolarity are the condition types whose True means a problem.
+// negativePolarity are the condition types whose True means a problem
+// (Conflicted also on a route's parent entry: a hostname taken from it).
 var negativePolarity = map[string]bool{
 	string(gwv1.RouteConditionPartiallyInvalid):        true,
 	string(gwv1.ListenerConditionConflicted):           true,
 	string(gwv1.ListenerConditionOverlappingTLSConfig): true,
+	gateway.TakesHostnamesCondition:                    true,
 }
 
 // conditionProblem reports whether c says something is wrong. Programmed
@@ -128,8 +151,9 @@ func conditionFindings(object, parent string, conds []metav1.Condition) []findin
 func parentName(kind, ns, name string) string { return kind + " " + ns + "/" + name }
 
 // findingsOf walks the controller's outputs (synced) for problems, in a
-// stable order: classes, Gateways, ListenerSets, HTTPRoutes, GRPCRoutes, pools, shadow
-// Service conflicts against services (the folder's Services).
+// stable order (sortFindings): classes, Gateways, ListenerSets, HTTPRoutes,
+// GRPCRoutes, pools, BackendTLSPolicies (backendTLSPolicyFindings), with
+// shadow Service conflicts against services (the folder's Services).
 func findingsOf(out gateway.Outputs, services krt.Collection[*corev1.Service]) []finding {
 	var fs []finding
 	if out.ClassStatuses != nil {
@@ -180,6 +204,7 @@ func findingsOf(out gateway.Outputs, services krt.Collection[*corev1.Service]) [
 			}
 		}
 	}
+	fs = append(fs, backendTLSPolicyFindings(out)...)
 	if out.ShadowServices != nil && services != nil {
 		for _, s := range out.ShadowServices.List() {
 			live := services.GetKey(s.ResourceName())
@@ -196,9 +221,13 @@ func findingsOf(out gateway.Outputs, services krt.Collection[*corev1.Service]) [
 					s.ResourceName(), gateway.InferencePoolNameLabel)})
 		}
 	}
-	sort.SliceStable(fs, func(i, j int) bool { return kindRank(fs[i].object) < kindRank(fs[j].object) })
+	sortFindings(fs)
 	return fs
 }
+
+// inStatus reports whether the statuses status -f prints say f (a False
+// condition, a dropped rule); the others it lists on stderr.
+func (f finding) inStatus() bool { return f.what == "condition" || f.what == "dropped" }
 
 func kindOr(k *gwv1.Kind, def string) string {
 	if k == nil || *k == "" {
@@ -210,10 +239,46 @@ func kindOr(k *gwv1.Kind, def string) string {
 // kindRank orders findings by kind only (within a kind, the collections'
 // own order, by key, is kept).
 func kindRank(object string) int {
-	for i, k := range []string{"GatewayClass ", "Gateway ", "HTTPRoute ", "GRPCRoute ", "InferencePool "} {
+	for i, k := range []string{"GatewayClass ", "Gateway ", "ListenerSet ", "HTTPRoute ", "GRPCRoute ", "InferencePool ", "BackendTLSPolicy "} {
 		if strings.HasPrefix(object, k) {
 			return i
 		}
 	}
 	return 99
+}
+
+// backendTLSPolicyFindings are the BackendTLSPolicy problems: the False
+// conditions of each status.ancestors entry we would write, and, for a
+// policy no route of ours uses (no entry), what makes it invalid: a route
+// sending to its Services would get 500.
+func backendTLSPolicyFindings(out gateway.Outputs) []finding {
+	var fs []finding
+	used := map[string]bool{}
+	if out.BackendTLSPolicyStatuses != nil {
+		for _, ps := range out.BackendTLSPolicyStatuses.List() {
+			used[ps.ResourceName()] = true
+			obj := parentName("BackendTLSPolicy", ps.Namespace, ps.Name)
+			for _, a := range ps.Parents {
+				fs = append(fs, conditionFindings(obj, parentName(kindOr(a.AncestorRef.Kind, "Gateway"),
+					string(ptr.Deref(a.AncestorRef.Namespace, "")), string(a.AncestorRef.Name)), a.Conditions)...)
+			}
+		}
+	}
+	if out.BackendTLSPolicies != nil {
+		for _, p := range out.BackendTLSPolicies.List() {
+			if used[p.ResourceName()] {
+				continue
+			}
+			obj := parentName("BackendTLSPolicy", p.Namespace, p.Name)
+			switch {
+			case p.Invalid != "":
+				fs = append(fs, finding{what: "invalid", object: obj, text: fmt.Sprintf("%s (%s): %s; no route of ours uses it yet, "+
+					"and one sending to %s would get 500", "Accepted=False", p.InvalidReason, p.Invalid, strings.Join(p.TargetServices(), ", "))})
+			case p.RefsMessage != "":
+				fs = append(fs, finding{what: "invalid", object: obj, text: fmt.Sprintf("%s (%s): %s; no route of ours uses it yet",
+					"ResolvedRefs=False", p.RefsReason, p.RefsMessage)})
+			}
+		}
+	}
+	return fs
 }

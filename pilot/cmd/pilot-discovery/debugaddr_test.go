@@ -9,6 +9,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -90,6 +91,47 @@ func TestDebugEndpointsOffTheNetworkPort(t *testing.T) {
 	if _, body := httpGet(t, debug+"/debug/config_dump?gateway="+seedGateway); !strings.Contains(body, seedShadowCluster) {
 		t.Errorf("config_dump on --debug-address lacks %s", seedShadowCluster)
 	}
+
+	// A DNS-rebinding page reaches the debug port with its own name as
+	// Host: refused on every path, the plain metrics included. The
+	// monitoring port answers whatever the Host.
+	_, port, _ := net.SplitHostPort(a[2].String())
+	for _, host := range []string{"rebind.example.com:" + port, "rebind.example.com", "localhost.example.com", "10.0.0.1:" + port} {
+		for _, p := range append(slices.Clone(debugPaths), "/metrics") {
+			code, body := getWithHost(t, debug+p, host)
+			if code != http.StatusMisdirectedRequest || !strings.Contains(body, "DNS rebinding") {
+				t.Errorf("GET %s with Host %s on --debug-address: %d %q, want 421 saying why", p, host, code, head(body))
+			}
+		}
+	}
+	for _, host := range []string{"localhost:" + port, "LocalHost", "127.0.0.1", "127.1.2.3:8080"} {
+		if code, _ := getWithHost(t, debug+"/debug/syncz", host); code != http.StatusOK {
+			t.Errorf("GET /debug/syncz with Host %s: %d, want 200", host, code)
+		}
+	}
+	if code, body := getWithHost(t, network+"/metrics", "prometheus.example.com"); code != http.StatusOK || !strings.Contains(body, "infermesh_xds_pushes_total") {
+		t.Errorf("GET /metrics on --http-address with another Host: %d, want 200", code)
+	}
+}
+
+// getWithHost is GET url with the Host header host.
+func getWithHost(t *testing.T, url, host string) (int, string) {
+	t.Helper()
+	req, err := http.NewRequest(http.MethodGet, url, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Host = host
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatalf("GET %s (Host %s): %v", url, host, err)
+	}
+	defer func() { _ = resp.Body.Close() }()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return resp.StatusCode, string(b)
 }
 
 func head(s string) string {
@@ -145,5 +187,9 @@ func TestDebugOnNetworkWarns(t *testing.T) {
 	}
 	if !strings.Contains(logs.String(), `"level":"WARN","msg":"the debug endpoints are served beyond loopback`) {
 		t.Errorf("no warning about the debug endpoints on the network:\n%s", logs.String())
+	}
+	// File mode has no proxy authorization: said at start.
+	if !strings.Contains(logs.String(), `"level":"WARN","msg":"ADS serves without proxy authorization (file mode has no proxy authorization): any client that reaches the ADS address and names a Gateway reads its configuration and the private keys of its HTTPS listeners`) {
+		t.Errorf("no warning that ADS serves without authorization:\n%s", logs.String())
 	}
 }

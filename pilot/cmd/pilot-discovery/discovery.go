@@ -14,6 +14,7 @@ import (
 	"os/signal"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
@@ -46,6 +47,8 @@ type discoveryOptions struct {
 	tlsKeyFile      string
 	plaintext       bool
 	xdsAuth         string
+	xdsAuthAudience string
+	xdsAuthRecheck  time.Duration
 	shutdownTimeout time.Duration
 	profileCPU      string
 }
@@ -88,6 +91,12 @@ func newDiscoveryCommand(a *app) *cobra.Command {
 			"written (see the status command).\n\n" +
 			"ADS is served over TLS (--tls-cert-file, --tls-key-file). Serving it in plaintext needs\n" +
 			"--plaintext: anyone who can reach the port can read every Gateway's configuration.\n\n" +
+			"Proxy authorization (--xds-auth=serviceaccount, cluster mode only): a proxy is served a\n" +
+			"Gateway only with a token of that Gateway's own ServiceAccount (<gateway>-<class>, the one\n" +
+			"its Deployment runs as) issued for --xds-auth-audience, checked by TokenReview when the\n" +
+			"stream opens and every --xds-auth-recheck after. WITHOUT IT (--xds-auth=none, the default,\n" +
+			"and always in file mode) ANY CLIENT THAT REACHES --ads-address AND NAMES A GATEWAY READS ITS\n" +
+			"CONFIGURATION AND THE PRIVATE KEYS OF ITS HTTPS LISTENERS; this is logged as a warning at start.\n\n" +
 			"The debug endpoints (/debug/config_dump, /debug/syncz, /debug/krtz, /debug/pprof/, ...) are\n" +
 			"unauthenticated and show every Gateway's configuration, so they listen on --debug-address,\n" +
 			"loopback by default (reach them with kubectl port-forward); --http-address serves only\n" +
@@ -119,7 +128,9 @@ func newDiscoveryCommand(a *app) *cobra.Command {
 	f.StringVar(&o.tlsCertFile, "tls-cert-file", "", "PEM certificate (chain) of the ADS server; reloaded when the file changes")
 	f.StringVar(&o.tlsKeyFile, "tls-key-file", "", "PEM private key of --tls-cert-file")
 	f.BoolVar(&o.plaintext, "plaintext", false, "serve ADS without TLS (anyone who can reach --ads-address reads every Gateway's configuration)")
-	f.StringVar(&o.xdsAuth, "xds-auth", "none", "proxy authentication: none, or serviceaccount (a ServiceAccount token in the \"authorization: Bearer\" gRPC metadata, checked by TokenReview; the ServiceAccount must be in the Gateway's namespace; needs TLS)")
+	f.StringVar(&o.xdsAuth, "xds-auth", "none", "proxy authorization: none (any client that names a Gateway reads its configuration and HTTPS private keys), or serviceaccount (a token in the \"authorization: Bearer\" gRPC metadata, checked by TokenReview: it must be for --xds-auth-audience and of the Gateway's own ServiceAccount, <gateway>-<class> in its namespace; needs TLS and a cluster)")
+	f.StringVar(&o.xdsAuthAudience, "xds-auth-audience", "", "audience the proxies' ServiceAccount tokens must be issued for, with --xds-auth=serviceaccount; Gateway Deployments' projected tokens get it (default: PILOT_GATEWAY_XDS_TOKEN_AUDIENCE, else "+features.DefaultXDSTokenAudience+")")
+	f.DurationVar(&o.xdsAuthRecheck, "xds-auth-recheck", defaultXDSAuthRecheck, "with --xds-auth=serviceaccount, how often each open ADS stream's token and Gateway are checked again (one TokenReview per stream); a stream that no longer passes ends (at least "+minXDSAuthRecheck.String()+")")
 	f.DurationVar(&o.shutdownTimeout, "shutdown-timeout", 15*time.Second, "how long a signalled shutdown may take before the process gives up waiting")
 	f.StringVar(&o.profileCPU, "profile-cpu", "", "write a CPU profile (pprof) of the whole process, from before the input is read until shutdown, to this file: start-up is over before /debug/pprof/profile can be asked")
 	return cmd
@@ -150,6 +161,14 @@ func (o *discoveryOptions) validate() error {
 		}
 	default:
 		errs = append(errs, fmt.Errorf("--xds-auth %q: want none or serviceaccount", o.xdsAuth))
+	}
+	if o.xdsAuthAudience != "" {
+		if err := features.CheckAudience(o.xdsAuthAudience); err != nil {
+			errs = append(errs, fmt.Errorf("--xds-auth-audience %q: %w", o.xdsAuthAudience, err))
+		}
+	}
+	if o.xdsAuthRecheck < minXDSAuthRecheck {
+		errs = append(errs, fmt.Errorf("--xds-auth-recheck %s: must be at least %s", o.xdsAuthRecheck, minXDSAuthRecheck))
 	}
 	if o.clusterDomain != "" {
 		if err := features.CheckClusterDomain(o.clusterDomain); err != nil {
@@ -216,6 +235,9 @@ func runDiscovery(ctx context.Context, stopSignals func(), o *discoveryOptions, 
 	if o.clusterDomain != "" {
 		feats.ClusterDomain = o.clusterDomain
 	}
+	if o.xdsAuthAudience != "" {
+		feats.GatewayXDSTokenAudience = o.xdsAuthAudience
+	}
 	// Gateway proxies must reach ADS the way it is served: in plaintext
 	// when --plaintext, with their ServiceAccount token when
 	// --xds-auth=serviceaccount. The environment can only add to that.
@@ -235,6 +257,7 @@ func runDiscovery(ctx context.Context, stopSignals func(), o *discoveryOptions, 
 		Debounce: o.pushDebounce, MaxDelay: o.pushMaxDelay, GRPCOptions: grpcOpts,
 	}
 	source := "file " + strings.Join(o.files, "")
+	var auth *saAuthenticator
 	liftMemoryLimit := limitStartupMemory(d.lookupEnv)
 	defer liftMemoryLimit()
 	if len(o.files) > 0 {
@@ -254,14 +277,32 @@ func runDiscovery(ctx context.Context, stopSignals func(), o *discoveryOptions, 
 			return fmt.Errorf("cluster client from %s: %w", src.Tried, err)
 		}
 		if o.xdsAuth == xdsAuthServiceAccount {
-			a := &saAuthenticator{reviews: client.Kube().AuthenticationV1().TokenReviews(), timeout: 10 * time.Second}
-			args.GRPCOptions = append(args.GRPCOptions, grpc.ChainStreamInterceptor(a.streamInterceptor()))
+			auth = &saAuthenticator{
+				reviews: client.Kube().AuthenticationV1().TokenReviews(), audience: feats.GatewayXDSTokenAudience,
+				timeout: 10 * time.Second, recheck: o.xdsAuthRecheck, log: log,
+			}
+			args.GRPCOptions = append(args.GRPCOptions, grpc.ChainStreamInterceptor(auth.streamInterceptor()))
 		}
 		args.Client, source = client, "cluster "+src.Tried
 	}
 	srv, err := bootstrap.NewServer(args)
 	if err != nil {
 		return err
+	}
+	if auth != nil {
+		// Before Run: no stream reaches the interceptor until the ADS
+		// server serves.
+		auth.gateways = srv.Controller()
+	}
+	var background sync.WaitGroup
+	defer background.Wait()
+	if args.Files != nil && srv.Controller() != nil {
+		// check -f's problems, logged as they come and go.
+		pctx, stopProblems := context.WithCancel(ctx)
+		defer stopProblems()
+		background.Go(func() {
+			problemLog(pctx, args.Files, srv.Controller().Outputs, o.files[0], feats.EnableInferenceExtension, log)
+		})
 	}
 	adsLis, err := net.Listen("tcp", o.adsAddress)
 	if err != nil {
@@ -279,11 +320,12 @@ func runDiscovery(ctx context.Context, stopSignals func(), o *discoveryOptions, 
 		return err
 	}
 	log.Info("pilot-discovery starting", "version", version.Version, "source", source,
-		"ads", adsLis.Addr().String(), "tls", !o.plaintext, "xdsAuth", o.xdsAuth, "http", httpLis.Addr().String(),
+		"ads", adsLis.Addr().String(), "tls", !o.plaintext, "xdsAuth", xdsAuthMode(o), "http", httpLis.Addr().String(),
 		"debug", addrString(debugLis),
 		"leaseNamespace", o.leaseNamespace, "clusterDomain", feats.ClusterDomain,
 		"inferenceExtension", feats.EnableInferenceExtension, "controllerName", feats.ControllerName)
 	warnDebugOnNetwork(log, debugLis)
+	warnNoXDSAuth(log, o, adsLis)
 	if d.serving != nil {
 		var debugAddr net.Addr
 		if debugLis != nil {

@@ -56,6 +56,12 @@ func TestDiscoveryFlagErrors(t *testing.T) {
 			[]string{`--xds-auth "mtls": want none or serviceaccount`}},
 		{"token auth in plaintext", []string{"--plaintext", "--xds-auth", "serviceaccount"},
 			[]string{"--xds-auth=serviceaccount needs TLS"}},
+		{"token audience", []string{"--plaintext", "--xds-auth-audience", "a b"},
+			[]string{`--xds-auth-audience "a b": must not contain white space`}},
+		{"recheck too short", []string{"--plaintext", "--xds-auth-recheck", "100ms"},
+			[]string{"--xds-auth-recheck 100ms: must be at least 1s"}},
+		{"token auth in file mode", []string{"--tls-cert-file", "c.pem", "--tls-key-file", "k.pem", "--xds-auth", "serviceaccount", "-f", seedDir},
+			[]string{"--xds-auth=serviceaccount needs a cluster", "cannot be used with --file"}},
 		{"empty lease namespace", []string{"--plaintext", "--lease-namespace", ""},
 			[]string{"--lease-namespace must not be empty"}},
 		{"several at once", []string{"--cluster-domain", "a b", "--shutdown-timeout", "0s"},
@@ -163,7 +169,7 @@ func TestDiscoverySIGTERM(t *testing.T) {
 	if took := time.Since(start); took > 5*time.Second {
 		t.Errorf("shutdown took %s", took)
 	}
-	var sawStart, sawStop bool
+	var sawStart, sawStop, sawNoAuth bool
 	for line := range strings.Lines(logs.String()) {
 		var m map[string]any
 		if err := json.Unmarshal([]byte(line), &m); err != nil {
@@ -175,9 +181,13 @@ func TestDiscoverySIGTERM(t *testing.T) {
 		case "pilot-discovery stopped":
 			sawStop = true
 		}
+		sawNoAuth = sawNoAuth || (m["level"] == "WARN" && strings.HasPrefix(m["msg"].(string), "ADS serves without proxy authorization (--xds-auth=none)"))
 	}
 	if !sawStart || !sawStop {
 		t.Errorf("logs lack the start line with its keys or the stop line:\n%s", logs.String())
+	}
+	if !sawNoAuth {
+		t.Errorf("no warning that ADS serves without proxy authorization:\n%s", logs.String())
 	}
 }
 

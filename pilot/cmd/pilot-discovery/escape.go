@@ -4,6 +4,7 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"strconv"
 	"strings"
@@ -37,6 +38,21 @@ func escapeCell(s string) string {
 		i += size
 	}
 	return b.String()
+}
+
+// errorText is err as main prints it, every line escaped (escapeCell): an
+// error may quote a file or object name from a manifest, which must not
+// reach the terminal as control characters. The line break before a hint
+// (withHint) is the only one kept.
+func errorText(err error) string {
+	msg := err.Error()
+	var h *hintError
+	if errors.As(err, &h) {
+		if base, ok := strings.CutSuffix(msg, "\nhint: "+h.hint); ok {
+			return escapeCell(base) + "\nhint: " + escapeCell(h.hint)
+		}
+	}
+	return escapeCell(msg)
 }
 
 // isPrintable reports whether s is valid UTF-8 of printable runes only.

@@ -7,8 +7,11 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"net/http"
 	"net/http/httptest"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -156,5 +159,66 @@ func TestProxyStatusTellsStreamsApart(t *testing.T) {
 			t.Fatalf("proxy-status never showed both streams:\n%s", out)
 		}
 		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// runSplit executes the command tree with args and returns stdout, stderr
+// and the error.
+func runSplit(t *testing.T, d deps, args ...string) (string, string, error) {
+	t.Helper()
+	var out, errOut bytes.Buffer
+	cmd := newRootCommandWith(d)
+	cmd.SetOut(&out)
+	cmd.SetErr(&errOut)
+	cmd.SetArgs(args)
+	err := cmd.Execute()
+	return out.String(), errOut.String(), err
+}
+
+// TestManifestNamesEscaped: file and object names from manifests reach
+// the terminal escaped, whichever command prints them: status -f and
+// proxy-config -f (their rejected-manifest lines on stderr), check, and
+// main's error line.
+func TestManifestNamesEscaped(t *testing.T) {
+	dir := copySeed(t)
+	evil := "bad\x1b[31m\r\nFAKE.yaml"
+	cm := "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: \"x\\e[2J\\r\\nrejected   forged\"\n  namespace: llm-namespace\n"
+	if err := os.WriteFile(filepath.Join(dir, evil), []byte(cm), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	d := fakeDeps(t, inference...)
+	for _, args := range [][]string{
+		{"status", "-f", dir},
+		{"proxy-config", "listeners", "--gateway", seedGateway, "-f", dir},
+		{"check", "-f", dir},
+	} {
+		t.Run(args[0], func(t *testing.T) {
+			out, stderr, err := runSplit(t, d, args...)
+			if err == nil {
+				t.Fatalf("no error: the rejected ConfigMap is not reported")
+			}
+			all := out + stderr + errorText(err)
+			if bad := controlBytes(all); len(bad) > 0 {
+				t.Errorf("control bytes %q reach the terminal:\n%s", bad, all)
+			}
+			for _, want := range []string{`bad\x1b[31m\r\nFAKE.yaml`, `x\x1b[2J\r\nrejected   forged`} {
+				if !strings.Contains(out+stderr, want) {
+					t.Errorf("output lacks the escaped name %q:\nstdout:\n%s\nstderr:\n%s", want, out, stderr)
+				}
+			}
+		})
+	}
+	// An error quoting a path (here, one that does not exist) is escaped
+	// too, and a hint keeps its own line.
+	_, _, err := runSplit(t, d, "status", "-f", filepath.Join(dir, "gone\x1b]0;title\a.yaml"))
+	if err == nil {
+		t.Fatal("no error for a missing path")
+	}
+	if txt := errorText(err); len(controlBytes(txt)) > 0 || !strings.Contains(txt, `gone\x1b]0;title\a.yaml`) {
+		t.Errorf("errorText = %q", txt)
+	}
+	hinted := withHint(errors.New("dial \x1b[2Jx"), "try \r--plaintext")
+	if got, want := errorText(hinted), "dial \\x1b[2Jx\nhint: try \\r--plaintext"; got != want {
+		t.Errorf("errorText(hinted) = %q, want %q", got, want)
 	}
 }

@@ -10,6 +10,7 @@ import (
 	"log/slog"
 	"net"
 	"strings"
+	"sync"
 	"time"
 
 	"google.golang.org/grpc/credentials/insecure"
@@ -18,6 +19,7 @@ import (
 	"github.com/infermesh/infermesh/pilot/pkg/bootstrap"
 	"github.com/infermesh/infermesh/pilot/pkg/config/file"
 	"github.com/infermesh/infermesh/pilot/pkg/features"
+	"github.com/infermesh/infermesh/pilot/pkg/model"
 )
 
 // openFiles reads the manifests of dir for discovery's file mode; log
@@ -49,8 +51,10 @@ type fileSource struct {
 var _ configSource = (*fileSource)(nil)
 
 // Fetch implements configSource. Besides adsSource's errors: an unreadable
-// folder, invalid feature flags, or a Gateway that is not one of ours in
-// the folder (named at once, without waiting for the timeout).
+// folder, invalid feature flags, a Gateway that is not one of ours in the
+// folder, or one the translator refuses for its parameters (GatewayClass or
+// Gateway parameters, addresses); both are named at once, without waiting
+// for the timeout.
 func (s *fileSource) Fetch(ctx context.Context, gw gatewayRef) (proxyResources, error) {
 	feats, err := features.Load(s.lookupEnv)
 	if err != nil {
@@ -68,34 +72,68 @@ func (s *fileSource) Fetch(ctx context.Context, gw gatewayRef) (proxyResources, 
 	}
 	s.problems = m.problems(src)
 	dir := strings.Join(s.paths, ", ")
-	srv, err := bootstrap.NewServer(bootstrap.Args{Files: src, Features: feats, Debounce: time.Millisecond, MaxDelay: 10 * time.Millisecond,
-		XDSLogger: slog.New(slog.DiscardHandler)})
+	p, err := startInProcess(ctx, src, feats, dir)
 	if err != nil {
 		return proxyResources{}, err
 	}
+	defer p.stop()
+	var mg *model.Gateway
+	if t := p.srv.Controller().Translator; t != nil {
+		mg = t.GetKey(gw.String())
+	}
+	if mg == nil {
+		return proxyResources{}, fmt.Errorf("gateway %s: not a Gateway of ours in %s (check its gatewayClassName, and `pilot-discovery check -f %s`)",
+			gw, dir, strings.Join(s.paths, " -f "))
+	}
+	if mg.ClassParametersError != "" {
+		// The translator refuses it: no configuration would ever come.
+		return proxyResources{}, fmt.Errorf("gateway %s: refused, so its proxies get no configuration: %s (its status says "+
+			"Accepted=False; see `pilot-discovery check -f %s`)", gw, mg.ClassParametersError, strings.Join(s.paths, " -f "))
+	}
+	return p.ads().Fetch(ctx, gw)
+}
+
+// inProcess is the whole pipeline of discovery -f run in process over a
+// Source, ADS included, on an in-memory listener (no port is opened).
+type inProcess struct {
+	srv *bootstrap.Server
+	lis *bufconn.Listener
+	// stop ends the server and waits for it.
+	stop func()
+}
+
+// startInProcess builds and runs discovery -f's server over src until ctx
+// ends or stop is called, and returns once its first configuration is
+// published (every collection synced). dir names the manifests in errors.
+func startInProcess(ctx context.Context, src *file.Source, feats features.Features, dir string) (*inProcess, error) {
+	srv, err := bootstrap.NewServer(bootstrap.Args{Files: src, Features: feats, Debounce: time.Millisecond, MaxDelay: 10 * time.Millisecond,
+		XDSLogger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		return nil, err
+	}
 	lis := bufconn.Listen(1 << 20)
-	ctx, cancel := context.WithCancel(ctx)
+	runCtx, cancel := context.WithCancel(ctx)
 	done := make(chan error, 1)
-	go func() { done <- srv.Run(ctx, lis, nil, nil) }()
-	defer func() { cancel(); <-done }()
-	// Ready is true once every collection has synced and the first
-	// configuration is published.
+	go func() { done <- srv.Run(runCtx, lis, nil, nil) }()
+	p := &inProcess{srv: srv, lis: lis, stop: sync.OnceFunc(func() { cancel(); <-done })}
 	tick := time.NewTicker(5 * time.Millisecond)
 	defer tick.Stop()
 	for !srv.XDS().Ready() {
 		select {
 		case <-ctx.Done():
-			return proxyResources{}, fmt.Errorf("-f %s: configuration not computed: %w", dir, context.Cause(ctx))
+			p.stop()
+			return nil, fmt.Errorf("-f %s: configuration not computed: %w", dir, context.Cause(ctx))
 		case err := <-done:
-			return proxyResources{}, fmt.Errorf("-f %s: %w", dir, err)
+			cancel()
+			return nil, fmt.Errorf("-f %s: %w", dir, err)
 		case <-tick.C:
 		}
 	}
-	if t := srv.Controller().Translator; t == nil || t.GetKey(gw.String()) == nil {
-		return proxyResources{}, fmt.Errorf("gateway %s: not a Gateway of ours in %s (check its gatewayClassName, and `pilot-discovery check -f %s`)",
-			gw, dir, strings.Join(s.paths, " -f "))
-	}
-	ads := &adsSource{address: "passthrough:///file", creds: insecure.NewCredentials(),
-		dial: func(ctx context.Context, _ string) (net.Conn, error) { return lis.DialContext(ctx) }}
-	return ads.Fetch(ctx, gw)
+	return p, nil
+}
+
+// ads is a client of p's ADS server, as a proxy connects to discovery -f.
+func (p *inProcess) ads() *adsSource {
+	return &adsSource{address: "passthrough:///file", creds: insecure.NewCredentials(),
+		dial: func(ctx context.Context, _ string) (net.Conn, error) { return p.lis.DialContext(ctx) }}
 }

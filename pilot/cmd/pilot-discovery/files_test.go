@@ -44,6 +44,12 @@ type printedDoc struct {
 			} `json:"parentRef"`
 			Conditions []metav1.Condition `json:"conditions"`
 		} `json:"parents"`
+		Ancestors []struct {
+			AncestorRef struct {
+				Group, Kind, Namespace, Name string
+			} `json:"ancestorRef"`
+			Conditions []metav1.Condition `json:"conditions"`
+		} `json:"ancestors"`
 		Conditions []metav1.Condition `json:"conditions"`
 	} `json:"status"`
 	Spec corev1.ServiceSpec `json:"spec"`
@@ -147,6 +153,48 @@ func TestStatusInferenceOff(t *testing.T) {
 	}
 }
 
+// TestStatusBackendTLSPolicy: status -f prints our status.ancestors entry
+// of a BackendTLSPolicy (before, it printed none), here one on the seed's
+// EPP Service whose CA ConfigMap is missing: the seed Gateway is its
+// ancestor (a route calls the EPP through it), Accepted=False/
+// NoValidCACertificate, ResolvedRefs=False/InvalidCACertificateRef; and
+// the route and pool through it say so.
+func TestStatusBackendTLSPolicy(t *testing.T) {
+	dir := copySeed(t)
+	b, err := os.ReadFile("testdata/check/epp-tls-missing-ca/50-backendtlspolicy.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "50-backendtlspolicy.yaml"), b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	docs, stderr, err := statusOf(t, dir, inference...)
+	if err != nil {
+		t.Fatalf("status: %v\nstderr: %s", err, stderr)
+	}
+	p := findDoc(docs, "BackendTLSPolicy", "llm-namespace", "epp-tls")
+	if p == nil || p.APIVersion != "gateway.networking.k8s.io/v1" || len(p.Status.Ancestors) != 1 {
+		t.Fatalf("BackendTLSPolicy status = %+v", p)
+	}
+	a := p.Status.Ancestors[0]
+	if a.AncestorRef.Kind != "Gateway" || a.AncestorRef.Namespace != "gateway-namespace" || a.AncestorRef.Name != "gateway" {
+		t.Errorf("ancestorRef = %+v", a.AncestorRef)
+	}
+	for typ, want := range map[string]string{"Accepted": "False/NoValidCACertificate", "ResolvedRefs": "False/InvalidCACertificateRef"} {
+		if got := condition(a.Conditions, typ); got != want {
+			t.Errorf("policy %s = %s, want %s", typ, got, want)
+		}
+	}
+	route := findDoc(docs, "HTTPRoute", "llm-namespace", "llm-route")
+	if route == nil || condition(route.Status.Parents[0].Conditions, "ResolvedRefs") != "False/InvalidBackendTLS" {
+		t.Errorf("route status = %+v, want ResolvedRefs False/InvalidBackendTLS", route)
+	}
+	pool := findDoc(docs, "InferencePool", "llm-namespace", "vllm-llama3-8b")
+	if pool == nil || condition(pool.Status.Parents[0].Conditions, "ResolvedRefs") != "False/InvalidExtensionRef" {
+		t.Errorf("pool status = %+v, want ResolvedRefs False/InvalidExtensionRef", pool)
+	}
+}
+
 // copySeed copies the seed folder into a temporary one.
 func copySeed(t *testing.T) string {
 	t.Helper()
@@ -185,7 +233,7 @@ func TestStatusBadManifest(t *testing.T) {
 	if !errors.Is(err, errManifestProblems) {
 		t.Fatalf("err = %v, want errManifestProblems", err)
 	}
-	for _, want := range []string{"50-bad.yaml", "document 0", "spec.targetPorts"} {
+	for _, want := range []string{"50-bad.yaml:1: document 1", "spec.targetPorts"} {
 		if !strings.Contains(stderr, want) {
 			t.Errorf("stderr %q lacks %q", stderr, want)
 		}
@@ -394,12 +442,10 @@ func TestProxyConfigOfflineQuiet(t *testing.T) {
 	}
 }
 
-// TestStatusListenerSet: status -f reads ListenerSets: one the Gateway
-// admits is printed Accepted (Programmed Pending: nothing is deployed),
-// with the route naming it attached to its listener.
-func TestStatusListenerSet(t *testing.T) {
-	dir := t.TempDir()
-	const manifests = `apiVersion: gateway.networking.k8s.io/v1
+// listenerSetManifests: a Gateway admitting ListenerSets of its namespace,
+// one ListenerSet adding listener extra (8080, extra.example.com), and a
+// route to the ListenerSet.
+const listenerSetManifests = `apiVersion: gateway.networking.k8s.io/v1
 kind: Gateway
 metadata: {name: gw, namespace: default}
 spec:
@@ -423,7 +469,13 @@ spec:
   parentRefs: [{kind: ListenerSet, name: ls}]
   rules: [{}]
 `
-	if err := os.WriteFile(filepath.Join(dir, "ls.yaml"), []byte(manifests), 0o644); err != nil {
+
+// TestStatusListenerSet: status -f reads ListenerSets: one the Gateway
+// admits is printed Accepted (Programmed Pending: nothing is deployed),
+// with the route naming it attached to its listener.
+func TestStatusListenerSet(t *testing.T) {
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "ls.yaml"), []byte(listenerSetManifests), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	docs, stderr, err := statusOf(t, dir)
@@ -439,5 +491,31 @@ spec:
 	if route == nil || len(route.Status.Parents) != 1 || route.Status.Parents[0].ParentRef.Kind != "ListenerSet" ||
 		condition(route.Status.Parents[0].Conditions, "Accepted") != "True/Accepted" {
 		t.Errorf("route status = %+v", route)
+	}
+}
+
+// TestProxyConfigListenerSet: discovery -f serves a ListenerSet's listener
+// and the routes attached to it, as status -f reports them
+// (TestStatusListenerSet): listener 0.0.0.0_8080 and extra.example.com in
+// its route configuration.
+func TestProxyConfigListenerSet(t *testing.T) {
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "ls.yaml"), []byte(listenerSetManifests), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	d := fakeDeps(t)
+	out, err := run(t, d, "proxy-config", "listeners", "--gateway", "default/gw", "-f", dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(out, "8080") || !strings.Contains(out, "http.8080") {
+		t.Errorf("the ListenerSet's listener (8080) is not served:\n%s", out)
+	}
+	out, err = run(t, d, "proxy-config", "routes", "--gateway", "default/gw", "-f", dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(out, "extra.example.com") || !strings.Contains(out, "default.r.0") {
+		t.Errorf("the route attached to the ListenerSet is not served:\n%s", out)
 	}
 }

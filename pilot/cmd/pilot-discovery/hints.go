@@ -27,10 +27,17 @@ const (
 	defaultDebugPort = "15015"
 )
 
-// withHint appends hint to err's text, keeping err in the chain.
-func withHint(err error, hint string) error {
-	return fmt.Errorf("%w\nhint: %s", err, hint)
+// hintError is an error with the likely fix on its own line.
+type hintError struct {
+	err  error
+	hint string
 }
+
+func (e *hintError) Error() string { return e.err.Error() + "\nhint: " + e.hint }
+func (e *hintError) Unwrap() error { return e.err }
+
+// withHint appends hint to err's text, keeping err in the chain.
+func withHint(err error, hint string) error { return &hintError{err: err, hint: hint} }
 
 // withTimeoutHint suggests a larger --timeout when err is a deadline: the
 // context's, or gRPC's DeadlineExceeded status, which does not wrap it (a

@@ -1,33 +1,6 @@
 // Copyright infermesh authors
 // SPDX-License-Identifier: Apache-2.0
 
-// Command pilot-discovery is infermesh's control plane: it watches Gateway API
-// and Gateway API Inference Extension objects and serves Envoy configuration
-// over ADS to each Gateway's proxies.
-//
-// Commands, one file each:
-//
-//   - discovery (discovery.go): the control plane over a cluster (bootstrap.Server),
-//     ADS over TLS (tls.go) with optional ServiceAccount token authentication
-//     (xdsauth.go), cluster configuration lookup
-//     (kubeconfig.go).
-//   - proxy-config (proxyconfig.go): a Gateway's Envoy configuration as tables
-//     (tables.go) or Envoy JSON/YAML, from a configSource (source.go: over ADS
-//     today; the seam for a file-backed source).
-//   - proxy-status (proxystatus.go): /debug/syncz as a table.
-//   - status and check (status.go, check.go): the controller run offline over
-//     manifests (offline.go, shared), printing what it would write, or every
-//     problem with exit status 1.
-//   - version (and --version); completion (cobra's).
-//
-// Every command takes --log-format and --log-level (root.go, logging.go:
-// one process-wide forwarding handler behind slog and klog, set once); -f
-// takes files, folders and stdin (manifests.go); errors from a transport
-// mismatch or a timeout carry a hint naming the fix (hints.go).
-//
-// Every table escapes what it prints (escape.go): node ids, NACK messages
-// and names come from proxies and users, and reach the operator's terminal
-// only as printable text.
 package main
 
 import (
@@ -37,7 +10,7 @@ import (
 
 func main() {
 	if err := newRootCommand().Execute(); err != nil {
-		fmt.Fprintln(os.Stderr, "error:", err)
+		fmt.Fprintln(os.Stderr, "error: "+errorText(err))
 		os.Exit(1)
 	}
 }

@@ -13,8 +13,8 @@ import (
 	"github.com/spf13/cobra"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/infermesh/infermesh/pilot/pkg/bootstrap"
 	"github.com/infermesh/infermesh/pilot/pkg/config/file"
-	"github.com/infermesh/infermesh/pilot/pkg/config/kube/gateway"
 	"github.com/infermesh/infermesh/pilot/pkg/features"
 	"github.com/infermesh/infermesh/pkg/kube/krt"
 )
@@ -62,14 +62,15 @@ type offlineResult struct {
 	docs []any
 	// problems are the manifests left out, each file named as given.
 	problems []file.Problem
-	// findings are the problems in what the controller computed: False
-	// conditions, dropped rules, shadow Service names taken.
+	// findings are the problems in what the controller computed (False
+	// conditions, dropped rules, shadow Service names taken) and in the
+	// inputs (inputFindings), and notes.
 	findings []finding
 }
 
 // runOffline reads paths (stageManifests) and computes the controller's
 // outputs over them, as discovery -f does, writing nothing. now stamps
-// lastTransitionTime. Errors: no or unreadable paths, invalid feature
+// lastTransitionTime and is the time certificates are checked at. Errors: no or unreadable paths, invalid feature
 // flags, or ctx ending before every output has synced.
 func runOffline(ctx context.Context, paths []string, stdin io.Reader, lookupEnv func(string) (string, bool), now time.Time) (*offlineResult, error) {
 	feats, err := features.Load(lookupEnv)
@@ -88,15 +89,14 @@ func runOffline(ctx context.Context, paths []string, stdin io.Reader, lookupEnv 
 	}
 	stop := make(chan struct{})
 	defer close(stop)
-	c := gateway.NewOffline(gateway.Inputs{
-		GatewayClasses: src.GatewayClasses(), Gateways: src.Gateways(), HTTPRoutes: src.HTTPRoutes(),
-		GRPCRoutes: src.GRPCRoutes(), ReferenceGrants: src.ReferenceGrants(), Namespaces: src.Namespaces(),
-		Services: src.Services(), InferencePools: src.InferencePools(), ConfigMaps: src.ConfigMaps(), Secrets: src.Secrets(),
-		BackendTLSPolicies: src.BackendTLSPolicies(), ListenerSets: src.ListenerSets(),
-	}, feats, []krt.CollectionOption{krt.WithStop(stop)})
+	// The controller discovery -f runs, over the same inputs.
+	c := bootstrap.FileController(src, feats, []krt.CollectionOption{krt.WithStop(stop)})
 	docs, err := statusDocuments(ctx, c.Outputs, metav1.NewTime(now.UTC().Truncate(time.Second)))
 	if err != nil {
 		return nil, err
 	}
-	return &offlineResult{docs: docs, problems: m.problems(src), findings: findingsOf(c.Outputs, src.Services())}, nil
+	findings := append(findingsOf(c.Outputs, src.Services()),
+		inputFindings(inputs{src: src, out: c.Outputs, dir: m.dir, now: now, inference: feats.EnableInferenceExtension})...)
+	sortFindings(findings)
+	return &offlineResult{docs: docs, problems: m.problems(src), findings: findings}, nil
 }

@@ -152,7 +152,7 @@ func newProxyConfigCommand(a *app) *cobra.Command {
 			}
 			if fs != nil && len(fs.problems) > 0 {
 				for _, p := range fs.problems {
-					fmt.Fprintln(cmd.ErrOrStderr(), p.Error())
+					fmt.Fprintln(cmd.ErrOrStderr(), escapeCell(problemLine(p)))
 				}
 				return errManifestProblems
 			}
@@ -166,7 +166,7 @@ func newProxyConfigCommand(a *app) *cobra.Command {
 	f.BoolVar(&o.plaintext, "plaintext", false, "connect without TLS (the server must run with --plaintext)")
 	f.StringVar(&o.caFile, "ca-file", "", "PEM CA certificates to verify the server with (default: the system roots)")
 	f.StringVar(&o.serverName, "tls-server-name", "", "name to verify in the server's certificate (default: the host of --xds-address)")
-	f.StringVar(&o.tokenFile, "token-file", "", "file holding a ServiceAccount token to send as \"authorization: Bearer\" (for --xds-auth=serviceaccount servers; needs TLS)")
+	f.StringVar(&o.tokenFile, "token-file", "", "file holding a ServiceAccount token to send as \"authorization: Bearer\", for --xds-auth=serviceaccount servers: a token of the Gateway's own ServiceAccount for the server's audience, such as the output of \"kubectl create token -n NS GATEWAY-CLASS --audience infermesh --duration 10m\" (needs TLS)")
 	f.StringVar(&o.name, "name", "", "keep only resources of this name")
 	f.StringVar(&o.fqdn, "fqdn", "", "keep only clusters and endpoints of this service FQDN")
 	f.StringVarP(&o.output, "output", "o", outputShort, "output format: short, json or yaml")

@@ -265,3 +265,23 @@ func TestProxyConfigTLS(t *testing.T) {
 		t.Errorf("client without the CA: err = %v, want a certificate error", err)
 	}
 }
+
+// TestProxyConfigFileRefusedGateway: proxy-config -f on a Gateway the
+// translator refuses for its class parameters says so at once, naming the
+// problem, instead of waiting for --timeout and suggesting a larger one.
+func TestProxyConfigFileRefusedGateway(t *testing.T) {
+	dir := copySeed(t)
+	class := "apiVersion: gateway.networking.k8s.io/v1\nkind: GatewayClass\nmetadata:\n  name: istio\nspec:\n" +
+		"  controllerName: istio.io/gateway-controller\n  parametersRef:\n    group: \"\"\n    kind: ConfigMap\n    name: missing\n    namespace: gateway-namespace\n"
+	if err := os.WriteFile(filepath.Join(dir, "05-class.yaml"), []byte(class), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	// --timeout is long: were the command to wait for it, the test would
+	// see the hint below rather than the refusal.
+	_, err := run(t, fakeDeps(t, inference...), "proxy-config", "clusters", "--gateway", seedGateway, "-f", dir, "--timeout", "30s")
+	wantErr(t, err, "gateway "+seedGateway+": refused, so its proxies get no configuration", "ConfigMap gateway-namespace/missing",
+		"pilot-discovery check -f "+dir)
+	if err != nil && (strings.Contains(err.Error(), "--timeout") || errors.Is(err, errNoConfig)) {
+		t.Errorf("error waits for or suggests --timeout: %v", err)
+	}
+}

@@ -48,3 +48,26 @@ func TestHelpListsFeatureFlags(t *testing.T) {
 		}
 	}
 }
+
+// TestDiscoveryHelpSaysWhatNoAuthExposes: discovery --help says, in the
+// command's text and on --xds-auth, that without proxy authorization any
+// client naming a Gateway reads its configuration and private keys.
+func TestDiscoveryHelpSaysWhatNoAuthExposes(t *testing.T) {
+	var out bytes.Buffer
+	cmd := newRootCommand()
+	cmd.SetOut(&out)
+	cmd.SetArgs([]string{"discovery", "--help"})
+	if err := cmd.Execute(); err != nil {
+		t.Fatal(err)
+	}
+	help := strings.Join(strings.Fields(out.String()), " ")
+	for _, want := range []string{
+		"WITHOUT IT (--xds-auth=none, the default, and always in file mode) ANY CLIENT THAT REACHES --ads-address AND NAMES A GATEWAY READS ITS CONFIGURATION AND THE PRIVATE KEYS OF ITS HTTPS LISTENERS",
+		"none (any client that names a Gateway reads its configuration and HTTPS private keys)",
+		"--xds-auth-audience", "PILOT_GATEWAY_XDS_TOKEN_AUDIENCE", "--xds-auth-recheck duration",
+	} {
+		if !strings.Contains(help, want) {
+			t.Errorf("discovery --help lacks %q", want)
+		}
+	}
+}

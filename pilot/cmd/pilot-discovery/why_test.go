@@ -13,6 +13,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"runtime/debug"
 	"strings"
 	"testing"
 	"time"
@@ -73,7 +74,7 @@ func TestWhyDiscoveryLogsReloadsAndPushes(t *testing.T) {
 		}
 	}()
 	// The first read has the keys of a reload (README.md, "Logs").
-	waitLog(t, logs, "the first read", `"msg":"file: loaded"`, `"changes":"DestinationRules: 1 added; Gateways: 1 added;`, `"objects":11,`, `"problems":0`)
+	waitLog(t, logs, "the first read", `"msg":"file: loaded"`, `"changes":"DestinationRules: 1 added; Gateways: 1 added;`, `"objects":11,`, `"rejected":0`)
 	waitLog(t, logs, "the first push", `"msg":"xds: pushed"`, `"gateways":1`, `"gatewayNames":["gateway-namespace/gateway"]`, `"resourcesChanged"`)
 	route := filepath.Join(dir, "30-inferencepool.yaml")
 	b, err := os.ReadFile(route)
@@ -206,4 +207,95 @@ func TestWhyCheckGatesAMerge(t *testing.T) {
 	if !strings.Contains(out, "vllm-llama3-8b-typo") {
 		t.Errorf("check does not name the missing pool:\n%s", out)
 	}
+}
+
+// TestDocsGiveOneGIECRDCommand: the README, manifests/README.md and
+// examples/README.md install the GIE CRDs with the same command, and name
+// no other way.
+func TestDocsGiveOneGIECRDCommand(t *testing.T) {
+	// The version is the GIE module's in go.mod, so the docs follow a bump.
+	bi, ok := debug.ReadBuildInfo()
+	if !ok {
+		t.Fatal("no build information in the test binary")
+	}
+	version := ""
+	for _, d := range bi.Deps {
+		if d.Path == "sigs.k8s.io/gateway-api-inference-extension" {
+			version = d.Version
+		}
+	}
+	if version == "" {
+		t.Fatal("the test binary does not depend on sigs.k8s.io/gateway-api-inference-extension")
+	}
+	want := "kubectl apply --server-side -k 'https://github.com/kubernetes-sigs/gateway-api-inference-extension/config/crd?ref=" + version + "'"
+	for _, doc := range []string{"../../../README.md", "../../../manifests/README.md", "../../../examples/README.md"} {
+		b, err := os.ReadFile(doc)
+		if err != nil {
+			t.Fatal(err)
+		}
+		n := 0
+		for l := range strings.Lines(string(b)) {
+			if !strings.Contains(l, "gateway-api-inference-extension/config/crd") {
+				continue
+			}
+			n++
+			if !strings.Contains(l, want) || strings.Count(l, "config/crd") != 1 {
+				t.Errorf("%s installs the GIE CRDs another way: %s", doc, strings.TrimSpace(l))
+			}
+		}
+		if n == 0 {
+			t.Errorf("%s gives no GIE CRD install command", doc)
+		}
+	}
+}
+
+// TestDiscoveryLogCountsRouteProblems: discovery -f counts, after a reload,
+// the problems check -f would print, a route that went Accepted=False
+// included (the file source's own count is the rejected manifests only):
+// the route's problem is logged when it appears and when it goes, with a
+// summary each time.
+func TestDiscoveryLogCountsRouteProblems(t *testing.T) {
+	dir := copySeed(t)
+	logs := &logbuf.Buffer{}
+	d := fakeDeps(t, inference...)
+	d.stderr = logs
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() {
+		_, err := execute(ctx, d, "discovery", "-f", dir, "--plaintext", "--ads-address", "127.0.0.1:0",
+			"--http-address", "127.0.0.1:0", "--debug-address", "", "--push-debounce", "10ms")
+		done <- err
+	}()
+	defer func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("discovery: %v", err)
+		}
+	}()
+	waitLog(t, logs, "the first check", `"msg":"file: checked"`, `"problems":0`, `"rejected":0`)
+	route := filepath.Join(dir, "30-inferencepool.yaml")
+	b, err := os.ReadFile(route)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// A sectionName no listener has: the route goes Accepted=False
+	// (NoMatchingParent); no manifest is rejected.
+	broken := bytes.Replace(b, []byte("    namespace: gateway-namespace\n"), []byte("    namespace: gateway-namespace\n    sectionName: https\n"), 1)
+	if bytes.Equal(broken, b) {
+		t.Fatal("the seed's parentRef moved")
+	}
+	if err := os.WriteFile(route, broken, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	waitLog(t, logs, "the reload", `"msg":"file: reloaded"`, `"changes":"HTTPRoutes: 1 updated"`, `"rejected":0`)
+	waitLog(t, logs, "the route's problem", `"level":"WARN"`, `"msg":"file: problem"`, `"kind":"condition"`,
+		`"object":"HTTPRoute llm-namespace/llm-route"`, `"parent":"Gateway gateway-namespace/gateway"`, `Accepted=False (NoMatchingParent)`)
+	// The route's, and its pool's (the route to it is not accepted), as
+	// check -f counts them.
+	waitLog(t, logs, "the count after the reload", `"msg":"file: checked"`, `"problems":2`, `"rejected":0`)
+	if err := os.WriteFile(route, b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	waitLog(t, logs, "the problem resolved", `"msg":"file: problem resolved"`, `"object":"HTTPRoute llm-namespace/llm-route"`)
+	waitLog(t, logs, "the count back to 0", `"msg":"file: checked"`, `"problems":0`, `"rejected":0`)
 }

@@ -14,19 +14,45 @@ import (
 	"github.com/infermesh/infermesh/pkg/kube/krt"
 )
 
+// FileInputs are the controller's inputs over a folder's manifests: every
+// collection of gateway.Inputs, each from src. It is the one list that
+// discovery -f (fileMode) and status -f / check -f (FileController, from
+// pilot-discovery's offline path) build their controller from, so what
+// they report and what discovery -f serves come from the same objects.
+// InferencePools is set even with the inference extension off;
+// gateway.NewOffline drops it then.
+func FileInputs(src *file.Source) gateway.Inputs {
+	return gateway.Inputs{
+		GatewayClasses:     src.GatewayClasses(),
+		Gateways:           src.Gateways(),
+		HTTPRoutes:         src.HTTPRoutes(),
+		GRPCRoutes:         src.GRPCRoutes(),
+		ReferenceGrants:    src.ReferenceGrants(),
+		Namespaces:         src.Namespaces(),
+		Services:           src.Services(),
+		InferencePools:     src.InferencePools(),
+		ConfigMaps:         src.ConfigMaps(),
+		Secrets:            src.Secrets(),
+		BackendTLSPolicies: src.BackendTLSPolicies(),
+		DestinationRules:   src.DestinationRules(),
+		ListenerSets:       src.ListenerSets(),
+	}
+}
+
+// FileController is the controller file mode runs over src
+// (gateway.NewOffline over FileInputs): no writers, the default
+// GatewayClass added.
+func FileController(src *file.Source, f features.Features, opts []krt.CollectionOption) *gateway.Controller {
+	return gateway.NewOffline(FileInputs(src), f, opts)
+}
+
 // fileMode builds stages 2 and 3 over a folder's manifests. It stands in
 // for what the cluster would add between them: the shadow Services the
 // controller would apply join the folder's Services, and every Service
 // without an EndpointSlice in the folder gets the slices the EndpointSlice
 // controller would compute from the folder's Pods.
 func fileMode(src *file.Source, f features.Features, opts []krt.CollectionOption) (*gateway.Controller, registry.Outputs) {
-	in := gateway.Inputs{
-		GatewayClasses: src.GatewayClasses(), Gateways: src.Gateways(), HTTPRoutes: src.HTTPRoutes(),
-		GRPCRoutes: src.GRPCRoutes(), ReferenceGrants: src.ReferenceGrants(), Namespaces: src.Namespaces(),
-		Services: src.Services(), InferencePools: src.InferencePools(), ConfigMaps: src.ConfigMaps(), Secrets: src.Secrets(),
-		BackendTLSPolicies: src.BackendTLSPolicies(),
-	}
-	c := gateway.NewOffline(in, f, opts)
+	c := FileController(src, f, opts)
 	services := src.Services()
 	if c.ShadowServices != nil {
 		shadows := gateway.ShadowServiceObjects(c.ShadowServices, append(opts, krt.WithName("file/ShadowServices"))...)
@@ -35,9 +61,7 @@ func fileMode(src *file.Source, f features.Features, opts []krt.CollectionOption
 	}
 	slices := endpointslice.Collection(services, src.Pods(), src.EndpointSlices(),
 		append(opts, krt.WithName("file/EndpointSlices"))...)
-	reg := registry.Build(registry.Inputs{
-		Services: services, EndpointSlices: slices, DestinationRules: src.DestinationRules(),
-		BackendTLSPolicies: src.BackendTLSPolicies(), ConfigMaps: src.ConfigMaps(),
-	}, registry.Options{ClusterDomain: f.ClusterDomain, Krt: opts})
+	reg := registry.Build(registry.Inputs{Services: services, EndpointSlices: slices},
+		registry.Options{ClusterDomain: f.ClusterDomain, Krt: opts})
 	return c, reg
 }

@@ -1,14 +1,6 @@
 // Copyright infermesh authors
 // SPDX-License-Identifier: Apache-2.0
 
-// Package bootstrap assembles pilot-discovery's four stages: the input
-// collections (1: a kube.Client's informers in a cluster, or a file.Source's
-// static collections in file mode), the Gateway API and InferencePool
-// controller (2: with its leader-gated writers in a cluster; computed and
-// never written in file mode), the service registry and the per-Gateway
-// xDS translation (3), and the ADS server with its monitoring and debug
-// endpoints (4; http.go).
-// architecture/README.md draws the flow.
 package bootstrap
 
 import (
@@ -128,7 +120,7 @@ func NewServer(args Args) (*Server, error) {
 		secrets = args.Client.Secrets()
 	}
 	s.xds, err = xds.NewServer(xds.Config{
-		Gateways: gateways, Endpoints: reg.Endpoints, EPPTLS: reg.EPPTLS, Translate: translate, Secrets: secrets,
+		Gateways: gateways, Endpoints: reg.Endpoints, Translate: translate, Secrets: secrets,
 		Debounce: args.Debounce, MaxDelay: args.MaxDelay, Registry: s.registry, KrtDebug: s.krtDebug,
 		GRPCOptions: args.GRPCOptions, Serving: s.serving, Logger: args.XDSLogger,
 	})
@@ -176,10 +168,8 @@ func (s *Server) clusterMode(opts []krt.CollectionOption) (*gateway.Controller, 
 		return nil, registry.Outputs{}, err
 	}
 	kc := args.Client
-	reg := registry.Build(registry.Inputs{
-		Services: kc.Services(), EndpointSlices: kc.EndpointSlices(), DestinationRules: kc.DestinationRules(),
-		BackendTLSPolicies: kc.BackendTLSPolicies(), ConfigMaps: kc.ConfigMaps(),
-	}, registry.Options{ClusterDomain: args.Features.ClusterDomain, Krt: opts})
+	reg := registry.Build(registry.Inputs{Services: kc.Services(), EndpointSlices: kc.EndpointSlices()},
+		registry.Options{ClusterDomain: args.Features.ClusterDomain, Krt: opts})
 	return c, reg, nil
 }
 

@@ -1,17 +1,6 @@
 // Copyright infermesh authors
 // SPDX-License-Identifier: Apache-2.0
 
-// Package features holds pilot-discovery's feature flags: typed values read
-// from the environment through one table that lists every flag with its
-// default and description (for --help and the /debug/features endpoint).
-//
-// The names and defaults are istiod's, so manifests written for Istio (the
-// seed sets ENABLE_GATEWAY_API_INFERENCE_EXTENSION and
-// SUPPORT_GATEWAY_API_INFERENCE_EXTENSION) work unchanged. One consequence:
-// with the default controller name, infermesh and an istiod must never run
-// against the same cluster; both would claim the same GatewayClasses and write
-// the same status entries. Set PILOT_GATEWAY_API_CONTROLLER_NAME (and the
-// default class name) to something else to run beside Istio.
 package features
 
 import (
@@ -68,6 +57,13 @@ type Features struct {
 	// (PILOT_GATEWAY_XDS_SERVICEACCOUNT_AUTH); it must match
 	// pilot-discovery's --xds-auth=serviceaccount, and needs TLS.
 	GatewayXDSServiceAccountAuth bool
+	// GatewayXDSTokenAudience is the audience of that token: the Gateway
+	// Deployment's projected token is issued for it, and pilot-discovery's
+	// TokenReview asks for it (PILOT_GATEWAY_XDS_TOKEN_AUDIENCE,
+	// overridden by discovery --xds-auth-audience). A token for any other
+	// audience, such as the API server's own that every pod mounts, is
+	// refused on ADS.
+	GatewayXDSTokenAudience string
 	// MaxRouteMatchesPerNamespace bounds the route matches (a rule without
 	// matches counts one) that the routes of one namespace put into one
 	// Gateway; past it that namespace's newest routes are not accepted on
@@ -189,6 +185,9 @@ var table = []flagDef{
 	boolFlag("PILOT_GATEWAY_XDS_SERVICEACCOUNT_AUTH", "false",
 		"Gateway proxies send their ServiceAccount token (projected, rotated by the kubelet) as \"authorization: Bearer\" on ADS. Implied by discovery --xds-auth=serviceaccount. Needs TLS.",
 		func(f *Features) *bool { return &f.GatewayXDSServiceAccountAuth }),
+	stringFlag("PILOT_GATEWAY_XDS_TOKEN_AUDIENCE", DefaultXDSTokenAudience,
+		"Audience of the ServiceAccount token Gateway proxies send on ADS: their projected token is issued for it and pilot-discovery's TokenReview requires it. Overridden by discovery --xds-auth-audience.",
+		func(f *Features) *string { return &f.GatewayXDSTokenAudience }, CheckAudience),
 	countFlag("PILOT_MAX_ROUTE_MATCHES_PER_NAMESPACE", "20000",
 		"Route matches (a rule without matches counts one) the HTTPRoutes and GRPCRoutes of one namespace may put into one Gateway, whose route configuration every namespace attached to it shares. Past it, that namespace's newest routes get Accepted=False (TooManyMatches) on that Gateway; other namespaces' routes are never affected. 0: no limit.",
 		func(f *Features) *int { return &f.MaxRouteMatchesPerNamespace }),
@@ -196,6 +195,13 @@ var table = []flagDef{
 		"Regular expressions (path, header and query parameter matches of type RegularExpression, gRPC method regex matches) the routes of one namespace may put into one Gateway; as PILOT_MAX_ROUTE_MATCHES_PER_NAMESPACE past it. 0: no limit.",
 		func(f *Features) *int { return &f.MaxRegexMatchesPerNamespace }),
 }
+
+// DefaultXDSTokenAudience is the default audience of Gateway proxies' ADS
+// tokens: a name of ours, so that no token issued for another party (the
+// API server's default audience in every pod's mounted token, Istio's
+// "istio-ca") is accepted on our ADS port, and our token is accepted by no
+// one else.
+const DefaultXDSTokenAudience = "infermesh"
 
 // Flags lists every flag with its default, in --help order.
 func Flags() []Flag {

@@ -33,6 +33,9 @@ func TestDefaultsAreIstios(t *testing.T) {
 		EnableGatewayDeployment: true,
 		GatewayProxyImage:       "docker.io/envoyproxy/envoy:distroless-v1.40.0",
 		GatewayXDSAddress:       "pilot-discovery.infermesh-system.svc:15010",
+		// Istio's proxies use "istio-ca" (TOKEN_AUDIENCES); ours is our
+		// own name.
+		GatewayXDSTokenAudience: "infermesh",
 		// Ours (Istio has none): far above what one team puts on a shared
 		// Gateway, low enough that one namespace cannot fill it alone.
 		MaxRouteMatchesPerNamespace: 20000,
@@ -61,6 +64,10 @@ func TestLoad(t *testing.T) {
 		{name: "controller name", env: env("PILOT_GATEWAY_API_CONTROLLER_NAME", "infermesh.io/gateway-controller", "PILOT_ENABLE_GATEWAY_API", "false"),
 			want: func(f *Features) { f.ControllerName = "infermesh.io/gateway-controller"; f.EnableGatewayAPI = false }},
 		{name: "empty string flag", env: env("CLUSTER_DOMAIN", " "), wantErr: "CLUSTER_DOMAIN: must not be empty"},
+		{name: "token audience", env: env("PILOT_GATEWAY_XDS_TOKEN_AUDIENCE", "https://xds.example.com"),
+			want: func(f *Features) { f.GatewayXDSTokenAudience = "https://xds.example.com" }},
+		{name: "token audience with a comma", env: env("PILOT_GATEWAY_XDS_TOKEN_AUDIENCE", "a,b"),
+			wantErr: `PILOT_GATEWAY_XDS_TOKEN_AUDIENCE: "a,b": must not contain white space, control characters or commas`},
 		{name: "limits", env: env("PILOT_MAX_ROUTE_MATCHES_PER_NAMESPACE", "0", "PILOT_MAX_REGEX_MATCHES_PER_NAMESPACE", " 500 "),
 			want: func(f *Features) { f.MaxRouteMatchesPerNamespace = 0; f.MaxRegexMatchesPerNamespace = 500 }},
 		{name: "negative limit", env: env("PILOT_MAX_REGEX_MATCHES_PER_NAMESPACE", "-1"),

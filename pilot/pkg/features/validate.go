@@ -61,6 +61,21 @@ func checkNoSpace(v string) error {
 	return nil
 }
 
+// CheckAudience accepts a token audience: a non-empty string of at most
+// 253 characters without white space or commas (a name such as infermesh,
+// or a URL).
+func CheckAudience(v string) error {
+	switch {
+	case v == "":
+		return errors.New("must not be empty")
+	case len(v) > 253:
+		return errors.New("longer than 253 characters")
+	case strings.ContainsFunc(v, func(r rune) bool { return r == ',' || r <= ' ' || r == 0x7f }):
+		return errors.New("must not contain white space, control characters or commas")
+	}
+	return nil
+}
+
 // CheckHostPort accepts HOST:PORT where HOST is a DNS name or an IP
 // address and PORT is 1 to 65535.
 func CheckHostPort(v string) error {

@@ -21,6 +21,7 @@ func TestLoadRefusesInvalidValuesNamingTheVariable(t *testing.T) {
 		{"PILOT_GATEWAY_XDS_ADDRESS", "pilot-discovery", `PILOT_GATEWAY_XDS_ADDRESS: "pilot-discovery": not HOST:PORT`},
 		{"PILOT_GATEWAY_XDS_ADDRESS", "pilot:0", `PILOT_GATEWAY_XDS_ADDRESS: "pilot:0": port "0": want a number from 1 to 65535`},
 		{"PILOT_GATEWAY_XDS_ADDRESS", "bad host:15010", `host "bad host" is neither an IP address nor a DNS name`},
+		{"PILOT_GATEWAY_XDS_TOKEN_AUDIENCE", "infer mesh", `PILOT_GATEWAY_XDS_TOKEN_AUDIENCE: "infer mesh": must not contain white space`},
 		{"PILOT_GATEWAY_PROXY_IMAGE", "envoy latest", `PILOT_GATEWAY_PROXY_IMAGE: "envoy latest": must not contain white space`},
 	}
 	for _, tc := range cases {

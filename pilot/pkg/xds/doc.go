@@ -9,10 +9,10 @@
 //
 // # Inputs and outputs
 //
-// Inputs are four krt collections: model.Gateway per Gateway (from the
-// controller), model.ClusterEndpoints per EDS cluster and model.EPPTLS per
-// Endpoint Picker host (from the service registry), and the Kubernetes
-// Secrets (HTTPS listeners' certificates). Outputs are LDS, RDS, CDS, EDS
+// Inputs are three krt collections: model.Gateway per Gateway (from the
+// controller, client TLS of every upstream included), model.ClusterEndpoints
+// per EDS cluster (from the service registry), and the Kubernetes Secrets
+// (HTTPS listeners' certificates). Outputs are LDS, RDS, CDS, EDS
 // and SDS resources on the gRPC port, and the debug endpoints of
 // Server.Handler (/debug/config_dump, /debug/syncz, /debug/krtz, /metrics,
 // /ready, /healthz/config), and per Gateway what of its translation is not
@@ -23,8 +23,7 @@
 //  1. resources.go: two derived krt collections. GatewayResources per
 //     Gateway: listeners, route configurations and clusters from the
 //     pilot/pkg/networking/core builders, plus the EDS names its clusters
-//     use; it fetches only the EPPTLS entries of the EPP hosts the Gateway
-//     calls (FilterKeys). EndpointResources per cluster: the
+//     use; it fetches nothing else. EndpointResources per cluster: the
 //     ClusterLoadAssignment (core.BuildClusterLoadAssignment). krt reruns a
 //     transformation only when its input or something it fetched changed,
 //     so an endpoint change rebuilds one assignment and no Gateway.
@@ -157,4 +156,55 @@
 // Collections handed in are not modified by this package; their objects
 // must not be modified by anyone once handed in (krt's rule). Server.Run is
 // called once and stops everything it started when its context is done.
+//
+// # Files
+//
+// Translation and push:
+//
+//   - resources.go: GatewayResources and EndpointResources, the two derived
+//     collections (GatewayBuilder with one core.Translator per Gateway,
+//     EndpointBuilder), and the comparisons that keep an unchanged output
+//     silent.
+//   - pusher.go: the push path: dirty Gateways and EDS clusters, validation
+//     (core.SetValidator, core.ValidSubset when a set fails), and the publish
+//     to the cache.
+//   - debounce.go: debouncer, pushes at once when idle, coalesced up to
+//     Debounce and MaxDelay otherwise.
+//   - encode.go: gatewayEncoding, the last served set kept so that a new set
+//     serializes only what changed (route configurations from their virtual
+//     hosts' bytes).
+//   - entry.go: the five kinds in response order, entry (one resource
+//     serialized once for every stream), and set versions.
+//   - routeversion.go: a route configuration's version from its parts, its
+//     virtual hosts' hashes kept beside their bytes.
+//   - warming.go: warm keys: an EDS or RDS resource sent again when Envoy
+//     re-warms the cluster or HCM that uses it.
+//   - serving.go: ServingSink and the record of what was refused per Gateway.
+//
+// The cache and responses:
+//
+//   - cache.go: Cache, go-control-plane's cache.Cache: per-Gateway snapshots,
+//     parked watches answered on publish, and REST Fetch.
+//   - respond.go: what a watch gets (fullPlan, changedPlan) and the SotW and
+//     delta responses over shared entries.
+//   - sharedset.go: the per-Gateway sets of EDS and SDS names and their set
+//     versions, updated by what a publish changed.
+//   - streams.go: what each stream holds of EDS and SDS, so an acknowledgement
+//     parks without comparing names; the stream callbacks that feed it.
+//   - node.go: gatewayOf, the Gateway a node's metadata names.
+//   - version.go: the Envoy version floor and what a node's user agent and
+//     build version make of it.
+//
+// Serving, and seeing what is served:
+//
+//   - server.go: Config, Server, NewServer and Run: the collections, the push
+//     path and the gRPC ADS services wired together.
+//   - syncz.go: tracker: per stream what was sent, acked and nacked, for
+//     /debug/syncz and the NACK log and metric.
+//   - truncate.go: the bound on the NACK messages kept and logged.
+//   - debug.go: Server.Handler: /debug/config_dump, /debug/syncz,
+//     /healthz/config and the rest, and ConfigDump.
+//   - redact.go: Redact, secret material removed from a config dump as Envoy's
+//     admin removes it.
+//   - metrics.go: the server's Prometheus metrics.
 package xds

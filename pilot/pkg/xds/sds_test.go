@@ -169,3 +169,50 @@ func TestConfigDumpRedactsPrivateKeys(t *testing.T) {
 		t.Error("redacting the dump changed the served secret")
 	}
 }
+
+// TestSDSAnotherGatewaysSecretNeverSent: a proxy that subscribes to the
+// SDS name of another Gateway's certificate gets nothing, neither when it
+// asks nor when that Secret rotates (a publish answers only the watches of
+// the Gateways that name it). The owner's proxy receiving the rotation, then
+// a listener request answered on the asking stream, bound the wait: any
+// answer to the SDS watch would have been written before either.
+func TestSDSAnotherGatewaysSecretNeverSent(t *testing.T) {
+	a := tlsSecretFor(t, "a", "cert", "a.example.com")
+	b := tlsSecretFor(t, "b", "cert", "b.example.com")
+	e := newEnv(t, envOptions{
+		gateways: []model.Gateway{httpsGateway("a", "gw", "a.example.com", "a/cert"), httpsGateway("b", "gw", "b.example.com", "b/cert")},
+		secrets:  []*corev1.Secret{a, b},
+	})
+	name := core.SecretName("a/cert")
+	owner := e.sotw(node("proxy-a", "a", "gw"))
+	owner.send(&discoveryv3.DiscoveryRequest{TypeUrl: resourcev3.SecretType, ResourceNames: []string{name}})
+	first := owner.recv()
+
+	sotw := e.sotw(node("proxy-b", "b", "gw"))
+	sotw.send(&discoveryv3.DiscoveryRequest{TypeUrl: resourcev3.SecretType, ResourceNames: []string{name}})
+	delta := e.delta(node("proxy-b-delta", "b", "gw"))
+	delta.send(&discoveryv3.DeltaDiscoveryRequest{TypeUrl: resourcev3.SecretType, ResourceNamesSubscribe: []string{name}})
+	// Delta answers a first subscription at once, with nothing of a's.
+	if r := delta.recv(); len(r.GetResources()) != 0 {
+		t.Fatalf("delta proxy of b/gw asked for %s and got %d resources", name, len(r.GetResources()))
+	}
+
+	owner.send(&discoveryv3.DiscoveryRequest{TypeUrl: resourcev3.SecretType, ResourceNames: []string{name}, VersionInfo: first.VersionInfo, ResponseNonce: first.Nonce})
+	e.secrets.UpdateObject(tlsSecretFor(t, "a", "cert", "a.example.com"))
+	if r := owner.recv(); r.GetTypeUrl() != resourcev3.SecretType || r.GetVersionInfo() == first.GetVersionInfo() {
+		t.Fatalf("the owner got %s version %s after the rotation, want a new SDS version", r.GetTypeUrl(), r.GetVersionInfo())
+	}
+
+	sotw.send(&discoveryv3.DiscoveryRequest{TypeUrl: resourcev3.ListenerType})
+	for r := sotw.recv(); r.GetTypeUrl() != resourcev3.ListenerType; r = sotw.recv() {
+		if len(r.GetResources()) > 0 {
+			t.Fatalf("SotW proxy of b/gw got a %s response with %d resources, having asked only for %s", r.GetTypeUrl(), len(r.GetResources()), name)
+		}
+	}
+	delta.send(&discoveryv3.DeltaDiscoveryRequest{TypeUrl: resourcev3.ListenerType})
+	for r := delta.recv(); r.GetTypeUrl() != resourcev3.ListenerType; r = delta.recv() {
+		if len(r.GetResources()) > 0 {
+			t.Fatalf("delta proxy of b/gw got a %s response with %d resources, having asked only for %s", r.GetTypeUrl(), len(r.GetResources()), name)
+		}
+	}
+}

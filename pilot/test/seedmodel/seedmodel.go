@@ -1,9 +1,6 @@
 // Copyright infermesh authors
 // SPDX-License-Identifier: Apache-2.0
 
-// Package seedmodel holds, for tests, the seed scenario as the controller
-// hands it to the xDS translator (pilot/pkg/model), so that the translator,
-// ADS server and CLI tests all start from the same Gateway.
 package seedmodel
 
 import (
@@ -60,4 +57,14 @@ func GatewayWith(ns, name, routeNS, routeName, host string, pool *model.PoolBack
 // HTTPRoute llm-namespace/llm-route (llm.ssup2.com, PathPrefix /) to Pool.
 func Gateway() model.Gateway {
 	return GatewayWith(seed.GatewayNamespace, seed.GatewayName, seed.Namespace, seed.RouteName, seed.Hostname, Pool())
+}
+
+// GatewayEPPTLS is Gateway with the seed EPP reached over client TLS t
+// (as the controller resolves a DestinationRule or BackendTLSPolicy on the
+// EPP Service; t.Host is set to the EPP host).
+func GatewayEPPTLS(t model.EPPTLS) model.Gateway {
+	pool := Pool()
+	t.Host = pool.EPP.Host
+	pool.EPP.TLS = &t
+	return GatewayWith(seed.GatewayNamespace, seed.GatewayName, seed.Namespace, seed.RouteName, seed.Hostname, pool)
 }

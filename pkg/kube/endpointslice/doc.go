@@ -57,4 +57,17 @@
 //     the topology-mode annotation).
 //   - An empty, non-nil spec.selector is treated as no selector: the API server
 //     drops empty maps, so a Service read back from a cluster never has one.
+//
+// # Files
+//
+//   - slices.go: ForService and ForServiceWithZones: a Service's slices by
+//     address type and port set, with their names, labels and owner reference.
+//   - endpoints.go: which Pods a Service selects and may have endpoints, and
+//     one Pod's endpoint (addresses, conditions, target reference).
+//   - ports.go: a Service port's targetPort resolved on a Pod, and the port
+//     mapping key Pods are grouped by.
+//   - podfields.go: PodFields and ReducePodFields, a Pod cut to the fields this
+//     package reads.
+//   - collection.go: Collection, the krt pipeline: computed slices for Services
+//     without their own, joined with the given slices.
 package endpointslice

@@ -46,4 +46,48 @@
 //     without a stop channel lives as long as the process.
 //
 // architecture/krt.md explains the design, with a diagram of the event flow.
+//
+// # Files
+//
+// The API:
+//
+//   - core.go: the interfaces and types every collection shares: Collection,
+//     Singleton, EventStream, Event, Syncer, HandlerContext, the transformation
+//     signatures and the accessor interfaces (ResourceNamer, Equaler, Labeler,
+//     ...).
+//   - options.go: CollectionOption: WithName, WithStop, WithDebugging.
+//   - static.go: StaticCollection, the input collection a caller sets (tests,
+//     file mode).
+//   - informer.go: NewInformer and WrapClient, collections over client-go
+//     informers.
+//   - collection.go: NewCollection and NewManyCollection, and engine, which
+//     runs a derived collection's transformations and reruns the inputs a
+//     change can affect.
+//   - status.go: NewStatusCollection and NewStatusManyCollection, a status for
+//     each input beside its outputs.
+//   - singleton.go: NewSingleton (derived) and NewStatic (set by the caller).
+//   - join.go: JoinCollection, several collections of one type seen as one.
+//   - fetch.go: Fetch and FetchOne, the dependencies they record, and the
+//     reverse index that finds the inputs a change can affect.
+//   - filter.go: the Fetch options (FilterKey, FilterLabel, FilterSelects,
+//     FilterNamespace, FilterIndex, ...) and how a change is matched against a
+//     recorded filter.
+//   - index.go: Index: NewIndex and NewNamespaceIndex, with Lookup from outside
+//     and Fetch inside a transformation.
+//   - syncer.go: ManualSyncer, for inputs whose readiness krt cannot see.
+//   - debug.go: DebugHandler (the JSON of /debug/krtz: each collection's
+//     inputs, outputs and dependencies) and Stats.
+//   - metrics.go: RegisterMetrics and the per-collection Prometheus metrics.
+//
+// The machinery:
+//
+//   - store.go: store, what every collection kind shares: objects by key,
+//     indexes, registered handlers and sync state.
+//   - labelindex.go: the per-namespace buckets by label pair and by selector
+//     pair that make label and selector filters cheap.
+//   - handler.go: handlerQueue, one goroutine and queue per registered handler.
+//   - queue.go: fifo, the unbounded single-consumer queue behind engines and
+//     handlers.
+//   - typeinfo.go: the key, equality, label and namespace functions of a type,
+//     resolved once, and GetKey.
 package krt

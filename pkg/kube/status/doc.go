@@ -14,4 +14,12 @@
 // Conditions keep their lastTransitionTime when their status did not change,
 // and nothing is written when the merged status equals the live one, so a
 // recomputation that changes nothing causes no write and no write loop.
+//
+// # Files
+//
+//   - parents.go: MergeParents, our entries of a parents list replaced and
+//     everyone else's kept, and the conditions' lastTransitionTime kept or
+//     stamped.
+//   - update.go: UpdateShared, one read-modify-write of a shared status,
+//     retried on conflict.
 package status

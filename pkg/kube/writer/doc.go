@@ -62,4 +62,17 @@
 //     partial view never reads as "nothing desired".
 //   - Nothing is written while IsLeader is false; keys popped then are dropped
 //     (the next term enqueues everything again).
+//
+// # Files
+//
+//   - desired.go: Desired and DesiredStatus, the desired-state types the
+//     writers read.
+//   - queue.go: one leadership term's queue: the sources registered, the
+//     workers, and the batch log line.
+//   - owned.go: OwnedWriter, server-side apply of the objects we own through
+//     pkg/kube/apply.
+//   - ownedstatus.go: OwnedStatusWriter, the status of objects whose status we
+//     alone write (our Gateways and GatewayClasses).
+//   - status.go: StatusWriter, our entries of shared status.parents lists
+//     through pkg/kube/status.
 package writer

@@ -1,7 +1,6 @@
 // Copyright infermesh authors
 // SPDX-License-Identifier: Apache-2.0
 
-// Package certs makes throwaway TLS certificates for tests.
 package certs
 
 import (

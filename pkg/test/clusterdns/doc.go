@@ -28,4 +28,13 @@
 // Start serves UDP and TCP on one address until Stop. See
 // architecture/node.md, "Cluster DNS", for how the node agent points pods at
 // it.
+//
+// # Files
+//
+//   - server.go: Config, Start and Server: the informers, UDP and TCP on one
+//     address, Stop; Upstreams from a resolv.conf.
+//   - handler.go: one query answered: authoritatively under the zone, else
+//     forwarded or REFUSED.
+//   - records.go: the records under the cluster domain, read from the
+//     informers' Services and EndpointSlices.
 package clusterdns

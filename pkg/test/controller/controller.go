@@ -1,9 +1,6 @@
 // Copyright infermesh authors
 // SPDX-License-Identifier: Apache-2.0
 
-// Package controller runs the Gateway API and InferencePool controller
-// (pilot/pkg/config/kube/gateway) in process for integration tests and
-// benchmarks, always leading, until the test ends.
 package controller
 
 import (

@@ -1,8 +1,6 @@
 // Copyright infermesh authors
 // SPDX-License-Identifier: Apache-2.0
 
-// Package cputime reads the CPU time a benchmark's process has used, for
-// benchmarks that report it beside ns/op.
 package cputime
 
 import (

@@ -33,58 +33,87 @@
 //
 // # Files
 //
+// Configuration:
+//
+//   - dataplane.go: DataPlane, New, Options and Run: the active configuration
+//     (clusters from warming.go, a listener once its route configurations and
+//     SDS secrets arrived), the listeners, Addr, Snapshot, WaitFor and the
+//     counters.
+//   - bootstrap.go: the bootstrap's node and ADS transport: an envoy_grpc
+//     static cluster, or google_grpc with file_based_metadata call credentials
+//     under the factory of that name.
+//   - xds.go: the ADS client: LDS and CDS wildcard, then RDS for the route
+//     configurations and SDS for the secrets the listeners name, and EDS for
+//     the clusters' service names; ACK / NACK with version, nonce and
+//     error_detail.
+//   - warming.go: cluster warming as Envoy's cluster manager does it: a new or
+//     replaced cluster is used only once an assignment arrives after it, or its
+//     eds_config.initial_fetch_timeout fires (then with no endpoints); until
+//     then the previous version serves.
 //   - allowed.go: the one list of proto fields the data plane implements, and
 //     the protoreflect walk that refuses any other set field (Anys included).
-//   - version.go: the Envoy version it behaves as: the node it declares,
-//     and fields newer than that version (fieldsIntroduced) ignored with a
-//     warning and a counter, as an older Envoy ignores an unknown field.
-//   - xds.go: the ADS client: LDS and CDS wildcard, then RDS for the route
-//     configurations and SDS for the secrets the listeners name, and EDS
-//     for the clusters' service names; ACK / NACK with version, nonce and
-//     error_detail.
-//   - warming.go: cluster warming as Envoy's cluster manager does it: a new
-//     or replaced cluster is used only once an assignment arrives after it,
-//     or its eds_config.initial_fetch_timeout fires (then with no
-//     endpoints); until then the previous version serves.
-//   - dataplane.go: the active configuration (clusters from warming.go, a
-//     listener once its route configurations and SDS secrets arrived),
-//     listeners, Snapshot, WaitFor, counters.
-//   - tls.go: TLS listeners: the TLS inspector, filter chain selection by
-//     SNI (exact, longest wildcard, then the chain without server_names),
+//   - version.go: the Envoy version it behaves as: the node it declares, and
+//     fields newer than that version (fieldsIntroduced) ignored with a warning
+//     and a counter, as an older Envoy ignores an unknown field.
+//   - invalid.go: InvalidConfigError, configuration Envoy itself rejects, with
+//     Envoy's message.
+//   - listener.go: Listener compiled: filter chains, the HTTP connection
+//     manager and its HTTP filters; any error NACKs the response.
+//   - route.go: RouteConfiguration compiled: virtual hosts, matches, actions,
+//     header mutations; any error NACKs the response.
+//   - cluster.go: Cluster compiled: EDS over ADS, timeouts, keepalive, circuit
+//     breakers, protocol options, the override_host load balancing policy and
+//     upstream TLS; and the healthy endpoints of an assignment. Any error NACKs
+//     the response.
+//   - tls.go: TLS listeners: the TLS inspector, filter chain selection by SNI
+//     (exact, longest wildcard, then the chain without server_names),
 //     termination with the chain's SDS certificate and ALPN, SDS secrets.
-//   - listener.go, route.go, cluster.go: compile Listener, RouteConfiguration
-//     and Cluster; any error NACKs the response.
-//   - header_parser.go, substitution_formatter.go: Envoy's HeaderParser
-//     (headers_to_add / headers_to_remove, refusing host and ':'-prefixed
-//     names) and the substitution format parser for their values ("%%" is
-//     '%'; commands are not implemented).
-//   - invalid.go: InvalidConfigError, configuration Envoy itself rejects,
-//     with Envoy's message.
-//   - regex.go, runtime.go: the google_re2 regex engine (RE2 syntax, and
-//     the program size limit re2.max_program_size.error_level, through
-//     pkg/re2size) and the bootstrap's layered_runtime that sets the limit
-//     (static layers; Envoy's default, 100, without one).
-//   - static.go, server.go, listen_socket.go, admin.go, init.go: the
-//     bootstrap's static_resources (listeners with inline routes; STATIC
-//     and STRICT_DNS clusters, which serve beside CDS's) and admin, checked
-//     against the allowed fields; the admin listening from the start and the
-//     static listeners' sockets bound at start and listening once the server
-//     is initialized, as Envoy's server does; the server state
-//     (PRE_INITIALIZING, INITIALIZING, LIVE, after Envoy's init manager:
-//     clusters warmed from the first CDS, then listeners with their routes
-//     from the first LDS); the admin's /ready (200 "LIVE\n", else 503 and
-//     the state's name), every other admin path 404. So the Gateway's
-//     readiness probe on the status port passes exactly when Envoy's would.
-//   - handler.go, filterchain.go, cors.go, upstream.go: serving: the
-//     connection manager, virtual host and route selection, the HTTP filter
-//     chain as Envoy's FilterManager runs it (decoders in order, encoders in
-//     reverse, a filter's own reply through every encoder filter), the CORS
-//     and ext_proc filters (the latter through package extproc), and the
-//     router with the override_host load balancer.
+//   - header_parser.go: Envoy's HeaderParser: headers_to_add and
+//     headers_to_remove, refusing host and ':'-prefixed names.
+//   - substitution_formatter.go: the substitution format parser for header
+//     values ("%%" is '%'; commands are not implemented).
+//   - regex.go: the google_re2 regex engine: RE2 syntax and the program size
+//     limit re2.max_program_size.error_level, through pkg/re2size.
+//   - runtime.go: the bootstrap's layered_runtime (static layers) and the RE2
+//     program size limit it sets (Envoy's default, 100, without one).
 //
-// The command cmd/dataplane runs it as a process started with Envoy's
-// command line (-c FILE --service-node ID), for pods run as local processes;
-// see its doc.go.
+// The server, from the bootstrap:
+//
+//   - static.go: the bootstrap's static_resources (listeners with inline
+//     routes; STATIC and STRICT_DNS clusters, which serve beside CDS's) and
+//     admin, checked against the allowed fields.
+//   - server.go: the admin listening from the start and the static listeners'
+//     sockets bound at start and listening once the server is initialized, as
+//     Envoy's server does.
+//   - listen_socket.go: a static listener's socket, bound at start and
+//     listening later, with Envoy's backlog.
+//   - init.go: ServerState (PRE_INITIALIZING, INITIALIZING, LIVE, after Envoy's
+//     init manager: clusters warmed from the first CDS, then listeners with
+//     their routes from the first LDS).
+//   - admin.go: the admin's /ready (200 "LIVE\n", else 503 and the state's
+//     name), every other admin path 404, so the Gateway's readiness probe on
+//     the status port passes exactly when Envoy's would.
+//
+// Serving a request:
+//
+//   - handler.go: the HTTP connection manager of one listener: the headers it
+//     adds, Host port stripping, virtual host and route selection, and the
+//     response written downstream.
+//   - pathnorm.go: normalize_path: dot segments resolved, and what depends on
+//     googleurl's version refused (400).
+//   - filterchain.go: the HTTP filters as Envoy's FilterManager runs them:
+//     decoders in order, encoders in reverse, a filter's own reply through
+//     every encoder filter; CORS and ext_proc (through package extproc).
+//   - cors.go: the CORS filter: preflights answered, and the allow headers on
+//     responses to allowed origins.
+//   - upstream.go: the router: redirects, direct responses, forwarding with
+//     header mutations, rewrites, timeout, retries and mirrors; the
+//     override_host load balancer; the per-cluster connection pool and circuit
+//     breaker.
+//
+// The command cmd/dataplane runs it as a process started with Envoy's command
+// line (-c FILE --service-node ID), for pods run as local processes; see its
+// doc.go.
 //
 // # Where it knowingly differs from Envoy
 //

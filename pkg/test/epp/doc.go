@@ -48,4 +48,15 @@
 //     5 s); the child is also killed by the kernel if the test binary dies.
 //   - The process runs with niceness at least 10, so it yields to the cluster
 //     and the test on a 2-core machine.
+//
+// # Files
+//
+//   - binary.go: Kind and Binary, the EPP binaries found in $EPP_TEST_BINARIES.
+//   - process.go: Config, Start and Process: one EPP child process with Stop,
+//     Restart and cleanup.
+//   - args.go: each EPP version's command line and environment.
+//   - ready.go: readiness: the ext_proc port accepting and the health service
+//     SERVING.
+//   - dial.go: Process.Dial, a gRPC connection to the ext_proc server.
+//   - logbuffer.go: logBuffer, the child's output kept up to a bound.
 package epp

@@ -18,4 +18,11 @@
 //
 // Callers: Start, point the data plane at Addr, read Records or Record, and
 // Close. Everything listens on 127.0.0.1 only.
+//
+// # Files
+//
+//   - proxy.go: Config, Start and Proxy: each Process stream forwarded message
+//     by message, and what it carried recorded (Record).
+//   - tls.go: SelfSigned, the throwaway certificate the proxy serves and the
+//     client config that trusts it.
 package eppproxy

@@ -1,10 +1,6 @@
 // Copyright infermesh authors
 // SPDX-License-Identifier: Apache-2.0
 
-// Package kubeapply server-side applies YAML manifests to a cluster, as
-// `kubectl apply --server-side --force-conflicts` does, for harnesses that
-// install real manifest folders (the conformance harness's manifests/, the
-// traffic demo's examples/seed).
 package kubeapply
 
 import (

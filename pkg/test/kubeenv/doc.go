@@ -83,4 +83,50 @@
 //     reconnect with client-go's backoff (up to 30 s): bound waits accordingly.
 //   - The audit log is written after a response completes: poll it with a bound
 //     rather than reading it once right after a request.
+//
+// # Files
+//
+// The cluster:
+//
+//   - env.go: Env and Start: the boot in order, the Node, RESTConfig, Stop and
+//     the cleanup that attaches logs.
+//   - options.go: Option: binaries, controllers, extra flags, CRDs, start-up
+//     timeout, scheduler, ServiceAccount admission.
+//   - binaries.go: where the Kubernetes binaries are found
+//     ($KUBE_TEST_BINARIES, else the script's cache folder).
+//   - process.go: process, one control-plane binary run as a child with a log
+//     that outlives restarts.
+//   - etcd.go: the single-member etcd on loopback, and its health check.
+//   - apiserver.go: kube-apiserver with RBAC, static tokens and an audit log,
+//     /readyz, and StopAPIServer and StartAPIServer for fault injection.
+//   - controllermanager.go: kube-controller-manager with only the given
+//     controllers.
+//   - scheduler.go: kube-scheduler as SchedulerUser, and its /readyz.
+//   - files.go: the certificates, tokens and kubeconfig the control plane and
+//     clients use.
+//   - ports.go: free loopback ports.
+//   - wait.go: waitFor, a bounded poll that also stops when the process exits.
+//   - audit.go: AuditEvent, AuditEvents and ParseAuditLog: who wrote what, read
+//     from the audit log.
+//
+// CRDs:
+//
+//   - crds.go: ApplyCRDs: CRD files server-side applied and waited for until
+//     Established.
+//   - standardcrds.go: the Gateway API and InferencePool CRDs from the modules
+//     in go.mod, and WithStandardCRDs.
+//   - extracrds.go: the InferenceObjective and DestinationRule CRDs from
+//     modules outside go.mod, at pinned versions.
+//
+// Playing the kubelet, and pod networks:
+//
+//   - kubelet.go: MarkPodReady, SetPodReady, CreateReadyPods and
+//     CreateBoundReadyPod: pods bound, addressed and made Ready as a kubelet
+//     would.
+//   - netns.go: NetNS and NewNetNS: a network namespace holding pod addresses
+//     the host can reach, with Run and Listen inside it.
+//   - relay.go: NetNS.Relay, connections to a pod address inside the namespace
+//     copied to a server on the host's loopback.
+//   - addrlock.go: LockAddresses, machine-wide locks on pod addresses, so that
+//     test processes routing the same addresses take turns.
 package kubeenv

@@ -37,10 +37,31 @@ func GatewayAPICRDs() ([]string, error) { return gatewayAPIChannelCRDs("standard
 // gateway.networking.k8s.io/channel annotation "experimental".
 func GatewayAPIExperimentalCRDs() ([]string, error) { return gatewayAPIChannelCRDs("experimental") }
 
+// GatewayAPICRDsAt returns the paths of the Gateway API CRD manifests of
+// channel ("standard" or "experimental") at version, which need not be the
+// one go.mod requires: a conformance suite checks that the installed CRDs
+// carry exactly the bundle version it was built against (the GIE suite
+// v1.6.0 is built against Gateway API v1.6.1). The module is downloaded if
+// the module cache lacks it.
+func GatewayAPICRDsAt(channel, version string) ([]string, error) {
+	dir, err := pinnedModuleDir(gatewayAPIModule, version)
+	if err != nil {
+		return nil, err
+	}
+	return channelCRDs(dir, channel)
+}
+
 func gatewayAPIChannelCRDs(channel string) ([]string, error) {
 	dir, err := moduleDir(gatewayAPIModule)
 	if err != nil {
 		return nil, err
+	}
+	return channelCRDs(dir, channel)
+}
+
+func channelCRDs(dir, channel string) ([]string, error) {
+	if channel != "standard" && channel != "experimental" {
+		return nil, fmt.Errorf("kubeenv: Gateway API channel %q: want standard or experimental", channel)
 	}
 	paths, err := filepath.Glob(filepath.Join(dir, "config", "crd", channel, "gateway.networking.*.yaml"))
 	if err != nil {

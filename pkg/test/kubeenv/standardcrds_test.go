@@ -79,3 +79,35 @@ func TestGatewayAPIExperimentalCRDs(t *testing.T) {
 		}
 	}
 }
+
+// TestGatewayAPICRDsAt: the manifests of a version other than go.mod's
+// (the one the GIE suite v1.6.0 is built against) carry that bundle
+// version and the channel asked for; a channel that does not exist is an
+// error, not an empty list.
+func TestGatewayAPICRDsAt(t *testing.T) {
+	paths, err := GatewayAPICRDsAt("standard", "v1.6.1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for _, p := range paths {
+		crds, _, err := readCRDs(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, c := range crds {
+			n++
+			a := c.GetAnnotations()
+			if a["gateway.networking.k8s.io/bundle-version"] != "v1.6.1" || a["gateway.networking.k8s.io/channel"] != "standard" {
+				t.Errorf("%s in %s: bundle-version %q channel %q, want v1.6.1 standard", c.GetName(), p,
+					a["gateway.networking.k8s.io/bundle-version"], a["gateway.networking.k8s.io/channel"])
+			}
+		}
+	}
+	if n == 0 {
+		t.Error("no CRD in the v1.6.1 standard channel")
+	}
+	if _, err := GatewayAPICRDsAt("stable", "v1.6.1"); err == nil {
+		t.Error("channel stable: no error")
+	}
+}

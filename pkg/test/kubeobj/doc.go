@@ -16,4 +16,13 @@
 // (as manifests/ does); Apply fails on the first object the API server
 // refuses, naming it, with strict field validation (an unknown or duplicate
 // field is an error).
+//
+// # Files
+//
+//   - read.go: Files, Read and Parse: YAML files in install order, parsed into
+//     objects.
+//   - apply.go: Applier (server-side apply with strict field validation, and
+//     Live) and ApplyDir.
+//   - compare.go: Comparable and Diff: live objects compared without what the
+//     API server sets.
 package kubeobj

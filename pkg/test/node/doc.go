@@ -108,4 +108,68 @@
 // Rules for callers: run as root; give each Node that runs at the same time
 // its own PodCIDR and BridgeName; call Stop (it kills every process, deletes
 // the namespaces and the bridge); the Node object stays in the API.
+//
+// # Files
+//
+// The agent and the Node:
+//
+//   - node.go: Node, Start and Stop: the pod network, virtual-kubelet's
+//     controllers and informers, and the log paths.
+//   - config.go: Config, its defaults and validation, and the restart back-off.
+//   - nodeobject.go: the Node object the agent registers: addresses, capacity,
+//     conditions, pod CIDR.
+//   - provider.go: provider, virtual-kubelet's PodLifecycleHandler and
+//     PodNotifier: pods created, updated and deleted as processes.
+//   - kubeletapi.go: the kubelet HTTPS API the API server proxies pods/log to.
+//   - logs.go: container output written in the CRI log format, and read back
+//     for pods/log.
+//
+// Network:
+//
+//   - bridge.go: the host bridge holding the pod CIDR's gateway address.
+//   - sandbox.go: a pod's network namespace with eth0 on the bridge.
+//   - ipam.go: pod addresses handed out from the pod CIDR.
+//   - iproute.go: ipTool, iproute2's ip command run step by step.
+//   - apiforward.go: the forwarder on the bridge address that lets pods reach
+//     the API server.
+//   - resolvconf.go: each pod's resolv.conf by its dnsPolicy, as the kubelet
+//     writes it.
+//
+// Pods and containers:
+//
+//   - pod.go: podRuntime, one pod's sandbox, volumes and containers, started
+//     and killed.
+//   - container.go: container, one container's runs, restarts with back-off,
+//     and termination.
+//   - process.go: process, one container run as a local process in the pod's
+//     namespace.
+//   - image.go: Image, an image reference mapped to a host binary, and the
+//     command line built from it.
+//   - validate.go: the pod features the agent does not support, named for the
+//     pod's event.
+//   - status.go: the pod's phase, conditions and container statuses as the
+//     kubelet reports them.
+//
+// Environment and credentials:
+//
+//   - env.go: a container's environment: env, envFrom and valueFrom sources.
+//   - expansion.go: $(VAR) expansion as the kubelet does it.
+//   - fieldref.go: downward API fieldRef values.
+//   - resourcefieldref.go: downward API resourceFieldRef values.
+//   - serviceenv.go: the Service environment variables (FOO_SERVICE_HOST, ...).
+//   - credentials.go: each pod's kubeconfig with a token of its ServiceAccount
+//     bound to the pod.
+//
+// Volumes and probes:
+//
+//   - volumes.go: configMap, secret, projected and emptyDir volumes written
+//     into the pod's folder.
+//   - mounts.go: each container's mount namespace with its volumes and
+//     resolv.conf bind-mounted.
+//   - prober.go: probeWorker, one probe of one container run on the kubelet's
+//     schedule.
+//   - probehandlers.go: httpGet, tcpSocket and gRPC probe checks from the host
+//     to the pod IP.
+//   - containerprobes.go: a container's probes started, and their results:
+//     ready flag set or the container killed.
 package node

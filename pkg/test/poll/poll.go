@@ -1,9 +1,6 @@
 // Copyright infermesh authors
 // SPDX-License-Identifier: Apache-2.0
 
-// Package poll waits in tests for something asynchronous to happen: a
-// collection's goroutine, a controller, an API server. Use it only where the
-// asynchrony is real, never to wait out a fixed time; every wait is bounded.
 package poll
 
 import (

@@ -1,9 +1,6 @@
 // Copyright infermesh authors
 // SPDX-License-Identifier: Apache-2.0
 
-// Package seed holds the objects of the seed scenario for tests (the first
-// seed document's Files 1 and 2, and the Gateway that issue 4 adds), so that
-// every test of "the seed's pool" uses the same objects.
 package seed
 
 import (
@@ -15,9 +12,9 @@ import (
 	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
 )
 
-// The seed's request ([Shell 6]): POST /v1/completions with Host Hostname
-// and the body {"model": RequestModel, "prompt": Prompt, "max_tokens": 100,
-// "temperature": 0}.
+// The seed's request, as the seed sends it with curl: POST /v1/completions
+// with Host Hostname and the body {"model": RequestModel, "prompt": Prompt,
+// "max_tokens": 100, "temperature": 0}.
 const (
 	RequestModel = "reviews-1" // the LoRA adapter of the model servers' --lora-modules
 	Prompt       = "What do reviewers think about The Comedy of Errors?"
@@ -49,8 +46,8 @@ func InferencePool() *inferencev1.InferencePool {
 	}
 }
 
-// Names of the seed's Gateway (the seed shows none; the issue fixes these),
-// HTTPRoute and hostname.
+// Names of the seed's Gateway (the seed names it and its class but shows no
+// manifest for them), HTTPRoute and hostname.
 const (
 	GatewayNamespace = "gateway-namespace"
 	GatewayName      = "gateway"

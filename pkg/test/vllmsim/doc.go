@@ -50,4 +50,18 @@
 // wait for a state with [Server.WaitUntil] (it wakes on every state change, it
 // never polls); always [Server.Close] (or use [Run], which registers it), which
 // fails every held or waiting request with 503 so no handler outlives the test.
+//
+// # Files
+//
+//   - config.go: Config with its defaults and validation, and ParseLoRAModules.
+//   - server.go: Server, New, Run and Start: the routes, /v1/models, the last
+//     request, Release and WaitUntil.
+//   - engine.go: engine: the admission queue, the running set, the KV blocks
+//     and the hold gates.
+//   - inference.go: /v1/completions and /v1/chat/completions answered, whole or
+//     streamed as Server-Sent Events.
+//   - openai.go: the OpenAI-compatible request and response bodies, token
+//     counting and generation.
+//   - metrics.go: the collector that reads the engine at scrape time for
+//     /metrics.
 package vllmsim

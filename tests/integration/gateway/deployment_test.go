@@ -148,6 +148,23 @@ func TestGatewayDeployment(t *testing.T) {
 	if sa := dep.Spec.Template.Spec.ServiceAccountName; sa != "gateway-istio" {
 		t.Errorf("Deployment's ServiceAccount %q", sa)
 	}
+	// The proxy's ADS token is issued for our audience alone (what the
+	// TokenReview of --xds-auth=serviceaccount asks for), not the API
+	// server's.
+	var audiences []string
+	for _, v := range dep.Spec.Template.Spec.Volumes {
+		if v.Projected == nil {
+			continue
+		}
+		for _, src := range v.Projected.Sources {
+			if src.ServiceAccountToken != nil {
+				audiences = append(audiences, src.ServiceAccountToken.Audience)
+			}
+		}
+	}
+	if len(audiences) != 1 || audiences[0] != "infermesh" {
+		t.Errorf("projected token audiences %q, want one: infermesh", audiences)
+	}
 
 	programmed := func(name string) string {
 		g := c.gatewayObj(t, name)

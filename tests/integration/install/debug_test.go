@@ -24,10 +24,12 @@ import (
 	"github.com/envoyproxy/go-control-plane/pkg/resource/v3"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/metadata"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/infermesh/infermesh/pkg/test/kubeenv"
+	"github.com/infermesh/infermesh/pkg/test/poll"
 	"github.com/infermesh/infermesh/pkg/test/seed"
 )
 
@@ -66,9 +68,16 @@ func TestDebugPortRefusesOtherNamespaces(t *testing.T) {
 
 	// The seed Gateway's configuration is published: its own proxy gets it.
 	conn := adsConn(t, p.ads, certs.caPool)
-	openADS(t, conn, "seed-proxy", token(t, kc, seed.GatewayNamespace, "gateway"), wait).clusters(shadowCluster)
+	poll.Until(t, wait, "the seed Gateway's ServiceAccount gateway-istio", func() bool {
+		_, err := kc.CoreV1().ServiceAccounts(seed.GatewayNamespace).Get(t.Context(), "gateway-istio", metav1.GetOptions{})
+		return err == nil
+	})
+	openADS(t, conn, "seed-proxy", podToken(t, kc, seed.GatewayNamespace, "gateway-istio", xdsAudience), wait).clusters(shadowCluster)
 
-	intruder := token(t, kc, seed.Namespace, "intruder")
+	// A token good for our ADS audience, of a ServiceAccount of another
+	// namespace.
+	ensureServiceAccount(t, kc, seed.Namespace, "intruder")
+	intruder := podToken(t, kc, seed.Namespace, "intruder", xdsAudience)
 	var loopback []string
 	for _, l := range listeningSockets(t, p.cmd.Process.Pid) {
 		if l.IP.IsLoopback() {

@@ -12,7 +12,7 @@
 // Service, default GatewayClass, leader Lease, TokenReview), that the API
 // server refused none of its requests, and that ADS over TLS with
 // --xds-auth=serviceaccount serves the seed Gateway's proxy and refuses the
-// others.
+// others (TestADSIdentityBound, xdsauth_test.go, has the refusals in full).
 package install_test
 
 import (
@@ -102,10 +102,11 @@ func TestInstalledPilotDiscovery(t *testing.T) {
 		return errD == nil && errS == nil && errA == nil && errC == nil
 	}, func() string { return fmt.Sprintf("refused requests: %v", refused(t, env)) })
 
-	// A proxy of the seed Gateway, with a token of a ServiceAccount of the
-	// Gateway's namespace, gets the seed's configuration over TLS.
+	// A proxy of the seed Gateway, with a token of its ServiceAccount
+	// (gateway-istio, which pilot-discovery made) for our audience, gets the
+	// seed's configuration over TLS.
 	conn := adsConn(t, p.ads, certs.caPool)
-	gwToken := token(t, kc, seed.GatewayNamespace, "gateway")
+	gwToken := podToken(t, kc, seed.GatewayNamespace, "gateway-istio", xdsAudience)
 	proxy := openADS(t, conn, "seed-proxy", gwToken, wait)
 	cl := proxy.clusters(shadowCluster)
 	if lb := cl[shadowCluster].GetLoadBalancingPolicy().GetPolicies(); len(lb) == 0 ||
@@ -118,7 +119,8 @@ func TestInstalledPilotDiscovery(t *testing.T) {
 
 	// No token, and a token of another namespace's ServiceAccount: nothing.
 	openADS(t, conn, "anonymous", "", wait).denied(codes.Unauthenticated)
-	openADS(t, conn, "intruder", token(t, kc, seed.Namespace, "intruder"), wait).denied(codes.PermissionDenied)
+	ensureServiceAccount(t, kc, seed.Namespace, "intruder")
+	openADS(t, conn, "intruder", podToken(t, kc, seed.Namespace, "intruder", xdsAudience), wait).denied(codes.PermissionDenied)
 	openADS(t, conn, "forged", gwToken[:len(gwToken)-4]+"AAAA", wait).denied(codes.Unauthenticated)
 
 	// The leader has renewed its Lease at least once (a renewal is get +

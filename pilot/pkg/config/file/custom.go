@@ -92,7 +92,19 @@ func (d *decoder) decodeCustom(ref docRef, v *crdVersion, u map[string]any, res 
 
 	errs := validateCustom(v, meta, u)
 	if len(errs) > 0 {
-		res.reject(id, ref.fieldProblems(errs)...)
+		ps := ref.fieldProblems(errs)
+		if v.cel != nil {
+			// The API server also lists, as an error without a field,
+			// "some validation rules were not checked because the object
+			// was invalid; ...": one problem, not two, so it is said on
+			// the errors that caused it.
+			for i, e := range errs {
+				if blockingError(field.ErrorList{e}) {
+					ps[i].Message += " (because of this, the CRD's validation rules were not checked: fix it and check again)"
+				}
+			}
+		}
+		res.reject(id, ps...)
 		return
 	}
 
@@ -123,6 +135,9 @@ func coerceCustom(u map[string]any, s *structuralschema.Structural) (*metav1.Obj
 	meta, _, unknown, err := schemaobjectmeta.GetObjectMetaWithOptions(u,
 		schemaobjectmeta.ObjectMetaOptions{ReturnUnknownFieldPaths: true})
 	if err != nil {
+		if ferr := creationTimestampError(u); ferr != nil {
+			return nil, nil, ferr
+		}
 		return nil, nil, field.Invalid(field.NewPath("metadata"), nil, err.Error())
 	}
 	if meta == nil {
@@ -151,9 +166,9 @@ func validateCustom(v *crdVersion, meta *metav1.ObjectMeta, u map[string]any) fi
 	}
 	if blockingError(errs) {
 		// As the API server does, skip the CEL rules, which would fail in
-		// confusing ways on such an object.
-		return append(errs, field.Invalid(nil, nil,
-			"some validation rules were not checked because the object was invalid; correct the existing errors to complete validation"))
+		// confusing ways on such an object (decodeCustom says so on the
+		// blocking errors).
+		return errs
 	}
 	celErrs, _ := v.cel.Validate(context.Background(), nil, v.structural, u, nil, celCostBudget)
 	return append(errs, celErrs...)

@@ -59,7 +59,7 @@ func (s *Source) readFiles(files []string) (fds []*fileDecode, unread []Problem)
 	for i, f := range files {
 		data, err := os.ReadFile(filepath.Join(s.dir, filepath.FromSlash(f)))
 		if err != nil {
-			unread[i] = Problem{File: f, Document: -1, Message: "cannot read: " + err.Error()}
+			unread[i] = Problem{File: f, Message: "cannot read: " + err.Error()}
 			continue
 		}
 		todo = append(todo, fileDocuments{at: i, file: f, sum: sha256.Sum256(data), docs: splitDocuments(data)})
@@ -234,7 +234,7 @@ func (fd *fileDecode) docResult(j int, st spanStart, f string, d document) fileD
 		r.objects = slices.Clone(fd.objects[st.objects : st.objects+span.objects])
 		for k := range r.objects {
 			o := &r.objects[k]
-			o.ref.file, o.ref.doc, o.ref.line = f, d.index, o.ref.line+shift
+			o.ref.file, o.ref.doc, o.ref.line = f, d.index+1, o.ref.line+shift
 			o.reused = true
 		}
 	}
@@ -242,7 +242,7 @@ func (fd *fileDecode) docResult(j int, st spanStart, f string, d document) fileD
 		r.problems = slices.Clone(fd.problems[st.problems : st.problems+span.problems])
 		for k := range r.problems {
 			p := &r.problems[k]
-			p.File, p.Document = f, d.index
+			p.File, p.Document = f, d.index+1
 			if p.Line > 0 {
 				p.Line += shift
 			}
@@ -354,7 +354,7 @@ func (s *Source) decodeDocument(f string, d document) fileDecode {
 }
 
 func (s *Source) decodeDocumentOnly(f string, d document) fileDecode {
-	ref := docRef{file: f, doc: d.index, line: d.line}
+	ref := docRef{file: f, doc: d.index + 1, line: d.first}
 	var res decodeResult
 	if top, ok := shortWay(d.body); ok {
 		s.dec.decodeValue(ref, top, nil, &res)

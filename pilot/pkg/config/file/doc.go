@@ -63,14 +63,37 @@
 // A namespaced object without a namespace is in "default", as kubectl puts
 // it; a cluster-scoped one (Namespace, GatewayClass) loses any namespace it
 // names, as the API server drops it. Server-set metadata is emulated where
-// the controller reads it (servermeta.go): a uid stable per object, a
-// generation of 1 bumped on every change outside metadata and status, and
-// the creationTimestamp of the first load; resourceVersion is not set.
+// the controller reads it (servermeta.go): a uid stable per object (a
+// stated one is kept), a generation of 1 bumped on every change outside
+// metadata and status; resourceVersion is not set.
+//
+// # Creation time
+//
+// The Gateway API gives the oldest object precedence where objects
+// compete: conflicting HTTPRoute and GRPCRoute rules, BackendTLSPolicies
+// on one target, ListenerSet listeners on one port and hostname. A folder
+// has no creation history, and neither the time of a load (it moves on
+// every restart and differs between replicas) nor a file's mtime (a
+// mounted ConfigMap's files are written when each replica mounts them,
+// and every edit moves it) would give every replica the same answer. So
+// an object's creationTimestamp is the one its manifest states
+// (metadata.creationTimestamp, RFC 3339, as kubectl get -o yaml exports
+// it), and for a manifest that states none (or null),
+// 9999-12-31T23:59:59Z, the latest time a manifest can state. Objects
+// without one tie, and the Gateway API's next rule decides: namespace, then
+// name, alphabetically. An object with one is older than all objects
+// without. Unlike an API server, which ignores a creationTimestamp in what
+// it is sent, file mode honours it: state it to keep an established
+// object's precedence over newcomers whose names sort first.
 //
 // # Rejections and reloads
 //
-// A rejected object is a Problem naming file, document, object and field,
-// and is left out; if an earlier read accepted an object of that kind,
+// A rejected object is a Problem naming file, line (the document's first
+// line with content, or a YAML error's own line), document (counted from
+// 1), object and field, in the API server's words, one problem per error:
+// its field-less "some validation rules were not checked" is said on the
+// error that caused it, and a YAML parser's list of errors is one line. The
+// object is left out; if an earlier read accepted an object of that kind,
 // namespace and name, that version stays, as a rejected apply leaves the
 // stored object. A file that cannot be read, or has a document that is not
 // YAML (half-written, truncated), keeps every object it last contributed
@@ -137,15 +160,53 @@
 //
 // # Files
 //
-// source.go (Source, New, the collections, applying a commit's
-// differences), watch.go (Run, fsnotify), reload.go (what a reload reads,
-// decodes and commits when), state.go (the committed folder and commit),
-// files.go and stat_linux.go / stat_other.go (listing and stats),
-// decodefiles.go (decoding files, reusing unchanged documents, the
-// identities a file declares), document.go, yamlblock.go, yamlnodes.go,
-// genericjson.go (splitting and parsing documents), decode.go (one
-// document to objects), custom.go, crds.go, validator.go (custom
-// resources against the embedded CRDs), builtin.go, destinationrule.go
-// (built-in kinds, DestinationRules), duplicates.go (which declaration is
-// served), servermeta.go (server-set metadata), problem.go (Problem).
+//   - source.go: Options, Source and New: the collections and their accessors,
+//     the first read of the folder, and a commit's differences handed to each
+//     collection as one batch.
+//   - watch.go: Run: fsnotify on every folder of the tree, debounced
+//     reloads, and the wait for a folder that disappeared.
+//   - reload.go: the reloader: which files a reload reads (their stat), the
+//     decoding of each changed file on goroutines of its own, and when a
+//     decoded file is committed (no file still decoding declares one of its
+//     objects).
+//   - state.go: folder, the committed state of every file, and commit, which
+//     decides again only the objects the committed files touch.
+//   - files.go: the walk of the folder for manifest files (extensions, dot
+//     names, symlinks) and each file's stat.
+//   - stat_linux.go: the stat a reload compares on Linux (device, inode,
+//     size, modification and change times).
+//   - stat_other.go: elsewhere, size and modification time only, so every
+//     reload reads every file again and compares its bytes.
+//   - decodefiles.go: decoding of files, only the documents whose bytes
+//     changed (the others' results moved to their new place), documents
+//     decoded in parallel with custom resources first; the identities a
+//     file declares, read before validation (declaredIDs).
+//   - document.go: a file cut into YAML documents at "---", and a document to
+//     JSON the way kubectl does.
+//   - yamlblock.go: blockDocument, a hand reader of the block-style subset most
+//     manifests are written in.
+//   - yamlnodes.go: nodeDocument, a document read from yaml v3's node tree with
+//     YAML 1.1's scalar rules, and shortWay, which picks between the two short
+//     ways.
+//   - genericjson.go: genericJSON, encoding/json's output for a decoded
+//     document's generic value, written without reflection.
+//   - decode.go: decoder, one document to accepted objects and problems by
+//     kind, the object identity (idOf) and digest, and quickIdentity, a
+//     document's identity read from its lines.
+//   - builtin.go: built-in kinds: strict decoding, and the API server's
+//     defaults and checks reproduced for Namespaces, Pods, Services, Secrets
+//     and EndpointSlices.
+//   - crds.go: the embedded CRDs parsed into each served version's structural
+//     schema, OpenAPI validator and CEL validator.
+//   - custom.go: custom resources as the API server creates them: pruning,
+//     defaulting, ObjectMeta, schema and CEL validation.
+//   - destinationrule.go: Istio DestinationRules, checked for what
+//     kube.DestinationRuleFromUnstructured reads of them.
+//   - duplicates.go: pickDeclarations: which of several declarations of one
+//     object is served.
+//   - servermeta.go: the metadata an API server would set (uid, generation,
+//     creationTimestamp), and the digests that decide a generation bump.
+//   - problem.go: Problem, its one-line text, and its stable order.
+//   - validator.go: Validator, one manifest checked as a Source checks each
+//     document, for tests that generate objects (the route fuzz test).
 package file

@@ -45,7 +45,7 @@ func TestDuplicateInNewFileIsRefused(t *testing.T) {
 	run(t, s)
 
 	write(t, dir, "0.yaml", configMap("c", "from-0"))
-	const refused = "0.yaml: document 0 (ConfigMap llm-namespace/c): already defined in a.yaml document 0, " +
+	const refused = "0.yaml: document 1 (ConfigMap llm-namespace/c): already defined in a.yaml document 1, " +
 		"which was loaded first: that one stays served and this one is refused"
 	waitFor(t, s, "a problem for the duplicate", func() bool { return len(s.Problems()) > 0 })
 	if got := problemText(s.Problems()); got != refused {
@@ -75,7 +75,7 @@ func TestDuplicateInNewFileIsRefused(t *testing.T) {
 	if v := configValue(s, "llm-namespace/c"); v != "from-a2" {
 		t.Errorf("llm-namespace/c = %q while a.yaml is half-written, want its last version from-a2", v)
 	}
-	if !hasProblem(s, "0.yaml", "already defined in a.yaml document 0, whose last accepted version stays served: this one is refused") {
+	if !hasProblem(s, "0.yaml", "already defined in a.yaml document 1, whose last accepted version stays served: this one is refused") {
 		t.Errorf("problems while a.yaml is half-written:\n%s", problemText(s.Problems()))
 	}
 

@@ -47,7 +47,7 @@ func listManifests(root string) (scan, error) {
 		dir := filepath.Join(root, filepath.FromSlash(rel))
 		entries, err := os.ReadDir(dir)
 		if err != nil {
-			s.problems = append(s.problems, Problem{File: rel, Document: -1, Message: "cannot read folder: " + err.Error()})
+			s.problems = append(s.problems, Problem{File: rel, Message: "cannot read folder: " + err.Error()})
 			return
 		}
 		s.dirs = append(s.dirs, dir)

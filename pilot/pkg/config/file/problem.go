@@ -18,12 +18,14 @@ import (
 type Problem struct {
 	// File is the path relative to the watched folder, with forward slashes.
 	File string
-	// Document is the 0-based index of the document in File among its
-	// non-empty YAML documents (separated by "---"); -1 when the problem is
-	// with the file as a whole (it cannot be read).
+	// Document is the number of the document in File among its non-empty
+	// YAML documents (separated by "---"), counted from 1 as an editor
+	// counts lines; 0 when the problem is with the file as a whole (it
+	// cannot be read).
 	Document int
 	// Line is the 1-based line in File the problem points at: the line of a
-	// YAML syntax error, else the first line of the document; 0 if unknown.
+	// YAML syntax error, else the document's first line with content (its
+	// apiVersion or kind, not the comments above it); 0 if unknown.
 	Line int
 	// Kind, Namespace and Name identify the object, as far as the document
 	// says (empty when it does not get that far).
@@ -42,11 +44,11 @@ type Problem struct {
 
 // Error renders the problem on one line:
 //
-//	pool.yaml: document 2 (InferencePool llm-namespace/bad): spec.targetPorts: Too many: 9: must have at most 8 items
+//	pool.yaml: document 3 (InferencePool llm-namespace/bad): spec.targetPorts: Too many: 9: must have at most 8 items
 func (p Problem) Error() string {
 	var b strings.Builder
 	b.WriteString(p.File)
-	if p.Document >= 0 {
+	if p.Document > 0 {
 		fmt.Fprintf(&b, ": document %d", p.Document)
 	}
 	if p.Kind != "" || p.Name != "" {
@@ -73,8 +75,8 @@ func (p Problem) objectName() string {
 	return p.Namespace + "/" + p.Name
 }
 
-// docRef locates a document: file, index, first line; and the object it
-// declares, once known.
+// docRef locates a document: file, number (from 1), first line with
+// content; and the object it declares, once known.
 type docRef struct {
 	file                  string
 	doc                   int

@@ -107,7 +107,7 @@ func (r *reloader) scanned(sc scan) {
 		readAt := time.Now()
 		data, err := os.ReadFile(filepath.Join(r.s.dir, filepath.FromSlash(f)))
 		if err != nil {
-			unread := Problem{File: f, Document: -1, Message: "cannot read: " + err.Error()}
+			unread := Problem{File: f, Message: "cannot read: " + err.Error()}
 			if cur != nil && cur.fd == nil && cur.unread == unread {
 				cur.stat, cur.readAt = stat, readAt
 				continue

@@ -170,7 +170,7 @@ func TestCommitsDecideAsTheWholeFolder(t *testing.T) {
 				case r == 0:
 					ups = append(ups, fileUpdate{file: name, deleted: true})
 				case r == 1:
-					ups = append(ups, fileUpdate{file: name, state: fileState{unread: Problem{File: name, Document: -1, Message: "cannot read: denied"}}})
+					ups = append(ups, fileUpdate{file: name, state: fileState{unread: Problem{File: name, Message: "cannot read: denied"}}})
 				default:
 					var ds []string
 					for range rng.IntN(4) {
@@ -218,7 +218,7 @@ func TestCommitsDecideAsTheWholeFolder(t *testing.T) {
 					}
 				}
 				wantAccepted, wantProblems := referenceDecide(after, nil, f.accepted)
-				f.commit(g, time.Now())
+				f.commit(g)
 				if d := cmp.Diff(servedView(wantAccepted), servedView(f.accepted)); d != "" {
 					t.Fatalf("seed %d step %d: accepted differ (-whole folder +incremental):\n%s", seed, step, d)
 				}
@@ -517,12 +517,12 @@ func TestOnlyChangedFilesAndDocumentsAreRead(t *testing.T) {
 	if now := rt.s.ConfigMaps().GetKey("ns/a1"); now == nil || *now != *a1 {
 		t.Error("the unchanged document's object was replaced")
 	}
-	if o := rt.s.state.accepted[objectID{kind: "ConfigMap", namespace: "ns", name: "a1"}]; o.ref.doc != 1 || o.ref.line != 9 {
-		t.Errorf("a1 at document %d line %d, want 1 and 9", o.ref.doc, o.ref.line)
+	if o := rt.s.state.accepted[objectID{kind: "ConfigMap", namespace: "ns", name: "a1"}]; o.ref.doc != 2 || o.ref.line != 9 {
+		t.Errorf("a1 at document %d line %d, want 2 and 9", o.ref.doc, o.ref.line)
 	}
 	ps := rt.s.Problems()
-	if len(ps) != 1 || ps[0].Document != 2 || ps[0].Line != 17 || ps[0].Field != "bogus" {
-		t.Errorf("problems %v, want bogus in document 2 at line 17", ps)
+	if len(ps) != 1 || ps[0].Document != 3 || ps[0].Line != 17 || ps[0].Field != "bogus" {
+		t.Errorf("problems %v, want bogus in document 3 at line 17", ps)
 	}
 }
 

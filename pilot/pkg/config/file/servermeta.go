@@ -13,22 +13,24 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/validation/field"
 )
 
 // stampServerFields sets on o's object the metadata the API server sets on
 // create and update, which manifests do not carry and the controller reads
 // (observedGeneration in status, the uid in a shadow Service's owner
-// reference):
+// reference, creationTimestamp in precedence):
 //
 //   - uid: derived from the object's identity (kind, namespace, name), so it
 //     is stable across reloads and restarts, unlike a cluster's random one;
 //   - generation: 1 when first accepted, then one more each time anything
 //     but metadata and status changes, as for custom resources;
-//   - creationTimestamp: when first accepted.
+//   - creationTimestamp: the one the manifest states, else
+//     unstatedCreationTimestamp (creationTimestamp).
 //
 // prev is the object's last accepted version, or nil. Values that are not
 // Kubernetes objects (DestinationRule views) are left alone.
-func stampServerFields(o *object, prev *object, now time.Time) {
+func stampServerFields(o *object, prev *object) {
 	m, ok := o.value.(metav1.Object)
 	if !ok {
 		return
@@ -39,18 +41,64 @@ func stampServerFields(o *object, prev *object, now time.Time) {
 	if m.GetUID() == "" {
 		m.SetUID(stableUID(o.id))
 	}
+	m.SetCreationTimestamp(creationTimestamp(m.GetCreationTimestamp()))
 	pm, ok := metaOf(prev)
 	if !ok {
 		m.SetGeneration(1)
-		m.SetCreationTimestamp(metav1.NewTime(now.UTC().Truncate(time.Second)))
 		return
 	}
-	m.SetCreationTimestamp(pm.GetCreationTimestamp())
 	g := pm.GetGeneration()
 	if prev.specDigest != o.specDigest {
 		g++
 	}
 	m.SetGeneration(g)
+}
+
+// unstatedCreationTimestamp is the creationTimestamp of an object whose
+// manifest states none: 9999-12-31T23:59:59Z, the latest time a manifest
+// can state (RFC 3339 has four-digit years).
+//
+// Where the Gateway API gives precedence to the oldest object (conflicting
+// HTTPRoute and GRPCRoute rules, BackendTLSPolicies on one target,
+// ListenerSet listeners), a cluster compares the times objects were
+// created. A folder has no such history: the time of a load differs after
+// every restart and between replicas, and a file's mtime differs between
+// replicas that mount one ConfigMap (the kubelet writes the files when it
+// mounts them) and moves on every edit. So an object's creation time in
+// file mode comes from its manifest alone: the creationTimestamp it states
+// (one exported from a cluster with kubectl get -o yaml keeps its own), or
+// this constant. Objects that state none tie among themselves, and the
+// Gateway API breaks the tie by namespace, then name; an object that
+// states one is older than every object that does not. The outcome is the
+// same on every replica, after every restart, whatever order files are
+// read or written in, and it is what status -f and check -f show.
+var unstatedCreationTimestamp = metav1.NewTime(time.Date(9999, 12, 31, 23, 59, 59, 0, time.UTC))
+
+// creationTimestamp is the creationTimestamp file mode gives an object
+// whose manifest states stated (zero when it states none, or null).
+func creationTimestamp(stated metav1.Time) metav1.Time {
+	if stated.IsZero() {
+		return unstatedCreationTimestamp
+	}
+	return metav1.NewTime(stated.UTC())
+}
+
+// creationTimestampError is the problem of a metadata.creationTimestamp in
+// u that is not an RFC 3339 time (metav1.Time's format), named by its
+// field rather than as all of metadata, since file mode reads it
+// (creationTimestamp); nil when u states none or a valid one.
+func creationTimestampError(u map[string]any) *field.Error {
+	md, _ := u["metadata"].(map[string]any)
+	v, ok := md["creationTimestamp"]
+	if !ok || v == nil {
+		return nil
+	}
+	if s, ok := v.(string); ok {
+		if _, err := time.Parse(time.RFC3339, s); err == nil {
+			return nil
+		}
+	}
+	return field.Invalid(field.NewPath("metadata", "creationTimestamp"), v, `want an RFC 3339 time, such as "2024-05-01T10:00:00Z"`)
 }
 
 func metaOf(o *object) (metav1.Object, bool) {

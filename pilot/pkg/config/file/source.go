@@ -107,7 +107,7 @@ func New(dir string, opts Options) (*Source, error) {
 		}
 	}
 	s.state.scanProblems = sc.problems
-	s.state.commit(ups, time.Now())
+	s.state.commit(ups)
 	s.problems = s.state.problemList()
 	s.logProblems(nil)
 
@@ -118,7 +118,7 @@ func New(dir string, opts Options) (*Source, error) {
 			loaded.add(o.coll, "added", o.key, s.log)
 		}
 	}
-	s.log.Info("file: loaded", "dir", dir, "changes", loaded.String(), "objects", len(s.state.accepted), "problems", len(s.problems))
+	s.log.Info("file: loaded", "dir", dir, "changes", loaded.String(), "objects", len(s.state.accepted), "rejected", len(s.problems))
 	s.namespaces = newCollection[*corev1.Namespace](s, "Namespaces", objs)
 	s.pods = newCollection[*corev1.Pod](s, "Pods", objs)
 	s.services = newCollection[*corev1.Service](s, "Services", objs)
@@ -281,7 +281,7 @@ func (s *Source) apply(ups []fileUpdate, scan []Problem) {
 	if scan != nil {
 		s.state.scanProblems = scan
 	}
-	prev, next := s.state.commit(ups, time.Now())
+	prev, next := s.state.commit(ups)
 	ch := s.applyDiff(prev, next)
 	problems := s.state.problemList()
 	s.mu.Lock()
@@ -298,7 +298,7 @@ func (s *Source) apply(ups []fileUpdate, scan []Problem) {
 		files[i] = u.file
 	}
 	s.log.Info("file: reloaded", "dir", s.dir, "files", strings.Join(files, ", "), "changes", ch.String(),
-		"objects", len(s.state.accepted), "problems", len(problems))
+		"objects", len(s.state.accepted), "rejected", len(problems))
 }
 
 // applyDiff deletes from the collections what is gone and updates what is

@@ -79,7 +79,7 @@ func newFolder() *folder {
 // change: an object's depends only on the files that declare or held it.
 // It returns, per decided object that changed, its previous version (prev,
 // absent when new) and its new one (next, absent when gone).
-func (f *folder) commit(ups []fileUpdate, now time.Time) (prev, next map[objectID]object) {
+func (f *folder) commit(ups []fileUpdate) (prev, next map[objectID]object) {
 	affected := map[objectID]bool{}
 	for _, u := range ups {
 		if old := f.files[u.file]; old != nil {
@@ -119,7 +119,7 @@ func (f *folder) commit(ups []fileUpdate, now time.Time) (prev, next map[objectI
 		var n object
 		switch {
 		case winner >= 0:
-			n = stampAccepted(cands[winner], pp, now)
+			n = stampAccepted(cands[winner], pp)
 		case hasPrev && (f.broken[p.ref.file] || f.rejected[id] > 0):
 			n = p // kept: its file is broken, or the new version is rejected
 		default:
@@ -233,7 +233,7 @@ func (f *folder) candidates(id objectID, buf []object) []object {
 // value is prev's (the document's decoding is the one already served),
 // prev as it is, at c's place in its file (a document reused by
 // decodeReusing may have moved).
-func stampAccepted(c object, prev *object, now time.Time) object {
+func stampAccepted(c object, prev *object) object {
 	if prev != nil && prev.value == c.value {
 		p := *prev
 		p.ref = c.ref
@@ -246,7 +246,7 @@ func stampAccepted(c object, prev *object, now time.Time) object {
 			c.value = ro.DeepCopyObject()
 		}
 	}
-	stampServerFields(&c, prev, now)
+	stampServerFields(&c, prev)
 	return c
 }
 

@@ -5,45 +5,115 @@
 // Envoy xDS resources its proxy needs: listeners (LDS), route configurations
 // (RDS), clusters (CDS) and cluster load assignments (EDS).
 //
-// Everything here is a pure function of its arguments: no clients, no clock,
-// no logging, no map-order leaks. The same inputs give byte-identical
-// resources in the same order, so the ADS server can compare versions.
+// Pure and stateful parts. The builders (BuildGateway, BuildListeners,
+// BuildRouteConfigurations, BuildClusters, BuildEndpoints, BuildSecret),
+// CheckRoute, Validate and ValidSubset are functions of their arguments: no
+// clients, no clock, no map-order leaks. The same inputs give byte-identical
+// resources in the same order, so the ADS server can compare versions. Two
+// things beside the result: buildRoutes logs at debug level a rule it leaves
+// out (the controller reports the same problem in the route's status), and
+// validate.go caches, process-wide, which fields of each proto type can hold
+// an Any (a fact about types, never about values).
 //
-// One file per xDS type:
+// Two types keep state, each for one Gateway across its successive
+// translations:
 //
-//   - listener.go: one Listener per distinct Gateway listener port, with an
-//     HTTP connection manager that fetches its routes over RDS and runs the
-//     HTTP filters cors, ext_proc (when inference is enabled) and router.
-//   - extproc.go: the inert ext_proc filter on the listener and the
-//     per-route override that sends a pool's requests to its Endpoint Picker.
-//   - route.go, route_hosts.go, route_match.go, route_filters.go,
-//     route_headers.go, route_order.go: one RouteConfiguration per port,
-//     virtual hosts per hostname, routes in Gateway API precedence order;
-//     header modifiers in the form Envoy accepts (Host as
-//     host_rewrite_literal, values escaped for Envoy's formatter).
-//   - route_cors.go: the route that answers CORS preflights of a pool's
-//     rule without its EPP.
-//   - regex.go: checkRegex, whether the Gateway's Envoy accepts a user
-//     regex (RE2 syntax, and the program size limit the bootstrap sets,
-//     through pkg/re2size).
-//   - cluster.go: EDS clusters named outbound|<port>||<host> for Services,
-//     InferencePool shadow Services (OverrideHost load balancing) and
-//     Endpoint Pickers (HTTP/2, optional TLS).
-//   - endpoint.go: a ClusterLoadAssignment for every EDS cluster.
-//   - gateway.go: BuildGateway, which runs all of the above.
-//   - validate.go, validate_headers.go: Validate, the check the push path
-//     runs before serving; validate_subset.go: ValidSubset, what of a set
-//     that fails can still be served (per resource, virtual host and route
-//     rule, preferring the last good version).
-//   - names.go, inputs.go: resource names and extension names; Inputs and
-//     Options.
+//   - Translator keeps the last listeners, route configurations and clusters
+//     with what each route contributed to them, so that a change recomputes
+//     only what it touches. Its output is byte for byte what the builders
+//     return for the same Gateway (TestTranslatorMatchesFullTranslation and
+//     FuzzTranslator check it over random change sequences). Safe for
+//     concurrent use: calls are serialized.
+//   - SetValidator keeps the last set that passed Validate and checks only
+//     what is new in the next one, answering as Validate would
+//     (TestSetValidatorAnswersAsValidate, FuzzSetValidator). Not safe for
+//     concurrent use.
 //
-// Inputs that the model does not carry yet (endpoints, TLS towards an
-// Endpoint Picker, knobs) are plain values in Inputs and Options, so the
-// service registry and the DestinationRule / BackendTLSPolicy code can feed
-// them without this package knowing where they come from.
+// The ADS server (pilot/pkg/xds) holds one of each per Gateway.
+//
+// What the model does not carry (endpoints, knobs) is plain values in
+// Inputs and Options, so the service registry can feed them without this
+// package knowing where they come from. Client TLS of every upstream is in
+// the model (ServiceBackend.TLS, EPPBackend.TLS, Rule.Mirrors), resolved by
+// the controller; a Gateway gets the CA read in its own namespace
+// (model.EPPTLS.CAFor), and an upstream whose CA it cannot have is
+// answered 500 there, never built as a cluster (upstream_tls_test.go).
 //
 // Callers keep two rules: model values are not mutated after they are handed
-// in, and every Resources value is passed through Validate before it is
-// served.
+// in, and every Resources value is passed through Validate (or a
+// SetValidator, which answers as Validate does) before it is served.
+//
+// # Files
+//
+// The builders, one file per xDS type or part of one:
+//
+//   - gateway.go: Resources and BuildGateway, which runs the builders below on
+//     one Gateway and then Validate.
+//   - listener.go: BuildListeners: one Listener per distinct Gateway listener
+//     port, its HTTP connection manager fetching routes over RDS with the
+//     filters cors, ext_proc (when inference is on) and router, and TLS
+//     termination over SDS.
+//   - extproc.go: the inert listener-level ext_proc filter, and the
+//     ExtProcPerRoute override that sends a pool's requests through its
+//     Endpoint Picker, with the body mode the Gateway asks for.
+//   - route.go: BuildRouteConfigurations: one RouteConfiguration per HTTP port
+//     and per HTTPS filter chain, virtual hosts per hostname (421 for another
+//     listener's hosts on a chain), and each rule's action: its backends,
+//     weighted clusters, timeouts and retries.
+//   - route_check.go: CheckRoute and buildRule: each rule translated alone,
+//     with the problem that keeps it from being served (what route status
+//     reports).
+//   - route_hosts.go: the Gateway API intersection of listener and route
+//     hostnames, and wildcard cover.
+//   - route_match.go: HTTPRouteMatch and GRPCRouteMatch as Envoy RouteMatch:
+//     path, header, query parameter and method matchers.
+//   - route_order.go: orderKey, the Gateway API precedence of the routes in one
+//     virtual host.
+//   - route_filters.go: the route filters: RequestRedirect, URLRewrite,
+//     RequestMirror and CORS in Envoy's form.
+//   - route_headers.go: RequestHeaderModifier and ResponseHeaderModifier in the
+//     form Envoy accepts (Host as host_rewrite_literal, values escaped for its
+//     formatter), and those it would refuse.
+//   - route_cors.go: the route that answers CORS preflights of a pool's rule
+//     without calling its EPP.
+//   - regex.go: checkRegex, whether the Gateway's Envoy accepts a user regex
+//     (RE2 syntax, and the program size limit the bootstrap sets, through
+//     pkg/re2size).
+//   - cluster.go: BuildClusters: EDS clusters named outbound|<port>||<host> for
+//     Services, InferencePool shadow Services (OverrideHost load balancing) and
+//     Endpoint Pickers (HTTP/2), with upstream TLS where configured.
+//   - endpoint.go: BuildEndpoints: a ClusterLoadAssignment for every EDS
+//     cluster, endpoints in a stable order.
+//   - secret.go: SDS: the names of listener certificates, the checks Envoy
+//     makes of a TLS Secret and a CA bundle, and BuildSecret.
+//   - names.go: resource names (clusters, route configurations, listeners) and
+//     the names of filters, extensions and metadata keys.
+//   - inputs.go: Inputs (endpoints and TLS, which the model does not carry) and
+//     Options (the knobs, with their defaults).
+//   - protoutil.go: deterministic Any marshalling and the ADS config source.
+//
+// The checks before serving:
+//
+//   - validate.go: Validate: Envoy's proto rules on every resource and every
+//     Any inside it, unique names, and every reference resolved.
+//   - validate_headers.go: the header additions and removals Envoy's
+//     HeaderParser refuses, and literal format strings.
+//   - validate_incremental.go: SetValidator, which keeps the last set that
+//     passed and checks only what is new in the next (state).
+//   - validate_subset.go: ValidSubset and Refusal: what of a set that fails
+//     Validate can still be served, per resource, virtual host and route rule,
+//     preferring the last good version.
+//
+// The incremental translator (state, one per Gateway):
+//
+//   - incremental.go: Translator, NewTranslator and Build: listeners reused
+//     while the Gateway without its routes is equal, and route configurations
+//     rebuilt per changed route and hostname.
+//   - incremental_clusters.go: the Translator's clusters, each kept while the
+//     references that shape it are equal, and EPPHosts, the Endpoint Picker
+//     hosts of a Gateway's pools (whose TLS BuildWith asks for).
+//   - routediff.go: routeList.diff, which lines up a listener's current routes
+//     with the last translation's: kept, changed, added, removed.
+//   - vhlist.go: spliceVHosts, the sorted list of virtual hosts updated in one
+//     pass.
 package core

@@ -59,7 +59,7 @@ type routeEntry struct {
 // that answers CORS preflights without the EPP (preflightRoute).
 func BuildRouteConfigurations(gw *model.Gateway, opts Options) ([]*routev3.RouteConfiguration, error) {
 	opts = opts.WithDefaults()
-	opts.eppBodyMode = gw.EPPBodyMode
+	opts.eppBodyMode, opts.gatewayNamespace = gw.EPPBodyMode, gw.Namespace
 	groups, err := groupByPort(gw)
 	if err != nil {
 		return nil, err
@@ -129,7 +129,7 @@ func buildRouteConfiguration(g portGroup, chain int, opts Options) (*routev3.Rou
 					continue
 				}
 				vh.seen[r] = true
-				vh.entries = append(vh.entries, entries...)
+				vh.entries = append(vh.entries, withHostKey(entries, h, r.Hostnames)...)
 			}
 		}
 	}
@@ -347,7 +347,10 @@ func buildAction(r *model.Route, rule *model.Rule, m matchResult, g portGroup, o
 // only when the rule sets none: Envoy applies the route's rewrite after
 // the entry's (WeightedClusterEntry::finalizeRequestHeaders in
 // source/common/router/config_impl.cc), so one backend or several, the
-// rule's Host wins.
+// rule's Host wins. A backendRef's URLRewrite hostname stands before its
+// header Host; its path rewrite applies as the rule's would, and a rule and
+// its single backendRef that both have a URLRewrite are refused (one
+// rewrite per Envoy route).
 func forwardAction(rt *routev3.Route, perFilter map[string]*anypb.Any, r *model.Route, rule *model.Rule, f ruleFilters, ruleHost string, m matchResult, opts Options) error {
 	if f.rewrite != nil && f.rewrite.Hostname != nil {
 		ruleHost = string(*f.rewrite.Hostname)
@@ -365,8 +368,16 @@ func forwardAction(rt *routev3.Route, perFilter map[string]*anypb.Any, r *model.
 		rt.Action = directResponse500()
 		return nil
 	}
+	rewrite := f.rewrite
 	if ra.GetCluster() != "" {
 		single := shares[0]
+		if single.rewrite != nil {
+			if f.rewrite != nil {
+				// Envoy has one path rewrite per route: two would leave one out.
+				return fmt.Errorf("a URLRewrite on both the rule and its backendRef: Envoy applies one rewrite per route")
+			}
+			rewrite = single.rewrite
+		}
 		if single.extProc != nil {
 			perFilter[FilterExtProc] = single.extProc
 		}
@@ -381,8 +392,12 @@ func forwardAction(rt *routev3.Route, perFilter map[string]*anypb.Any, r *model.
 	if ruleHost != "" {
 		ra.HostRewriteSpecifier = &routev3.RouteAction_HostRewriteLiteral{HostRewriteLiteral: ruleHost}
 	}
-	if f.rewrite != nil {
-		if err := applyRewrite(ra, f.rewrite, m.prefix); err != nil {
+	if rewrite != nil {
+		// The hostname is in ruleHost already (the rule's, else the
+		// backendRef's): only the path is left to apply.
+		pathOnly := *rewrite
+		pathOnly.Hostname = nil
+		if err := applyRewrite(ra, &pathOnly, m.prefix); err != nil {
 			return err
 		}
 	}
@@ -390,6 +405,9 @@ func forwardAction(rt *routev3.Route, perFilter map[string]*anypb.Any, r *model.
 		c, err := mirrorService(mf.BackendRef, r.Namespace, opts.ClusterDomain)
 		if err != nil {
 			return err
+		}
+		if !mirrorReachable(rule, c, opts) {
+			continue // no copy at all rather than one without its TLS
 		}
 		ra.RequestMirrorPolicies = append(ra.RequestMirrorPolicies, mirrorPolicy(mf, c))
 	}
@@ -509,6 +527,8 @@ type backendShare struct {
 	extProc *anypb.Any // the pool's ExtProcPerRoute, nil for Services
 	// req and resp are the backendRef's header modifiers.
 	req, resp headerMods
+	// rewrite is the backendRef's URLRewrite filter (HTTPRouteBackendURLRewrite).
+	rewrite *gwv1.HTTPURLRewriteFilter
 }
 
 // backendCluster is the cluster a resolved backend of a rule (a GRPCRoute
@@ -518,26 +538,45 @@ type backendShare struct {
 // endpointPickerRef, or port 0), or a Service port or a pool that speaks
 // HTTP/1.1 behind a GRPCRoute (gRPC needs HTTP/2; the controller reports
 // it as ResolvedRefs=False/UnsupportedProtocol and sets Invalid, this is
-// the same rule for a model built without it), or a Service port whose
-// BackendTLSPolicy is invalid (TLSProblem: plaintext would ignore the
-// policy).
-func backendCluster(b *model.Backend, grpc bool) (cluster string, epp *model.EPPBackend, ok bool) {
+// the same rule for a model built without it), or a Service port or EPP
+// whose client TLS this Gateway cannot have (a DestinationRule
+// credentialName CA missing in the Gateway's namespace, tlsReachable):
+// plaintext or another trust store would ignore what the TLS asks.
+func backendCluster(b *model.Backend, grpc bool, opts Options) (cluster string, epp *model.EPPBackend, ok bool) {
 	switch {
 	case b.Invalid != "":
 		return "", nil, false
 	case b.Service != nil:
-		if (grpc && !b.Service.HTTP2) || b.Service.TLSProblem != "" {
+		if (grpc && !b.Service.HTTP2) || !tlsReachable(b.Service.TLS, opts) {
 			return "", nil, false
 		}
 		return ClusterName(uint32(b.Service.Port), b.Service.Host), nil, true
 	case b.Pool != nil:
 		p := b.Pool
-		if p.EPP == nil || p.EPP.Port == 0 || p.EPP.Host == "" || (grpc && !p.HTTP2()) {
+		if p.EPP == nil || p.EPP.Port == 0 || p.EPP.Host == "" || (grpc && !p.HTTP2()) || !tlsReachable(p.EPP.TLS, opts) {
 			return "", nil, false
 		}
 		return ClusterName(uint32(p.Port), p.Host), p.EPP, true
 	}
 	return "", nil, false
+}
+
+// tlsReachable reports whether the Gateway being translated
+// (opts.gatewayNamespace) can verify an upstream with client TLS t: no
+// TLS, or TLS whose CA it has (model.EPPTLS.CAFor).
+func tlsReachable(t *model.EPPTLS, opts Options) bool {
+	if t == nil {
+		return true
+	}
+	_, ok, _ := t.CAFor(opts.gatewayNamespace)
+	return ok
+}
+
+// mirrorReachable reports whether rule's mirror to cluster may be sent:
+// its Service's TLS (rule.Mirrors) is one this Gateway can have.
+func mirrorReachable(rule *model.Rule, cluster string, opts Options) bool {
+	sb := rule.Mirrors[cluster]
+	return sb == nil || tlsReachable(sb.TLS, opts)
 }
 
 // backendAction sends a rule's traffic (a GRPCRoute rule's when grpc) to
@@ -560,8 +599,10 @@ func backendCluster(b *model.Backend, grpc bool) (cluster string, epp *model.EPP
 //
 // backendRef header modifier filters apply to their share (route level for
 // a single backend; a share's Host becomes its entry's host_rewrite_literal
-// unless ruleSetsHost); other backendRef filter types are not supported
-// and are ignored. shares holds every valid share, for the caller to check
+// unless ruleSetsHost); a backendRef's URLRewrite (HTTPRouteBackendURLRewrite)
+// rewrites Host as its header Host does, and its path only for a single
+// backend (forwardAction; with several, an error: the rule is not served);
+// other backendRef filter types are not supported and are ignored. shares holds every valid share, for the caller to check
 // what their header modifiers left out.
 // grpc: the rule is a GRPCRoute's (a pool that is not h2c cannot serve
 // it, see backendCluster).
@@ -573,14 +614,19 @@ func backendAction(backends []model.Backend, ruleSetsHost, grpc bool, opts Optio
 		if b.Weight <= 0 {
 			continue
 		}
-		cluster, epp, ok := backendCluster(b, grpc)
+		cluster, epp, ok := backendCluster(b, grpc, opts)
 		if !ok {
 			invalidWeight += uint32(b.Weight)
 			continue
 		}
 		f := backendFiltersOf(b)
 		s := backendShare{cluster: cluster, weight: uint32(b.Weight),
-			req: toHeaderMods(f.reqHeaders, requestHeaders), resp: toHeaderMods(f.respHeaders, responseHeaders)}
+			req: toHeaderMods(f.reqHeaders, requestHeaders), resp: toHeaderMods(f.respHeaders, responseHeaders), rewrite: f.rewrite}
+		if f.rewrite != nil && f.rewrite.Hostname != nil {
+			// The backendRef's URLRewrite hostname before its
+			// RequestHeaderModifier Host: the rewrite names the upstream host.
+			s.req.host = string(*f.rewrite.Hostname)
+		}
 		if epp != nil && !opts.InferenceEnabled {
 			// The controller never resolves a pool with the extension off;
 			// a model built without it gets 500, not routing around the EPP.
@@ -602,6 +648,15 @@ func backendAction(backends []model.Backend, ruleSetsHost, grpc bool, opts Optio
 	if len(shares) == 1 && invalidWeight == 0 {
 		ra := &routev3.RouteAction{ClusterSpecifier: &routev3.RouteAction_Cluster{Cluster: shares[0].cluster}}
 		return ra, shares, nil
+	}
+	for i, s := range shares {
+		if s.rewrite != nil && s.rewrite.Path != nil {
+			// A weighted cluster entry can rewrite Host but not the path
+			// (WeightedCluster.ClusterWeight has host_rewrite_literal only):
+			// refused rather than served with the path unchanged.
+			return nil, nil, fmt.Errorf("backendRefs: a URLRewrite of the path on one of %d weighted backends (share %d) cannot be expressed "+
+				"(an Envoy weighted cluster entry rewrites Host only): use one backendRef per rule, or the rule's URLRewrite", len(shares), i)
+		}
 	}
 	wc := &routev3.WeightedCluster{}
 	for _, s := range shares {

@@ -81,3 +81,18 @@ func dedupSorted(s []string) []string {
 	}
 	return out
 }
+
+// RouteHostnames is routeHostnames for the controller: the hostnames a
+// route serves through a listener with hostname listenerHost, before
+// listener isolation (OwnerHostname) takes those another listener owns.
+func RouteHostnames(listenerHost string, routeHosts []string) []string {
+	return routeHostnames(listenerHost, routeHosts)
+}
+
+// OwnerHostname is the hostname of the listener that owns requests for
+// Host pattern h among the hostnames of a port's served listeners (Gateway
+// API listener isolation, GEP-2465): an exact match first, then the
+// wildcard with the most labels that covers h, then the listener without
+// hostname (""). The translator serves h only through that listener; the
+// controller says so in status (the same function, so both agree).
+func OwnerHostname(h string, listenerHosts []string) string { return ownerHostname(h, listenerHosts) }

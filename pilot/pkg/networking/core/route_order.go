@@ -5,6 +5,7 @@ package core
 
 import (
 	"sort"
+	"strings"
 	"time"
 )
 
@@ -27,6 +28,11 @@ func grpcPathLen(service, method string) int { return len(service)*4096 + len(me
 // of its virtual host. Envoy takes the first route that matches, so routes
 // are sorted by the Gateway API's HTTPRouteRule matching precedence:
 //
+//  0. the route's own hostname that matches the virtual host's, not the
+//     listener/route intersection (GatewayRouteHostnameIntersectionPrecedence,
+//     HTTPRouteSpec.hostnames): the most characters of a non-wildcard
+//     hostname, then the most characters of a hostname; a route without
+//     hostnames matches with none, so after every route that names one;
 //  1. an Exact path match, then a RegularExpression path (implementation
 //     specific; we put it above prefixes so a regex is not shadowed by "/"),
 //     longer patterns first, then a PathPrefix match, longest prefix first;
@@ -42,6 +48,11 @@ func grpcPathLen(service, method string) int { return len(service)*4096 + len(me
 // GRPCRoute matches (GRPCRouteRule precedence) use pathGRPC and order by
 // the service's characters, then the method's, before headers.
 type orderKey struct {
+	// hostExact and hostLen are the characters of the route's matching
+	// hostname when it is not a wildcard (else 0), and of it in any case
+	// (hostKey); set per virtual host.
+	hostExact int
+	hostLen   int
 	pathKind  int
 	pathLen   int
 	method    bool
@@ -56,6 +67,12 @@ type orderKey struct {
 }
 
 func (a orderKey) less(b orderKey) bool {
+	if a.hostExact != b.hostExact {
+		return a.hostExact > b.hostExact
+	}
+	if a.hostLen != b.hostLen {
+		return a.hostLen > b.hostLen
+	}
 	if a.pathKind != b.pathKind {
 		return a.pathKind > b.pathKind
 	}
@@ -87,6 +104,42 @@ func (a orderKey) less(b orderKey) bool {
 		return a.match < b.match
 	}
 	return a.preflight && !b.preflight
+}
+
+// hostKey returns the hostExact and hostLen of a route whose spec.hostnames
+// are routeHosts in the virtual host of hostname vh: of the route's
+// hostnames that match vh (equal to it, or a wildcard covering it or
+// covered by it, as routeHostnames intersects), the most specific. A route
+// without hostnames, or "*" alone, gives 0, 0.
+func hostKey(vh string, routeHosts []string) (exact, chars int) {
+	for _, h := range routeHosts {
+		if h == "*" {
+			continue
+		}
+		if _, ok := intersectHost(vh, h); !ok && vh != "*" {
+			continue
+		}
+		e := 0
+		if !strings.HasPrefix(h, "*") {
+			e = len(h)
+		}
+		if e > exact || (e == exact && len(h) > chars) {
+			exact, chars = e, len(h)
+		}
+	}
+	return exact, chars
+}
+
+// withHostKey returns copies of entries (a route's, built once) keyed for
+// the virtual host of hostname vh (hostKey).
+func withHostKey(entries []routeEntry, vh string, routeHosts []string) []routeEntry {
+	exact, chars := hostKey(vh, routeHosts)
+	out := make([]routeEntry, len(entries))
+	for i, e := range entries {
+		e.key.hostExact, e.key.hostLen = exact, chars
+		out[i] = e
+	}
+	return out
 }
 
 // sortEntries sorts in place by orderKey; the key is total, so the order is

@@ -40,4 +40,28 @@
 //
 // Only the behaviour the GIE EPP protocol needs is implemented; Effective
 // returns an error naming any set field outside it (see config.go).
+//
+// # Files
+//
+//   - process.go: Request, Response, Upstream, Dialer, Process and
+//     ProcessResponse, and run, one request's state and event loop: the stream,
+//     the bodies pumped in each direction, the upstream call and the response
+//     handed back.
+//   - messages.go: each processor response handled as Envoy's onReceiveMessage
+//     does, and immediate responses.
+//   - streamed.go: STREAMED request bodies sent without waiting for the headers
+//     response: chunks queued and answered one by one.
+//   - failures.go: stream ends, failure_mode_allow, per-message timers and
+//     timeouts, local replies and spurious messages.
+//   - headers.go: the header map as Envoy sends it to the processor, and header
+//     mutations checked and applied as Envoy's mutation rules do.
+//   - pipe.go: bodyPipe, a body the processor streams back, handed to its
+//     reader.
+//   - config.go: Config and Effective: the filter config merged with a
+//     per-route override, and every field outside what is implemented refused.
+//   - merge.go: MergePerRoute, the ExtProcPerRoute a request sees when several
+//     levels of the route table carry one.
+//   - localreply.go: local replies in gRPC form for gRPC requests:
+//     HTTPToGRPCStatus and GRPCLocalReply.
+//   - stats.go: Counters, the ext_proc filter statistics the tests read.
 package extproc

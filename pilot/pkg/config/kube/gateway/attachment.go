@@ -55,6 +55,10 @@ type ParentResult struct {
 	// Listeners are the listeners the route attached to (when Accepted),
 	// in the Gateway's listener order; each counts it in attachedRoutes.
 	Listeners []gwv1.SectionName
+	// Taken are the hostnames the route claims through Listeners that a
+	// more specific listener of another namespace serves instead
+	// (markTakenHostnames); the entry's Conflicted=True/HostnameConflict.
+	Taken []TakenHostname
 }
 
 // attachment stages, in the order a listener is checked; a parentRef that
@@ -91,9 +95,12 @@ func AttachRoute(route Route, gateways GatewayLookup, nsLabels NamespaceLabels) 
 // ListenerSet's listeners only, by the same rules, and a parentRef naming
 // the Gateway to the Gateway's own listeners only; each resolves on its
 // own. A ListenerSet the Gateway has not accepted takes no route
-// (NoMatchingParent).
+// (NoMatchingParent). Each accepted result says which hostnames the
+// route claims there that a more specific listener of another namespace
+// takes (ParentResult.Taken, markTakenHostnames).
 func AttachRouteWithListenerSets(route Route, gateways GatewayLookup, sets ListenerSetLookup, nsLabels NamespaceLabels) []ParentResult {
 	var out []ParentResult
+	views := map[types.NamespacedName]*GatewayView{}
 	for _, ref := range route.ParentRefs {
 		if string(ptr.Deref(ref.Group, GatewayGroup)) != GatewayGroup {
 			continue
@@ -105,6 +112,7 @@ func AttachRouteWithListenerSets(route Route, gateways GatewayLookup, sets Liste
 			if gw == nil {
 				continue
 			}
+			views[key] = gw
 			res := ParentResult{ParentRef: ref, Gateway: key}
 			out = append(out, attachToListeners(route, res, "Gateway "+key.String(), gw.Listeners, nsLabels))
 		case ListenerSetKind:
@@ -119,6 +127,7 @@ func AttachRouteWithListenerSets(route Route, gateways GatewayLookup, sets Liste
 			if gw == nil {
 				continue
 			}
+			views[parent] = gw
 			ls := gw.ListenerSet(key)
 			if ls == nil {
 				continue
@@ -132,6 +141,9 @@ func AttachRouteWithListenerSets(route Route, gateways GatewayLookup, sets Liste
 			}
 			out = append(out, attachToListeners(route, res, "ListenerSet "+key.String(), ls.Listeners, nsLabels))
 		}
+	}
+	for key, gw := range views { // each marks its own Gateway's results only
+		markTakenHostnames(route, key, gw, out)
 	}
 	return out
 }

@@ -20,6 +20,7 @@ import (
 
 	"github.com/infermesh/infermesh/pilot/pkg/features"
 	"github.com/infermesh/infermesh/pilot/pkg/model"
+	kubelib "github.com/infermesh/infermesh/pkg/kube"
 	"github.com/infermesh/infermesh/pkg/kube/krt"
 	"github.com/infermesh/infermesh/pkg/test/poll"
 	"github.com/infermesh/infermesh/pkg/test/seed"
@@ -39,6 +40,7 @@ type pipeline struct {
 	cms      krt.StaticCollection[*corev1.ConfigMap]
 	secrets  krt.StaticCollection[*corev1.Secret]
 	policies krt.StaticCollection[*gwv1.BackendTLSPolicy]
+	rules    krt.StaticCollection[kubelib.DestinationRule]
 	sets     krt.StaticCollection[*gwv1.ListenerSet]
 	out      Outputs
 }
@@ -72,6 +74,7 @@ func newLimitedPipeline(t testing.TB, inference bool, limits TenantLimits, objs 
 		cms:      krt.NewStaticCollection[*corev1.ConfigMap](nil, nil, stop),
 		secrets:  krt.NewStaticCollection[*corev1.Secret](nil, nil, stop),
 		policies: krt.NewStaticCollection[*gwv1.BackendTLSPolicy](nil, nil, stop),
+		rules:    krt.NewStaticCollection[kubelib.DestinationRule](nil, nil, stop),
 		sets:     krt.NewStaticCollection[*gwv1.ListenerSet](nil, nil, stop),
 	}
 	for _, o := range objs {
@@ -80,7 +83,7 @@ func newLimitedPipeline(t testing.TB, inference bool, limits TenantLimits, objs 
 	p.out = Build(Inputs{
 		GatewayClasses: p.classes, Gateways: p.gateways, HTTPRoutes: p.http, GRPCRoutes: p.grpc,
 		ReferenceGrants: p.grants, Namespaces: p.ns, Services: p.services, InferencePools: p.pools,
-		ConfigMaps: p.cms, Secrets: p.secrets, BackendTLSPolicies: p.policies, ListenerSets: p.sets,
+		ConfigMaps: p.cms, Secrets: p.secrets, BackendTLSPolicies: p.policies, DestinationRules: p.rules, ListenerSets: p.sets,
 	}, Options{ControllerName: controller, ClusterDomain: "cluster.local", InferenceEnabled: inference,
 		Limits: limits, Krt: []krt.CollectionOption{stop}})
 	p.settle()
@@ -114,6 +117,8 @@ func (p *pipeline) add(o any) {
 		p.policies.UpdateObject(o)
 	case *gwv1.ListenerSet:
 		p.sets.UpdateObject(o)
+	case kubelib.DestinationRule:
+		p.rules.UpdateObject(o)
 	default:
 		p.t.Fatalf("unsupported object %T", o)
 	}

@@ -101,14 +101,14 @@ func NewController(cfg ControllerConfig) (*Controller, error) {
 		GatewayClasses: kc.GatewayClasses(), Gateways: kc.Gateways(), HTTPRoutes: kc.HTTPRoutes(),
 		GRPCRoutes: kc.GRPCRoutes(), ReferenceGrants: kc.ReferenceGrants(), Namespaces: kc.Namespaces(),
 		Services: kc.Services(), ConfigMaps: kc.ConfigMaps(), Secrets: kc.Secrets(),
-		BackendTLSPolicies: kc.BackendTLSPolicies(), ListenerSets: kc.ListenerSets(),
+		BackendTLSPolicies: kc.BackendTLSPolicies(), DestinationRules: kc.DestinationRules(), ListenerSets: kc.ListenerSets(),
 	}
 	if f.EnableInferenceExtension {
 		in.InferencePools = kc.InferencePools()
 	}
 	c.Outputs = Build(in, Options{
 		ControllerName: f.ControllerName, ClusterDomain: f.ClusterDomain,
-		InferenceEnabled: f.EnableInferenceExtension, Limits: LimitsOf(f), Krt: cfg.Krt,
+		InferenceEnabled: f.EnableInferenceExtension, Limits: LimitsOf(f), Krt: cfg.Krt, Logger: slog.Default(),
 	})
 
 	var errs []error
@@ -163,6 +163,23 @@ func NewController(cfg ControllerConfig) (*Controller, error) {
 		return nil, err
 	}
 	return c, nil
+}
+
+// ProxyServiceAccount returns the name of the ServiceAccount, in the
+// Gateway's namespace, whose tokens authorize a proxy for Gateway
+// namespace/name (ProxyServiceAccount of its name and class). ok is false
+// when the Gateway is not one of ours (absent, or of a class we do not
+// implement); synced is false while the Gateways are not all read yet,
+// when the answer is not final.
+func (c *Controller) ProxyServiceAccount(namespace, name string) (serviceAccount string, ok, synced bool) {
+	if c.Gateways == nil {
+		return "", false, true // Gateway API off: no Gateway is ours
+	}
+	v := c.Gateways.GetKey(namespace + "/" + name)
+	if v == nil {
+		return "", false, c.Gateways.HasSynced()
+	}
+	return ProxyServiceAccount(name, v.Class), true, true
 }
 
 // RunFunctions are the writers' loops: pass each to

@@ -75,6 +75,10 @@ type ProxyConfig struct {
 	Plaintext          bool
 	CABundle           []byte
 	ServiceAccountAuth bool
+	// TokenAudience is the audience the projected token is issued for
+	// (features.GatewayXDSTokenAudience, which pilot-discovery's TokenReview
+	// requires). Required with ServiceAccountAuth.
+	TokenAudience string
 }
 
 // GatewayDeployment is the desired deployment of one Gateway: four objects
@@ -168,6 +172,17 @@ func DeploymentName(gateway, class string) string {
 	sum := sha256.Sum256([]byte(name))
 	return name[:maxServiceName-9] + "-" + hex.EncodeToString(sum[:])[:8]
 }
+
+// ProxyServiceAccount is the ServiceAccount a Gateway's proxies run as, in
+// the Gateway's namespace: the one DesiredDeployment makes for it,
+// DeploymentName(gateway, class). With ADS authorization on, only its
+// tokens are accepted for the Gateway. No parameter names another one: a
+// class's parametersRef ConfigMap holds only eppRequestBodyMode, and
+// Gateway parameters (spec.infrastructure.parametersRef) are not
+// implemented (classparams.go). A Gateway deployed by hand
+// (PILOT_ENABLE_GATEWAY_API_DEPLOYMENT_CONTROLLER=false) must run its
+// proxies under this name too.
+func ProxyServiceAccount(gateway, class string) string { return DeploymentName(gateway, class) }
 
 // BootstrapConfigMapName is the bootstrap ConfigMap's name.
 func BootstrapConfigMapName(gateway, class string) string {
@@ -308,7 +323,8 @@ func withDefaults(ours, extra map[string]string) map[string]string {
 //     (pkg/bootstrap) naming the Gateway in node metadata;
 //   - Deployment "<name>": one Envoy container (cfg.Image) started with
 //     -c BootstrapDir/BootstrapKey and --service-node <pod>.<namespace>,
-//     the ConfigMap mounted read-only, the projected token when
+//     the ConfigMap mounted read-only, the projected token (audience
+//     cfg.TokenAudience, so it is good for our ADS and nothing else) when
 //     ServiceAccountAuth, the API token not mounted, non-root with
 //     unprivileged ports from 0 (sysctl) so it can bind listener ports below
 //     1024, readiness GET /healthz/ready on 15021. Replicas are left unset
@@ -401,7 +417,7 @@ func DesiredDeployment(gw *gwv1.Gateway, cfg ProxyConfig) (*GatewayDeployment, e
 		volumes = append(volumes, corev1ac.Volume().WithName("xds-token").WithProjected(corev1ac.ProjectedVolumeSource().
 			WithDefaultMode(0o444).
 			WithSources(corev1ac.VolumeProjection().WithServiceAccountToken(corev1ac.ServiceAccountTokenProjection().
-				WithPath("token").WithExpirationSeconds(TokenExpirationSeconds)))))
+				WithPath("token").WithAudience(cfg.TokenAudience).WithExpirationSeconds(TokenExpirationSeconds)))))
 	}
 	podLabels := withDefaults(map[string]string{GatewayNameLabel: gw.Name, GatewayClassNameLabel: class}, infraLabels)
 	podAnnotations := withDefaults(map[string]string{BootstrapHashAnnotation: hex.EncodeToString(sum[:])[:16]}, infraAnnotations)

@@ -217,7 +217,7 @@ func TestDesiredDeploymentVariants(t *testing.T) {
 	// ServiceAccount authentication: a projected token, and the bootstrap
 	// reads it.
 	cfg := testProxy()
-	cfg.Plaintext, cfg.ServiceAccountAuth, cfg.CABundle = false, true, []byte("pem")
+	cfg.Plaintext, cfg.ServiceAccountAuth, cfg.CABundle, cfg.TokenAudience = false, true, []byte("pem"), "infermesh"
 	d, err = DesiredDeployment(deployedSeed(), cfg)
 	if err != nil {
 		t.Fatal(err)
@@ -225,6 +225,14 @@ func TestDesiredDeploymentVariants(t *testing.T) {
 	vols := d.Deployment.Spec.Template.Spec.Volumes
 	if len(vols) != 2 || *vols[1].Projected.Sources[0].ServiceAccountToken.ExpirationSeconds != TokenExpirationSeconds {
 		t.Fatalf("volumes = %v, want the bootstrap and a projected token", vols)
+	}
+	// The token is for our ADS alone: issued for our audience, which the
+	// TokenReview requires, not the API server's.
+	if aud := vols[1].Projected.Sources[0].ServiceAccountToken.Audience; aud == nil || *aud != "infermesh" {
+		t.Errorf("projected token audience = %v, want infermesh", aud)
+	}
+	if sa := *d.Deployment.Spec.Template.Spec.ServiceAccountName; sa != ProxyServiceAccount("gateway", "istio") || sa != *d.ServiceAccount.Name {
+		t.Errorf("the pods run as %q, the ServiceAccount made is %q, ProxyServiceAccount says %q", sa, *d.ServiceAccount.Name, ProxyServiceAccount("gateway", "istio"))
 	}
 	if !strings.Contains(d.ConfigMap.Data[BootstrapKey], TokenDir+"/token") {
 		t.Error("the bootstrap does not read the projected token")

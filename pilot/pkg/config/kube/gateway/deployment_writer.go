@@ -5,6 +5,7 @@ package gateway
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"os"
@@ -28,6 +29,7 @@ func proxyConfig(f features.Features) (ProxyConfig, error) {
 	p := ProxyConfig{
 		ControllerName: f.ControllerName, ClusterDomain: f.ClusterDomain, Image: f.GatewayProxyImage,
 		XDSAddress: f.GatewayXDSAddress, Plaintext: f.GatewayXDSPlaintext, ServiceAccountAuth: f.GatewayXDSServiceAccountAuth,
+		TokenAudience: f.GatewayXDSTokenAudience,
 	}
 	if f.GatewayXDSCAFile != "" && !p.Plaintext {
 		b, err := os.ReadFile(f.GatewayXDSCAFile)
@@ -43,6 +45,9 @@ func proxyConfig(f features.Features) (ProxyConfig, error) {
 	}
 	if _, err := bootstrap.Build(probe); err != nil {
 		return p, fmt.Errorf("gateway: Gateway proxy settings (PILOT_GATEWAY_XDS_*): %w", err)
+	}
+	if p.ServiceAccountAuth && p.TokenAudience == "" {
+		return p, errors.New("gateway: Gateway proxy settings: PILOT_GATEWAY_XDS_SERVICEACCOUNT_AUTH needs a token audience (PILOT_GATEWAY_XDS_TOKEN_AUDIENCE)")
 	}
 	return p, nil
 }

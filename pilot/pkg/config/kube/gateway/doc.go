@@ -4,41 +4,107 @@
 // Package gateway is the Gateway API and Gateway API Inference Extension
 // controller: from GatewayClasses, Gateways, routes, ReferenceGrants and
 // InferencePools it derives route attachment, each pool's gatewayParents, the
-// pool's shadow Service and status, and what the xDS translator needs per
-// Gateway.
+// pool's shadow Service, the status of every object it handles, each
+// Gateway's deployment, and what the xDS translator needs per Gateway.
 //
-// The rules are pure functions over the API types, one concept per file:
-//   - gatewayclass.go: which classes are ours (spec.controllerName) and their
-//     Accepted condition;
-//   - classparams.go: a class's parameters (spec.parametersRef to a
-//     ConfigMap; the key eppRequestBodyMode), and what an invalid
-//     reference means for the class and its Gateways;
-//   - listeners.go, gatewaystatus.go: a Gateway's listeners (protocols,
-//     allowedRoutes, conflicts) and its status with attachedRoutes counts;
+// The rules are pure functions over the API types, one concept per file, each
+// taking its lookups as parameters. collections.go wires them into krt
+// collections (Build): the same pipeline runs over informers in a cluster and
+// over static collections in file mode (offline.go). Controller
+// (controller.go) connects Build's outputs to the leader-gated writers of
+// pkg/kube/writer: the writes (controller.go, deployment_writer.go) and the
+// Warning Events on routes with rules that cannot be served (ruleproblems.go)
+// run only from there, while this replica leads. architecture/controller.md
+// draws the pipeline.
+//
+// # Files
+//
+// Classes and Gateways:
+//
+//   - gatewayclass.go: which classes are ours (spec.controllerName), and the
+//     Accepted condition we write on them.
+//   - classparams.go: a class's parameters (spec.parametersRef to a ConfigMap;
+//     the key eppRequestBodyMode), and what an invalid reference means for the
+//     class and its Gateways.
+//   - features.go: SupportedFeatures, the Gateway API features our classes
+//     publish in status.
+//   - listeners.go: GatewayView and ListenerView: a Gateway's listeners
+//     validated (protocols, allowedRoutes, port and hostname conflicts).
+//   - listenerset.go: ListenerSets attached to our Gateways: which are allowed,
+//     their listeners in precedence order, and their status.
 //   - certificates.go: an HTTPS listener's certificateRef (a kubernetes.io/tls
-//     Secret, cross-namespace only with a ReferenceGrant) and why it does
-//     not resolve (InvalidCertificateRef, RefNotPermitted);
-//   - hostnames.go, attachment.go: a route's parentRefs against our Gateways
-//     (sectionName, port, hostname intersection, allowedRoutes), giving
-//     Accepted per parent with the standard reasons;
-//   - referencegrant.go, backends.go: backendRefs to Services and
-//     InferencePools, ReferenceGrants for cross-namespace references, and
-//     Istio's exact messages for pool references;
-//   - eppref.go: whether a pool's endpointPickerRef resolves, said the same
-//     way in the pool's ResolvedRefs and in the ResolvedRefs of routes to it;
-//   - shadowservice.go: a pool's shadow Service (name, labels, ports);
-//   - inferencepool_status.go: a pool's status.parents entries, and whether
-//     the pool is accepted (only then does it get a shadow Service).
+//     Secret, cross-namespace only with a ReferenceGrant) and why it does not
+//     resolve.
+//   - frontendtls.go: the client-certificate validation spec.tls.frontend asks
+//     of an HTTPS listener, and its caCertificateRefs resolved.
+//   - addresses.go: a Gateway's spec.addresses, and why they cannot be used.
+//   - gatewaystatus.go: GatewayStatus and WithProgrammed: a Gateway's
+//     conditions and its listeners' entries with attachedRoutes counts.
 //   - serving_status.go: a Gateway's Programmed=False/Invalid while the ADS
-//     server serves it in part (model.GatewayServing, fed back from the
-//     push path through ControllerConfig.Serving);
-//   - tenantlimits.go: the routes of one namespace past its limits on one
-//     Gateway (route matches, regular expressions), newest first,
-//     Accepted=False/TooManyMatches on that Gateway.
+//     server serves it in part (model.GatewayServing, fed back from the push
+//     path).
 //
-// collections.go wires them into krt collections (Build): the same pipeline
-// runs over informers in a cluster and over static collections in file mode,
-// since every function takes its lookups as parameters. controller.go
-// (Controller) connects Build's outputs to the leader-gated writers of
-// pkg/kube/writer. architecture/controller.md draws the pipeline.
+// Routes and backends:
+//
+//   - hostnames.go: hostname intersection between listeners and routes,
+//     wildcards included; which listener owns a hostname on a port (listener
+//     isolation, the translator's own rule core.OwnerHostname, over the
+//     Gateway's and its ListenerSets' listeners alike).
+//   - attachment.go: AttachRoute: a route's parentRefs against our Gateways and
+//     ListenerSets (sectionName, port, hostnames, allowedRoutes), giving
+//     Accepted per parent with the standard reasons; AttachedRoutes counts;
+//     the hostnames a more specific listener of another namespace takes from
+//     a route (TakenHostname: the route's Conflicted=True, the listener's
+//     TakesHostnames=True).
+//   - referencegrant.go: ReferenceGrantAllows, whether a cross-namespace
+//     reference is granted.
+//   - backends.go: ResolveBackendRef: backendRefs to Services and
+//     InferencePools resolved, with Istio's exact messages for pool references;
+//     RouteResolvedRefs folds them per route.
+//   - mirrors.go: RequestMirror backendRefs resolved, and the mirrors that do
+//     not resolve left out.
+//   - backendtls.go: the client TLS of every upstream (Service backends,
+//     mirrors, EPPs) from pilot/pkg/config/kube/upstreamtls, an upstream whose
+//     TLS cannot be honoured made an invalid backend (InvalidBackendTLS), and
+//     the BackendTLSPolicy's own status.
+//   - ruleproblems.go: the rules the translator cannot serve (core.CheckRoute),
+//     as the PartiallyInvalid message and as Warning Events on the route.
+//
+// InferencePools:
+//
+//   - eppref.go: whether a pool's endpointPickerRef resolves, said the same way
+//     in the pool's ResolvedRefs and in those of routes to it.
+//   - inferencepool_status.go: PoolGatewayParents, a pool's gatewayParents
+//     folded from the routes that reference it; PoolParentStatuses, its
+//     status.parents entries, and whether the pool is accepted (only then does
+//     it get a shadow Service).
+//   - routestatus.go: RouteParentStatuses: a route's status.parents entries
+//     (Accepted, ResolvedRefs per parent, PartiallyInvalid, Conflicted).
+//   - tenantlimits.go: the routes of one namespace past its limits on one
+//     Gateway (route matches, regular expressions), newest first, refused
+//     with Accepted=False/TooManyMatches on that Gateway; limitRoutes, the
+//     step between the resolved routes and everything that reads them.
+//   - shadowservice.go: a pool's shadow Service (name, labels, ports) and its
+//     EPP failure mode.
+//
+// Gateway deployments:
+//
+//   - deployment.go: BuildDeployments and DesiredDeployment: the Deployment,
+//     Service, ServiceAccount and bootstrap ConfigMap of each Gateway in scope.
+//   - deployment_status.go: a deployed Gateway's Programmed condition and
+//     status.addresses, read from its Service.
+//   - deployment_writer.go: the proxy settings from the feature flags, and the
+//     four writers of deployment objects.
+//
+// Wiring:
+//
+//   - collections.go: Inputs, Options, the result types, and Build, which wires
+//     every rule above into krt collections (Outputs), with TranslatorGateway,
+//     the translator's view of one Gateway.
+//   - controller.go: Controller over a cluster: Build over informers, and the
+//     leader-gated writers of shadow Services, statuses and the default
+//     GatewayClass.
+//   - offline.go: NewOffline for file mode (computed, never written), the
+//     default GatewayClass, and shadow Services as the objects the API server
+//     would store.
 package gateway

@@ -13,8 +13,11 @@ import (
 
 // TestSupportedFeatures: status.supportedFeatures is sorted by name and
 // unique (the field's rule), names only features the Gateway API knows,
-// and claims ListenerSet with the other 41: the 42 core and extended
-// features of GATEWAY-HTTP and GATEWAY-GRPC (conformance/README.md).
+// and claims ListenerSet with the others: 45, the 42 features of
+// GATEWAY-HTTP and GATEWAY-GRPC the v1.6.1 suite passed less the two
+// v1.7.0 removed (HTTPRouteRetry, HTTPRouteRetryBackendTimeout), plus the
+// five v1.7.0 features whose tests passed; never GatewayListenerFilters,
+// which infermesh refuses (conformance/README.md).
 func TestSupportedFeatures(t *testing.T) {
 	if !slices.IsSortedFunc(SupportedFeatures, func(a, b gwv1.SupportedFeature) int {
 		if a.Name < b.Name {
@@ -44,7 +47,10 @@ func TestSupportedFeatures(t *testing.T) {
 	if !seen[gwv1.FeatureName(features.SupportListenerSet)] {
 		t.Error("ListenerSet is not claimed")
 	}
-	if len(SupportedFeatures) != 42 {
-		t.Errorf("%d features, want the 42 of GATEWAY-HTTP and GATEWAY-GRPC", len(SupportedFeatures))
+	if seen[gwv1.FeatureName(features.SupportGatewayListenerFilters)] {
+		t.Error("GatewayListenerFilters is claimed, but listeners with filters are refused")
+	}
+	if len(SupportedFeatures) != 45 {
+		t.Errorf("%d features, want 45", len(SupportedFeatures))
 	}
 }

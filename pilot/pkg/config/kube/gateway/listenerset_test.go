@@ -256,6 +256,28 @@ func TestListenerSetStatus(t *testing.T) {
 			t.Error("WithListenerSetProgrammed modified its input")
 		}
 	})
+	// A ListenerSet listener with pre-routing filters (GEP-5224) is refused
+	// as a Gateway's own listener is: never programmed without them.
+	t.Run("listener filters", func(t *testing.T) {
+		f := entry("auth", "auth.com", "", "")
+		f.Filters = &gwv1.ListenerFilters{Requests: []gwv1.ListenerFilter{{Type: gwv1.ListenerFilterExternalAuth,
+			ExternalAuth: &gwv1.HTTPExternalAuthFilter{ExternalAuthProtocol: gwv1.HTTPRouteExternalAuthHTTPProtocol,
+				BackendRef: gwv1.BackendObjectReference{Name: "authz", Port: ptr.To(gwv1.PortNumber(8080))}}}}}
+		v := viewWith(lsGateway(same), CertificateLookups{}, nil, listenerSet("infra", "ls", 1, entry("ok", "ok.com", "", ""), f))
+		st := WithListenerSetProgrammed(ListenerSetStatus(&v.ListenerSets[0], nil), true)
+		if got, want := lsConds(st.Conditions), "Accepted=True/ListenersNotValid Programmed=True/Programmed"; got != want {
+			t.Errorf("conditions %s, want %s", got, want)
+		}
+		wantListeners := map[gwv1.SectionName]string{
+			"ok":   "Accepted=True/Accepted ResolvedRefs=True/ResolvedRefs Conflicted=False/NoConflicts Programmed=True/Programmed",
+			"auth": "Accepted=False/UnsupportedValue ResolvedRefs=True/ResolvedRefs Conflicted=False/NoConflicts Programmed=False/Invalid",
+		}
+		for _, l := range st.Listeners {
+			if got := lsConds(l.Conditions); got != wantListeners[l.Name] {
+				t.Errorf("listener %s: %s, want %s", l.Name, got, wantListeners[l.Name])
+			}
+		}
+	})
 }
 
 func TestListenerSetCertificateNeedsGrantFromListenerSets(t *testing.T) {

@@ -40,4 +40,11 @@
 //
 // Where it differs from Envoy: everything the package's doc.go lists;
 // SIGTERM closes at once, without Envoy's drain.
+//
+// # Files
+//
+//   - main.go: main and run: the bootstrap read, the data plane started, and
+//     the stop on SIGTERM or SIGINT.
+//   - flags.go: the Envoy flags the command takes, and the refusal of every
+//     other argument.
 package main
