@@ -3,9 +3,9 @@
 
 package main
 
-// One test per bullet of issue 18's "Why" (the Helm chart's bullet is
+// One test per problem a user met with the commands (the Helm chart's is
 // tested with the chart, under manifests/). Each drives the commands as a
-// user does, and failed on the code before the issue was worked.
+// user does, and failed on the code before the problem was fixed.
 
 import (
 	"bytes"
@@ -60,19 +60,8 @@ func TestWhyDiscoveryLogsReloadsAndPushes(t *testing.T) {
 	logs := &logbuf.Buffer{}
 	d := fakeDeps(t, inference...)
 	d.stderr = logs
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() {
-		_, err := execute(ctx, d, "discovery", "-f", dir, "--plaintext", "--ads-address", "127.0.0.1:0",
-			"--http-address", "127.0.0.1:0", "--debug-address", "", "--push-debounce", "10ms")
-		done <- err
-	}()
-	defer func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("discovery: %v", err)
-		}
-	}()
+	startDiscovery(t, d, "discovery", "-f", dir, "--plaintext", "--ads-address", "127.0.0.1:0",
+		"--http-address", "127.0.0.1:0", "--debug-address", "", "--push-debounce", "10ms")
 	// The first read has the keys of a reload (README.md, "Logs").
 	waitLog(t, logs, "the first read", `"msg":"file: loaded"`, `"changes":"DestinationRules: 1 added; Gateways: 1 added;`, `"objects":11,`, `"rejected":0`)
 	waitLog(t, logs, "the first push", `"msg":"xds: pushed"`, `"gateways":1`, `"gatewayNames":["gateway-namespace/gateway"]`, `"resourcesChanged"`)
@@ -259,19 +248,8 @@ func TestDiscoveryLogCountsRouteProblems(t *testing.T) {
 	logs := &logbuf.Buffer{}
 	d := fakeDeps(t, inference...)
 	d.stderr = logs
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() {
-		_, err := execute(ctx, d, "discovery", "-f", dir, "--plaintext", "--ads-address", "127.0.0.1:0",
-			"--http-address", "127.0.0.1:0", "--debug-address", "", "--push-debounce", "10ms")
-		done <- err
-	}()
-	defer func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("discovery: %v", err)
-		}
-	}()
+	startDiscovery(t, d, "discovery", "-f", dir, "--plaintext", "--ads-address", "127.0.0.1:0",
+		"--http-address", "127.0.0.1:0", "--debug-address", "", "--push-debounce", "10ms")
 	waitLog(t, logs, "the first check", `"msg":"file: checked"`, `"problems":0`, `"rejected":0`)
 	route := filepath.Join(dir, "30-inferencepool.yaml")
 	b, err := os.ReadFile(route)

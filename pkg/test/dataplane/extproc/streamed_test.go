@@ -131,7 +131,8 @@ func deferringEPP(pick string, mutate func(chunk []byte) *extprocsvc.BodyMutatio
 	}
 }
 
-// GIE issue 3035: with the seed's FULL_DUPLEX_STREAMED mode, lwepp v1.6.0's
+// kubernetes-sigs/gateway-api-inference-extension#3035: with the
+// seed's FULL_DUPLEX_STREAMED mode, lwepp v1.6.0's
 // empty body response is "spurious message: Normal body mutation response
 // is received while body_mode_ is FULL_DUPLEX_STREAMED", and the POST fails
 // with 500 (processor_state.cc, handleStreamedBodyCallback).
