@@ -262,18 +262,16 @@ func TestDiscoveryLogCountsRouteProblems(t *testing.T) {
 	if bytes.Equal(broken, b) {
 		t.Fatal("the seed's parentRef moved")
 	}
-	if err := os.WriteFile(route, broken, 0o644); err != nil {
-		t.Fatal(err)
-	}
+	// Written atomically: a write in place can be read half done (empty),
+	// which the log tells as the route deleted and added again.
+	writeManifest(t, dir, filepath.Base(route), string(broken))
 	waitLog(t, logs, "the reload", `"msg":"file: reloaded"`, `"changes":"HTTPRoutes: 1 updated"`, `"rejected":0`)
 	waitLog(t, logs, "the route's problem", `"level":"WARN"`, `"msg":"file: problem"`, `"kind":"condition"`,
 		`"object":"HTTPRoute llm-namespace/llm-route"`, `"parent":"Gateway gateway-namespace/gateway"`, `Accepted=False (NoMatchingParent)`)
 	// The route's, and its pool's (the route to it is not accepted), as
 	// check -f counts them.
 	waitLog(t, logs, "the count after the reload", `"msg":"file: checked"`, `"problems":2`, `"rejected":0`)
-	if err := os.WriteFile(route, b, 0o644); err != nil {
-		t.Fatal(err)
-	}
+	writeManifest(t, dir, filepath.Base(route), string(b))
 	waitLog(t, logs, "the problem resolved", `"msg":"file: problem resolved"`, `"object":"HTTPRoute llm-namespace/llm-route"`)
 	waitLog(t, logs, "the count back to 0", `"msg":"file: checked"`, `"problems":0`, `"rejected":0`)
 }

@@ -4,9 +4,9 @@
 package dataplane
 
 import (
+	"bytes"
 	"context"
 	"crypto/tls"
-	"bytes"
 	"crypto/x509"
 	"encoding/pem"
 	"errors"
