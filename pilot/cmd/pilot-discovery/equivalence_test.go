@@ -36,6 +36,10 @@ const (
 	examplesDir    = "examples"
 	checkDir       = "pilot/cmd/pilot-discovery/testdata/check"
 	equivalenceDir = "pilot/cmd/pilot-discovery/testdata/equivalence"
+	// routerCheckDir holds Envoy's router_check corpus (Envoy route
+	// configurations and their test cases, for the test data plane), not
+	// Kubernetes manifests.
+	routerCheckDir = "pkg/test/dataplane/testdata/envoy-router-check"
 )
 
 // manifestCorpora finds every folder holding manifests (*.yaml, *.yml,
@@ -52,7 +56,8 @@ const (
 // A folder of manifests anywhere else under testdata or examples fails the
 // test until it is given a way to be read here, so no corpus is left out.
 // (The repository's other testdata hold no manifests: xDS goldens
-// *.yaml.golden and Envoy config dumps *.json.txt.)
+// *.yaml.golden, Envoy config dumps *.json.txt, and Envoy's router_check
+// corpus in routerCheckDir, Envoy route configurations as YAML and JSON.)
 func manifestCorpora(t *testing.T) []manifestCorpus {
 	t.Helper()
 	seen := map[string]bool{}
@@ -83,6 +88,8 @@ func manifestCorpora(t *testing.T) []manifestCorpus {
 		}
 		var c manifestCorpus
 		switch {
+		case strings.HasPrefix(rel, routerCheckDir+"/"):
+			return nil // Envoy configurations, not manifests
 		case strings.HasPrefix(rel, examplesDir+"/") && len(parts) > 2:
 			c.name = examplesDir + "/" + parts[1]
 			c.paths = []string{filepath.Join(repoRoot, examplesDir, parts[1])}
