@@ -83,12 +83,15 @@ helm:
 # after building (or reusing) the Kubernetes binaries and the endpoint
 # pickers (hack/epp-binaries.sh: GIE v1.6.0 lwepp and v1.0.0 epp, cached in
 # $${INFERMESH_CACHE:-~/.cache/infermesh}/epp; the script prints the folder
-# holding both) and helm (hack/helm.sh).
+# holding both), helm (hack/helm.sh) and the authorization server of the
+# ExternalAuth test (hack/extauthz-binary.sh: Istio's sample ext_authz,
+# cached in $${INFERMESH_CACHE:-~/.cache/infermesh}/extauthz).
 integ:
 	dir=$$(hack/k8s-test-binaries.sh) && \
 	eppbin=$$(hack/epp-binaries.sh) && \
 	helmdir=$$(hack/helm.sh) && \
-	KUBE_TEST_BINARIES=$$dir/bin EPP_TEST_BINARIES=$$eppbin HELM_TEST_BINARIES=$$helmdir/bin $(GO) test -tags=integ -p 2 -timeout 30m -count=1 ./tests/...
+	authzbin=$$(hack/extauthz-binary.sh) && \
+	KUBE_TEST_BINARIES=$$dir/bin EPP_TEST_BINARIES=$$eppbin HELM_TEST_BINARIES=$$helmdir/bin EXTAUTHZ_TEST_BINARIES=$$authzbin $(GO) test -tags=integ -p 2 -timeout 30m -count=1 ./tests/...
 
 # Both conformance suites on this machine, one after the other
 # (conformance/README.md): GIE v1.6.0, then Gateway API v1.7.0 (profiles

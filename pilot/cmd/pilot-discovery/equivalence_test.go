@@ -37,10 +37,10 @@ const (
 	checkDir       = "pilot/cmd/pilot-discovery/testdata/check"
 	equivalenceDir = "pilot/cmd/pilot-discovery/testdata/equivalence"
 	goldenDir      = "pilot/pkg/config/kube/gateway/testdata"
-	// routerCheckDir holds Envoy's router_check corpus (Envoy route
-	// configurations and their test cases, for the test data plane), not
-	// Kubernetes manifests.
-	routerCheckDir = "pkg/test/dataplane/testdata/envoy-router-check"
+	// envoyCorpusDir holds Envoy's router_check tests (route
+	// configurations and their expectations), not Kubernetes manifests:
+	// the test data plane's TestEnvoyRouterCheckCorpus reads it.
+	envoyCorpusDir = "pkg/test/dataplane/testdata/envoy-router-check"
 )
 
 // manifestCorpora finds every folder holding manifests (*.yaml, *.yml,
@@ -60,8 +60,8 @@ const (
 // A folder of manifests anywhere else under testdata or examples fails the
 // test until it is given a way to be read here, so no corpus is left out.
 // (The repository's other testdata hold no manifests: xDS goldens
-// *.yaml.golden, Envoy config dumps *.json.txt, and Envoy's router_check
-// corpus in routerCheckDir, Envoy route configurations as YAML and JSON.)
+// *.yaml.golden, Envoy config dumps *.json.txt, and Envoy's route table
+// tests, envoyCorpusDir, which are Envoy's own configuration.)
 func manifestCorpora(t *testing.T) []manifestCorpus {
 	t.Helper()
 	seen := map[string]bool{}
@@ -92,8 +92,8 @@ func manifestCorpora(t *testing.T) []manifestCorpus {
 		}
 		var c manifestCorpus
 		switch {
-		case strings.HasPrefix(rel, routerCheckDir+"/"):
-			return nil // Envoy configurations, not manifests
+		case strings.HasPrefix(rel, envoyCorpusDir+"/"):
+			return nil
 		case strings.HasPrefix(rel, examplesDir+"/") && len(parts) > 2:
 			c.name = examplesDir + "/" + parts[1]
 			c.paths = []string{filepath.Join(repoRoot, examplesDir, parts[1])}

@@ -58,6 +58,9 @@ func newFilterChain(dp *DataPlane, ac *activeConfig, l *listenerConfig, table *r
 		if f.name == filterCORS && f.disabled && c.pf.cors == nil {
 			continue // not created for this route
 		}
+		if f.extAuthz != nil && f.disabled && c.pf.extAuthz[f.name] == nil {
+			continue // not created for this route
+		}
 		c.filters = append(c.filters, f)
 	}
 	return c
@@ -81,6 +84,9 @@ func (c *filterChain) decode(ctx context.Context, i int, req *extproc.Request, m
 			extproc.GRPCLocalReply(req, resp, -1)
 		}
 		return resp, served, err
+	}
+	if c.filters[i].extAuthz != nil {
+		return c.decodeExtAuthz(ctx, i, req, md)
 	}
 	switch c.filters[i].name {
 	case filterCORS:

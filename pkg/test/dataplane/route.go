@@ -15,6 +15,7 @@ import (
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	routev3 "github.com/envoyproxy/go-control-plane/envoy/config/route/v3"
 	corsv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/http/cors/v3"
+	extauthzv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/http/ext_authz/v3"
 	extprocv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/http/ext_proc/v3"
 	matcherv3 "github.com/envoyproxy/go-control-plane/envoy/type/matcher/v3"
 	typev3 "github.com/envoyproxy/go-control-plane/envoy/type/v3"
@@ -107,6 +108,9 @@ var placeholderExtProc = &extprocv3.ExternalProcessor{GrpcService: &corev3.GrpcS
 type perFilterConfig struct {
 	extProc *extprocv3.ExtProcPerRoute
 	cors    *corsv3.CorsPolicy
+	// extAuthz are the ExtAuthzPerRoute entries by filter name (route
+	// level only: a weighted cluster's is refused).
+	extAuthz map[string]*extauthzv3.ExtAuthzPerRoute
 }
 
 type weightedCluster struct {
@@ -329,6 +333,9 @@ func compileRouteAction(cr *route, ra *routev3.RouteAction, m routeMatch, re reg
 			if wc.perFilter, err = compilePerFilter(cw.GetTypedPerFilterConfig(), re); err != nil {
 				return fmt.Errorf("weighted_clusters[%d]: %w", i, err)
 			}
+			if len(wc.perFilter.extAuthz) > 0 {
+				return fmt.Errorf("weighted_clusters[%d]: ext_authz per-filter config on a weighted cluster not implemented", i)
+			}
 			cr.totalWeight += uint64(wc.weight)
 			cr.weighted = append(cr.weighted, wc)
 		}
@@ -489,6 +496,17 @@ func compilePerFilter(m map[string]*anypb.Any, re regexEngine) (perFilterConfig,
 				}
 			}
 			pf.cors = c
+		case *extauthzv3.ExtAuthzPerRoute:
+			if !extAuthzFilterName(name) {
+				return pf, fmt.Errorf("typed_per_filter_config[%q]: ExtAuthzPerRoute under another filter's name", name)
+			}
+			if err := checkExtAuthzPerRoute(c); err != nil {
+				return pf, fmt.Errorf("typed_per_filter_config[%q]: %w", name, err)
+			}
+			if pf.extAuthz == nil {
+				pf.extAuthz = map[string]*extauthzv3.ExtAuthzPerRoute{}
+			}
+			pf.extAuthz[name] = c
 		default:
 			return pf, fmt.Errorf("typed_per_filter_config[%q]: %T not implemented", name, msg)
 		}

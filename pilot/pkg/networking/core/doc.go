@@ -53,6 +53,10 @@
 //     port, its HTTP connection manager fetching routes over RDS with the
 //     filters cors, ext_proc (when inference is on) and router, and TLS
 //     termination over SDS.
+//   - extauthz.go: ExternalAuth as Envoy's ext_authz: one disabled HTTP
+//     filter per distinct configuration of the Gateway's rules (named by a
+//     digest), enabled per route, failing closed; the authorization
+//     server's cluster; the upstream-header expression.
 //   - extproc.go: the inert listener-level ext_proc filter, and the
 //     ExtProcPerRoute override that sends a pool's requests through its
 //     Endpoint Picker, with the body mode the Gateway asks for.

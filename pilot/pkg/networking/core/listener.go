@@ -65,9 +65,13 @@ func groupByPort(gw *model.Gateway) ([]portGroup, error) {
 //   - normalizes the path (normalize_path: RFC 3986 dot segments resolved)
 //     before routes match, so "/public/../admin" is matched, and sent
 //     upstream, as "/admin" (architecture/xds.md, "Decisions");
-//   - runs the HTTP filters cors, then ext_proc when opts.InferenceEnabled
-//     (see extProcBaseFilter: disabled and inert until a route enables it),
-//     then router. CORS first (Istio puts ext_proc first) so that a reply
+//   - runs the HTTP filters cors, then one ext_authz filter per distinct
+//     ExternalAuth filter of the Gateway's routes (gatewayExtAuthz, sorted
+//     by name; each disabled until a route enables it, extAuthzFilter), then
+//     ext_proc when opts.InferenceEnabled (see extProcBaseFilter: disabled
+//     and inert until a route enables it), then router. ext_authz before
+//     ext_proc: a request the authorization server denies never reaches an
+//     EPP or a model server. CORS first (Istio puts ext_proc first) so that a reply
 //     ext_proc makes while decoding a CORS request (an EPP error or
 //     ImmediateResponse) still gets the CORS headers; architecture/xds.md
 //     gives the reasoning, and preflightRoute why no order keeps CORS
@@ -90,6 +94,7 @@ func BuildListeners(gw *model.Gateway, opts Options) ([]*listenerv3.Listener, er
 		return nil, fmt.Errorf("invalid parameters (GatewayClass or Gateway): %s", gw.ClassParametersError)
 	}
 	opts.eppBodyMode = gw.EPPBodyMode
+	opts.extAuthz = gatewayExtAuthz(gw)
 	groups, err := groupByPort(gw)
 	if err != nil {
 		return nil, err
@@ -169,6 +174,13 @@ func buildHCM(rc string, opts Options) (*hcmv3.HttpConnectionManager, error) {
 		return nil, err
 	}
 	filters := []*hcmv3.HttpFilter{{Name: FilterCORS, ConfigType: &hcmv3.HttpFilter_TypedConfig{TypedConfig: corsAny}}}
+	for _, ea := range opts.extAuthz {
+		f, err := extAuthzFilter(ea)
+		if err != nil {
+			return nil, err
+		}
+		filters = append(filters, f)
+	}
 	if opts.InferenceEnabled {
 		ep, err := extProcBaseFilter(opts.eppBodyMode)
 		if err != nil {

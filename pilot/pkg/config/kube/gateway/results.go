@@ -99,6 +99,12 @@ type RuleResult struct {
 	// that did (their Service's client TLS reaches the model).
 	MirrorErrors []ResolvedBackend
 	Mirrors      []ResolvedBackend
+	// ExternalAuth are the rule's ExternalAuth filters, resolved
+	// (externalauth.go); AuthErrors are those that did not resolve, and
+	// ExternalAuth filters in backendRefs' filters. AuthErrors count in the
+	// route's ResolvedRefs condition.
+	ExternalAuth []*model.ExternalAuth
+	AuthErrors   []ResolvedBackend
 	// Filters are the backendRefs' own filters, per backend.
 	HTTPFilters [][]gwv1.HTTPRouteFilter
 	GRPCFilters [][]gwv1.GRPCRouteFilter

@@ -90,6 +90,7 @@ func (b *builder) resolveRoute(ctx krt.HandlerContext, route Route, meta *metav1
 			res.Rules[i].Backends = append(res.Rules[i].Backends, resolveRef(route.Kind, route.Namespace, ref))
 		}
 		dropUnresolvedMirrors(&res.Rules[i], route, resolveRef)
+		resolveRuleExternalAuth(&res.Rules[i], route, lk, backendOpts)
 	}
 	checkRules(res, core.Options{InferenceEnabled: b.opts.InferenceEnabled, ClusterDomain: b.opts.ClusterDomain})
 	res.Pools = referencedPools(res.Rules)
