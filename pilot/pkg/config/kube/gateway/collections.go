@@ -62,6 +62,9 @@ type Options struct {
 	// false, Inputs.InferencePools is ignored and a backendRef to a pool gets
 	// InferencePoolNotEnabledMessage.
 	InferenceEnabled bool
+	// Limits bound what one namespace's routes put into one Gateway
+	// (tenantlimits.go); zero values, no limit.
+	Limits TenantLimits
 	// Krt are options for every collection built (stop channel, debug
 	// handler).
 	Krt []krt.CollectionOption
@@ -153,10 +156,22 @@ func Build(in Inputs, opts Options) Outputs {
 	if in.GRPCRoutes != nil {
 		grpcRoutes := b.grpcRouteCollection()
 		routes = append(routes, grpcRoutes)
-		out.GRPCRouteStatuses = routeStatuses(grpcRoutes, opts.ControllerName, b.with("GRPCRouteStatuses"))
 	}
-	out.HTTPRouteStatuses = routeStatuses(httpRoutes, opts.ControllerName, b.with("HTTPRouteStatuses"))
-	out.Routes = krt.JoinCollection(routes, b.with("Routes")...)
+	// Routes as resolved, then with the per-namespace limits of each
+	// Gateway applied (tenantlimits.go): what every later step reads.
+	if opts.Limits.enabled() {
+		out.Routes = limitRoutes(krt.JoinCollection(routes, b.with("ResolvedRoutes")...), out.Gateways, opts.Limits, b.with)
+		out.HTTPRouteStatuses = routeStatuses(out.Routes, HTTPRouteKind, opts.ControllerName, b.with("HTTPRouteStatuses"))
+		if in.GRPCRoutes != nil {
+			out.GRPCRouteStatuses = routeStatuses(out.Routes, GRPCRouteKind, opts.ControllerName, b.with("GRPCRouteStatuses"))
+		}
+	} else {
+		out.Routes = krt.JoinCollection(routes, b.with("Routes")...)
+		out.HTTPRouteStatuses = routeStatuses(httpRoutes, HTTPRouteKind, opts.ControllerName, b.with("HTTPRouteStatuses"))
+		if len(routes) > 1 {
+			out.GRPCRouteStatuses = routeStatuses(routes[1], GRPCRouteKind, opts.ControllerName, b.with("GRPCRouteStatuses"))
+		}
+	}
 
 	attachments := b.routeAttachmentCollection(out.Routes)
 	out.GatewayStatuses = b.gatewayStatusCollection(attachments)
