@@ -64,6 +64,9 @@ type Options struct {
 	// false, Inputs.InferencePools is ignored and a backendRef to a pool gets
 	// InferencePoolNotEnabledMessage.
 	InferenceEnabled bool
+	// Limits bound what one namespace's routes put into one Gateway
+	// (tenantlimits.go); zero values, no limit.
+	Limits TenantLimits
 	// Krt are options for every collection built (stop channel, debug
 	// handler).
 	Krt []krt.CollectionOption
@@ -156,23 +159,45 @@ func Build(in Inputs, opts Options) Outputs {
 
 	httpRoutes := b.httpRouteCollection()
 	routes := []krt.Collection[RouteResult]{httpRoutes}
+	// byKind are the resolved routes of each kind but HTTPRoute, whose
+	// statuses read them when no limits apply.
+	byKind := map[string]krt.Collection[RouteResult]{}
 	if in.GRPCRoutes != nil {
 		grpcRoutes := b.grpcRouteCollection()
 		routes = append(routes, grpcRoutes)
-		out.GRPCRouteStatuses = routeStatuses(grpcRoutes, opts.ControllerName, b.with("GRPCRouteStatuses"))
+		byKind[GRPCRouteKind] = grpcRoutes
 	}
 	if in.TLSRoutes != nil {
 		tlsRoutes := b.tlsRouteCollection()
 		routes = append(routes, tlsRoutes)
-		out.TLSRouteStatuses = routeStatuses(tlsRoutes, opts.ControllerName, b.with("TLSRouteStatuses"))
+		byKind[TLSRouteKind] = tlsRoutes
 	}
 	if in.TCPRoutes != nil {
 		tcpRoutes := b.tcpRouteCollection()
 		routes = append(routes, tcpRoutes)
-		out.TCPRouteStatuses = routeStatuses(tcpRoutes, opts.ControllerName, b.with("TCPRouteStatuses"))
+		byKind[TCPRouteKind] = tcpRoutes
 	}
-	out.HTTPRouteStatuses = routeStatuses(httpRoutes, opts.ControllerName, b.with("HTTPRouteStatuses"))
-	out.Routes = krt.JoinCollection(routes, b.with("Routes")...)
+	// Routes as resolved, then with the per-namespace limits of each
+	// Gateway applied (tenantlimits.go): what every later step reads.
+	if opts.Limits.enabled() {
+		out.Routes = limitRoutes(krt.JoinCollection(routes, b.with("ResolvedRoutes")...), out.Gateways, opts.Limits, b.with)
+		out.HTTPRouteStatuses = routeStatuses(out.Routes, HTTPRouteKind, opts.ControllerName, b.with("HTTPRouteStatuses"))
+		for kind := range byKind {
+			byKind[kind] = out.Routes
+		}
+	} else {
+		out.Routes = krt.JoinCollection(routes, b.with("Routes")...)
+		out.HTTPRouteStatuses = routeStatuses(httpRoutes, HTTPRouteKind, opts.ControllerName, b.with("HTTPRouteStatuses"))
+	}
+	if c, ok := byKind[GRPCRouteKind]; ok {
+		out.GRPCRouteStatuses = routeStatuses(c, GRPCRouteKind, opts.ControllerName, b.with("GRPCRouteStatuses"))
+	}
+	if c, ok := byKind[TLSRouteKind]; ok {
+		out.TLSRouteStatuses = routeStatuses(c, TLSRouteKind, opts.ControllerName, b.with("TLSRouteStatuses"))
+	}
+	if c, ok := byKind[TCPRouteKind]; ok {
+		out.TCPRouteStatuses = routeStatuses(c, TCPRouteKind, opts.ControllerName, b.with("TCPRouteStatuses"))
+	}
 
 	attachments := b.routeAttachmentCollection(out.Routes)
 	out.GatewayStatuses = b.gatewayStatusCollection(attachments)

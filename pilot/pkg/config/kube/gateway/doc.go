@@ -84,6 +84,10 @@
 //     it get a shadow Service).
 //   - routestatus.go: RouteParentStatuses: a route's status.parents entries
 //     (Accepted, ResolvedRefs per parent, PartiallyInvalid, Conflicted).
+//   - tenantlimits.go: the routes of one namespace past its limits on one
+//     Gateway (route matches, regular expressions), newest first, refused
+//     with Accepted=False/TooManyMatches on that Gateway; limitRoutes, the
+//     step between the resolved routes and everything that reads them.
 //   - shadowservice.go: a pool's shadow Service (name, labels, ports) and its
 //     EPP failure mode.
 //
