@@ -237,8 +237,7 @@ func shuffledGroups(rng *rand.Rand, ups []fileUpdate, ids map[string][]objectID)
 	for i := range group {
 		group[i] = i
 	}
-	var find func(i int) int
-	find = func(i int) int {
+	find := func(i int) int {
 		for group[i] != i {
 			i = group[i]
 		}
