@@ -237,8 +237,7 @@ func shuffledGroups(rng *rand.Rand, ups []fileUpdate, ids map[string][]objectID)
 	for i := range group {
 		group[i] = i
 	}
-	var find func(i int) int
-	find = func(i int) int {
+	find := func(i int) int {
 		for group[i] != i {
 			i = group[i]
 		}
@@ -533,25 +532,7 @@ func TestOnlyChangedFilesAndDocumentsAreRead(t *testing.T) {
 // unknown kinds, invalid objects).
 func TestIDOfIsTheDecodersID(t *testing.T) {
 	s := testDecoder(t)
-	var texts []string
-	for _, root := range []string{"../../../../examples", "../../../cmd/pilot-discovery/testdata"} {
-		err := filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
-			if err != nil || d.IsDir() || !manifestExt(p) {
-				return err
-			}
-			data, err := os.ReadFile(p)
-			if err != nil {
-				return err
-			}
-			for _, doc := range splitDocuments(data) {
-				texts = append(texts, string(doc.body))
-			}
-			return nil
-		})
-		if err != nil {
-			t.Fatal(err)
-		}
-	}
+	texts := manifestDocuments(t)
 	if len(texts) < 20 {
 		t.Fatalf("only %d documents found", len(texts))
 	}
@@ -614,25 +595,7 @@ func quickAgrees(t *testing.T, s *Source, text string) bool {
 // real documents, or it would be no shortcut.
 func TestQuickIdentityAgreesWithParse(t *testing.T) {
 	s := testDecoder(t)
-	var corpus []string
-	for _, root := range []string{"../../../../examples", "../../../cmd/pilot-discovery/testdata"} {
-		err := filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
-			if err != nil || d.IsDir() || !manifestExt(p) {
-				return err
-			}
-			data, err := os.ReadFile(p)
-			if err != nil {
-				return err
-			}
-			for _, doc := range splitDocuments(data) {
-				corpus = append(corpus, string(doc.body))
-			}
-			return nil
-		})
-		if err != nil {
-			t.Fatal(err)
-		}
-	}
+	corpus := manifestDocuments(t)
 	answered := 0
 	for _, text := range corpus {
 		if quickAgrees(t, s, text) {
@@ -692,4 +655,30 @@ func FuzzQuickIdentity(f *testing.F) {
 		}
 		quickAgrees(t, s, text)
 	})
+}
+
+// manifestDocuments are the documents of every manifest of the examples
+// and of pilot-discovery's test folders, as text.
+func manifestDocuments(t *testing.T) []string {
+	t.Helper()
+	var out []string
+	for _, root := range []string{"../../../../examples", "../../../cmd/pilot-discovery/testdata"} {
+		err := filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
+			if err != nil || d.IsDir() || !manifestExt(p) {
+				return err
+			}
+			data, err := os.ReadFile(p)
+			if err != nil {
+				return err
+			}
+			for _, doc := range splitDocuments(data) {
+				out = append(out, string(doc.body))
+			}
+			return nil
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	return out
 }
