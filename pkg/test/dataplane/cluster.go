@@ -208,10 +208,11 @@ const (
 //     without TLS is a NACK here.
 //   - The connection pool is Envoy's mixed pool (HttpConnPoolImplMixed,
 //     source/common/http/mixed_conn_pool.h), built with the protocols
-//     HTTP/2 and HTTP/1.1, which become the TLS socket's ALPN fallback: a
-//     TLS context that names no ALPN offers h2,http/1.1 (the fallback is
-//     used only when the context sets none, ClientContextImpl::newSsl in
-//     source/common/tls/context_impl.cc). Once connected
+//     HTTP/2 and HTTP/1.1, which become the TLS socket's ALPN fallback
+//     (wrapTransportSocketOptions, source/common/http/conn_pool_base.cc):
+//     a TLS context that names no ALPN offers h2,http/1.1 (the fallback
+//     is used only when the context sets none, ClientContextImpl::newSsl
+//     in source/common/tls/client_context_impl.cc). Once connected
 //     (HttpConnPoolImplMixed::onConnected, source/common/http/
 //     mixed_conn_pool.cc) the connection speaks HTTP/2 when the server
 //     picked h2 and HTTP/1.1 otherwise: when it picked http/1.1 and when

@@ -257,7 +257,8 @@ func applyClusterOp(s *clusterSpec, op clusterOp, clientCert string) {
 // ClusterImplBase in source/common/upstream/upstream_impl.cc; the feature
 // is set in source/extensions/upstreams/http/config.cc). Envoy would offer
 // h2,http/1.1 by itself when the TLS context names no ALPN (the mixed
-// connection pool's fallback, source/common/http/mixed_conn_pool.h); the
+// connection pool's protocols as the TLS socket's ALPN fallback,
+// wrapTransportSocketOptions in source/common/http/conn_pool_base.cc); the
 // cluster names them so the offer is in the configuration. Envoy's mixed
 // pool (source/common/http/mixed_conn_pool.cc, onConnected) then speaks
 // HTTP/2 when h2 was negotiated and HTTP/1.1 otherwise, no ALPN answer
