@@ -121,11 +121,10 @@ conformance-gateway-api:
 # the statistical GatewayWeightedAcrossTwoInferencePools (conformance/README.md,
 # "In make test"), then the Gateway API suite (the four Gateway profiles,
 # core and extended) but the tests conformance/README.md lists as gaps
-# (BackendTLSPolicyGRPCRoute: a BackendTLSPolicy on a GRPCRoute's backend
-# is not implemented; a gap, not a pass). Fails if either fails; both
+# (none today; a listed gap is not a pass). Fails if either fails; both
 # always run.
 CONFORMANCE_SUBSET_SKIP := GatewayWeightedAcrossTwoInferencePools
-CONFORMANCE_SUBSET_GWAPI_GAPS := BackendTLSPolicyGRPCRoute
+CONFORMANCE_SUBSET_GWAPI_GAPS :=
 conformance-subset:
 	reports=$$(mktemp -d) && rc=0 && \
 	{ GO=$(GO) SUITE=gie SKIP_TESTS=$(CONFORMANCE_SUBSET_SKIP) REPORT=$$reports/infermesh-gie-subset.yaml hack/conformance.sh || rc=1; } && \
