@@ -25,7 +25,7 @@ const (
 
 // The GIE releases hack/epp-binaries.sh builds by default.
 const (
-	LWEPPVersion   = "v1.6.0"
+	LWEPPVersion   = "v1.6.2"
 	FullEPPVersion = "v1.0.0"
 )
 
