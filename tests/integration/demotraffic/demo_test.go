@@ -234,7 +234,7 @@ func TestDemoTrafficFailure(t *testing.T) {
 	bin := build(t)
 	dir := t.TempDir()
 	fake := "#!/bin/sh\necho 'a failing stand-in for the EPP' >&2\nexit 1\n"
-	if err := os.WriteFile(filepath.Join(dir, "epp"), []byte(fake), 0o755); err != nil {
+	if err := os.WriteFile(filepath.Join(dir, "lwepp"), []byte(fake), 0o755); err != nil {
 		t.Fatal(err)
 	}
 	r := start(t, bin, "EPP_TEST_BINARIES="+dir)
