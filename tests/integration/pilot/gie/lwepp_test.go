@@ -43,7 +43,8 @@ import (
 // body is the one sent, and its answer counts the prompt's words); the GET
 // /v1/models response body reaches the client whole (the model list); and,
 // on the test data plane, not one spurious ext_proc message, error local
-// reply or failure_mode_allow continuation.
+// reply or failure_mode_allow continuation, and the long POST's body went
+// to lwepp in at least three chunks and came back in two.
 func TestLWEPPBodies(t *testing.T) {
 	h := newHarness(t, options{EPP: epp.LWEPP, TLS: true})
 	h.waitPicking(completion(seedPrompt))
@@ -84,9 +85,10 @@ func TestLWEPPBodies(t *testing.T) {
 		name   string
 		prompt string
 		n      int
+		chunks int // the fewest request body chunks the test data plane sends
 	}{
-		{"the seed's POST", seedPrompt, 10},
-		{"a 70 KB prompt", long.String(), 3},
+		{"the seed's POST", seedPrompt, 10, 1},
+		{"a 70 KB prompt", long.String(), 3, 3},
 	} {
 		picks := map[string]int{}
 		for range tc.n {
@@ -94,6 +96,11 @@ func TestLWEPPBodies(t *testing.T) {
 			res := h.mustSend(req)
 			pick := h.landedOnPick(res)
 			picks[pick]++
+			if rec, _ := h.proxy.Record(res.ID); dp != nil && tc.chunks > 1 &&
+				(rec.FromDataPlane < 1+tc.chunks+1 || rec.FromEPP < 1+2+1) {
+				t.Fatalf("%s: %v: %d messages from the data plane, %d from lwepp; want the body in at least %d chunks to lwepp "+
+					"(32 KB reads) and back in 2 (62,000-byte pieces), plus headers each way", tc.name, res, rec.FromDataPlane, rec.FromEPP, tc.chunks)
+			}
 			ip, _, _ := net.SplitHostPort(pick)
 			last, ok := h.sims[ip].LastRequest()
 			if !ok || !bytes.Equal(last.Body, req.Body) {
