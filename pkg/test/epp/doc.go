@@ -13,10 +13,12 @@
 // Inputs: the binaries, found only in $EPP_TEST_BINARIES (a folder holding
 // lwepp and epp), which hack/epp-binaries.sh builds from the Go module proxy
 // at [LWEPPVersion] and [FullEPPVersion] and prints (a folder named for that
-// pair); [Binary] fails the test (never skips) when one is missing, naming
-// the script. A [Config]: the kind, a kubeconfig file (kubeenv's
-// Env.Kubeconfig), the InferencePool's namespace and name, the ext_proc gRPC
-// port (0 picks a free one), plaintext or TLS, and extra flags.
+// pair); [Binary] fails the test (never skips) when one is missing, or when
+// its build record (VERSIONS, which the script writes beside the binary's
+// bin folder) names another GIE release, naming the script. A [Config]: the
+// kind, a kubeconfig file (kubeenv's Env.Kubeconfig), the InferencePool's
+// namespace and name, the ext_proc gRPC port (0 picks a free one), plaintext
+// or TLS, and extra flags.
 //
 // Outputs: a [Process] whose ext_proc server answers at [Process.Addr]
 // (127.0.0.1:port), and whose combined stdout and stderr are kept in memory
@@ -53,7 +55,8 @@
 //
 // # Files
 //
-//   - binary.go: Kind and Binary, the EPP binaries found in $EPP_TEST_BINARIES.
+//   - binary.go: Kind and Binary, the EPP binaries found in $EPP_TEST_BINARIES,
+//     each checked against its build record.
 //   - process.go: Config, Start and Process: one EPP child process with Stop,
 //     Restart and cleanup.
 //   - args.go: each EPP version's command line and environment.
