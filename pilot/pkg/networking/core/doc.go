@@ -50,9 +50,13 @@
 //   - gateway.go: Resources and BuildGateway, which runs the builders below on
 //     one Gateway and then Validate.
 //   - listener.go: BuildListeners: one Listener per distinct Gateway listener
-//     port, its HTTP connection manager fetching routes over RDS with the
-//     filters cors, ext_proc (when inference is on) and router, and TLS
-//     termination over SDS.
+//     port, for HTTP and HTTPS its HTTP connection manager fetching routes
+//     over RDS with the filters cors, ext_proc (when inference is on) and
+//     router, and TLS termination over SDS.
+//   - listener_stream.go: the listeners of TLS and TCP ports: which route
+//     gets each server name (StreamPortClaims), filter chains passing TLS
+//     through or terminating it, each ending in a TCP proxy to the rule's
+//     backends by weight (tcpProxyFilter).
 //   - extauthz.go: ExternalAuth as Envoy's ext_authz: one disabled HTTP
 //     filter per distinct configuration of the Gateway's rules (named by a
 //     digest), enabled per route, failing closed; the authorization
