@@ -42,11 +42,11 @@
 //   - bootstrap.go: the bootstrap's node and ADS transport: an envoy_grpc
 //     static cluster, or google_grpc with file_based_metadata call credentials
 //     under the factory of that name.
-//   - xds.go: the ADS client: LDS and CDS wildcard, then RDS for the route
+//   - grpc_mux.go: the ADS client: LDS and CDS wildcard, then RDS for the route
 //     configurations and SDS for the secrets the listeners name, and EDS for
 //     the clusters' service names; ACK / NACK with version, nonce and
 //     error_detail.
-//   - warming.go: cluster warming as Envoy's cluster manager does it: a new or
+//   - cluster_manager.go: cluster warming as Envoy's cluster manager does it: a new or
 //     replaced cluster is used only once an assignment arrives after it, or its
 //     eds_config.initial_fetch_timeout fires (then with no endpoints); until
 //     then the previous version serves.
@@ -59,7 +59,7 @@
 //     Envoy's message.
 //   - listener.go: Listener compiled: filter chains, the HTTP connection
 //     manager and its HTTP filters; any error NACKs the response.
-//   - route.go: RouteConfiguration compiled: virtual hosts, matches, actions,
+//   - route_config.go: RouteConfiguration compiled: virtual hosts, matches, actions,
 //     header mutations; any error NACKs the response.
 //   - cluster.go: Cluster compiled: EDS over ADS, timeouts, keepalive, circuit
 //     breakers, protocol options, the override_host load balancing policy and
@@ -106,12 +106,12 @@
 //
 // Serving a request:
 //
-//   - handler.go: the HTTP connection manager of one listener: the headers it
+//   - conn_manager.go: the HTTP connection manager of one listener: the headers it
 //     adds, Host port stripping, virtual host and route selection, and the
 //     response written downstream.
-//   - pathnorm.go: normalize_path: dot segments resolved, and what depends on
+//   - path_utility.go: normalize_path: dot segments resolved, and what depends on
 //     googleurl's version refused (400).
-//   - filterchain.go: the HTTP filters as Envoy's FilterManager runs them:
+//   - filter_manager.go: the HTTP filters as Envoy's FilterManager runs them:
 //     decoders in order, encoders in reverse, a filter's own reply through
 //     every encoder filter; CORS and ext_proc (through package extproc).
 //   - ext_authz.go: the ext_authz filter: its configuration, per-route
@@ -120,9 +120,9 @@
 //   - ext_authz_check.go: the check: the CheckRequest, the gRPC and HTTP
 //     clients, and the header mutations of an OK answer under the mutation
 //     rules.
-//   - cors.go: the CORS filter: preflights answered, and the allow headers on
+//   - cors_filter.go: the CORS filter: preflights answered, and the allow headers on
 //     responses to allowed origins.
-//   - upstream.go: the router: redirects, direct responses, forwarding with
+//   - router.go: the router: redirects, direct responses, forwarding with
 //     header mutations, rewrites, timeout, retries and mirrors; the
 //     override_host load balancer; the per-cluster connection pool and circuit
 //     breaker.
