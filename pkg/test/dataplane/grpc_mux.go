@@ -192,7 +192,7 @@ func resourceName(m proto.Message) string {
 
 // acceptLocked stores an accepted resource and updates cluster warming: a
 // new or replaced cluster starts warming (reported as true), an assignment
-// feeds the clusters that use its name (warming.go). dp.mu is held.
+// feeds the clusters that use its name (cluster_manager.go). dp.mu is held.
 func (dp *DataPlane) acceptLocked(typeURL string, d decoded) bool {
 	dp.store.put(typeURL, d)
 	switch typeURL {
@@ -452,7 +452,7 @@ func (dp *DataPlane) handle(s stream, states map[string]*typeState, st *typeStat
 			changes = append(changes, change{o, added, removed})
 		case t == resourcev3.EndpointType && rewarm && !resp.delta:
 			// Envoy's SotW mux sends a request for every added watch,
-			// even when it names nothing new (warming.go).
+			// even when it names nothing new (cluster_manager.go).
 			changes = append(changes, change{o, nil, nil})
 		}
 	}
