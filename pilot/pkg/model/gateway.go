@@ -261,7 +261,7 @@ type ServiceBackend struct {
 	// means plaintext. A port whose TLS setting cannot be honoured is never
 	// a ServiceBackend: the controller resolves it as an invalid backend
 	// (Backend.Invalid, HTTP 500).
-	TLS *EPPTLS
+	TLS *UpstreamTLS
 }
 
 // ServicePortHTTP2 reports whether a Service port declares HTTP/2: its
@@ -337,5 +337,5 @@ type EPPBackend struct {
 	// cannot be honoured makes the pool backend invalid (HTTP 500 whatever
 	// the FailureMode: FailOpen is for an EPP that does not answer, not a
 	// configuration that would send requests to it in plaintext).
-	TLS *EPPTLS
+	TLS *UpstreamTLS
 }

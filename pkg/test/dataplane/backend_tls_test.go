@@ -82,26 +82,26 @@ func TestServiceBackendTLS(t *testing.T) {
 	for _, tc := range []struct {
 		name string
 		cert tls.Certificate
-		tls  *model.EPPTLS
+		tls  *model.UpstreamTLS
 		want int
 	}{
 		{"hostname is SNI and SAN", ca.serverCert(t, "abc.example.com"),
-			&model.EPPTLS{SNI: "abc.example.com", CACertificates: ca.pem, SubjectAltNames: []string{"abc.example.com"}}, 200},
+			&model.UpstreamTLS{SNI: "abc.example.com", CACertificates: ca.pem, SubjectAltNames: []string{"abc.example.com"}}, 200},
 		{"certificate for another name", ca.serverCert(t, "other.example.com"),
-			&model.EPPTLS{SNI: "abc.example.com", CACertificates: ca.pem, SubjectAltNames: []string{"abc.example.com"}}, 503},
+			&model.UpstreamTLS{SNI: "abc.example.com", CACertificates: ca.pem, SubjectAltNames: []string{"abc.example.com"}}, 503},
 		{"certificate of another CA", other.serverCert(t, "abc.example.com"),
-			&model.EPPTLS{SNI: "abc.example.com", CACertificates: ca.pem, SubjectAltNames: []string{"abc.example.com"}}, 503},
+			&model.UpstreamTLS{SNI: "abc.example.com", CACertificates: ca.pem, SubjectAltNames: []string{"abc.example.com"}}, 503},
 		{"URI SAN matches", ca.serverCertWithURIs(t, []string{"spiffe://abc.example.com/test-identity"}, "abc.example.com"),
-			&model.EPPTLS{SNI: "abc.example.com", CACertificates: ca.pem, URISubjectAltNames: []string{"spiffe://abc.example.com/test-identity"}}, 200},
+			&model.UpstreamTLS{SNI: "abc.example.com", CACertificates: ca.pem, URISubjectAltNames: []string{"spiffe://abc.example.com/test-identity"}}, 200},
 		{"URI SAN differs", ca.serverCertWithURIs(t, []string{"spiffe://abc.example.com/test-identity"}, "abc.example.com"),
-			&model.EPPTLS{SNI: "abc.example.com", CACertificates: ca.pem, URISubjectAltNames: []string{"spiffe://def.example.com/test-identity"}}, 503},
+			&model.UpstreamTLS{SNI: "abc.example.com", CACertificates: ca.pem, URISubjectAltNames: []string{"spiffe://def.example.com/test-identity"}}, 503},
 		{"one of a DNS and a URI SAN", ca.serverCert(t, "abc.example.com"),
-			&model.EPPTLS{SNI: "abc.example.com", CACertificates: ca.pem, SubjectAltNames: []string{"abc.example.com"},
+			&model.UpstreamTLS{SNI: "abc.example.com", CACertificates: ca.pem, SubjectAltNames: []string{"abc.example.com"},
 				URISubjectAltNames: []string{"spiffe://def.example.com/x"}}, 200},
 		{"a credentialName CA read in another namespace only", ca.serverCert(t, "abc.example.com"),
-			&model.EPPTLS{SNI: "abc.example.com", CredentialName: "cred", CredentialCAs: map[string]model.CredentialCA{"other": {PEM: ca.pem}}}, 500},
+			&model.UpstreamTLS{SNI: "abc.example.com", CredentialName: "cred", CredentialCAs: map[string]model.CredentialCA{"other": {PEM: ca.pem}}}, 500},
 		{"a credentialName CA read in the Gateway's namespace", ca.serverCert(t, "abc.example.com"),
-			&model.EPPTLS{SNI: "abc.example.com", CredentialName: "cred", CredentialCAs: map[string]model.CredentialCA{"ns": {PEM: ca.pem}}}, 200},
+			&model.UpstreamTLS{SNI: "abc.example.com", CredentialName: "cred", CredentialCAs: map[string]model.CredentialCA{"ns": {PEM: ca.pem}}}, 200},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			be := tlsBackend(t, tc.cert)
@@ -164,7 +164,7 @@ func TestServiceBackendClientCertificate(t *testing.T) {
 	be.StartTLS()
 	t.Cleanup(be.Close)
 
-	svc := &model.ServiceBackend{Host: host, Port: 443, TLS: &model.EPPTLS{Host: host, SNI: "abc.example.com", CACertificates: ca.pem}}
+	svc := &model.ServiceBackend{Host: host, Port: 443, TLS: &model.UpstreamTLS{Host: host, SNI: "abc.example.com", CACertificates: ca.pem}}
 	res := serviceBackendResources(t, svc, "ns/client")
 	if names, err := core.SecretNames(res.Listeners, res.Clusters); err != nil || len(names) != 1 || names[0] != first.GetName() {
 		t.Fatalf("SDS names %v %v, want the client certificate's", names, err)

@@ -132,7 +132,7 @@ func TestSeedShell8ClusterAccepted(t *testing.T) {
 
 // Everything pilot/pkg/networking/core builds for the seed is accepted.
 func TestCoreSeedAccepted(t *testing.T) {
-	gw := seedmodel.GatewayEPPTLS(model.EPPTLS{InsecureSkipVerify: true})
+	gw := seedmodel.GatewayEPPTLS(model.UpstreamTLS{InsecureSkipVerify: true})
 	res, err := core.BuildGateway(&gw, core.Inputs{Endpoints: map[string][]core.Endpoint{}}, core.Options{InferenceEnabled: true})
 	if err != nil {
 		t.Fatal(err)

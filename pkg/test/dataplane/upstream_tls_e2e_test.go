@@ -306,7 +306,7 @@ func startUpstreamTLSEnv(t *testing.T, systemCA string, objs []any, servers map[
 		{Cluster: core.ClusterName(443, "web."+seed.Namespace+".svc.cluster.local"), Endpoints: []model.Endpoint{{Address: "10.244.0.20", Port: 443}}},
 	}, stop)
 	srv, err := xds.NewServer(xds.Config{
-		Gateways: out.Translator, Endpoints: eps, Secrets: krt.NewStaticCollection(nil, secrets, stop),
+		Gateways: out.Models, Endpoints: eps, Secrets: krt.NewStaticCollection(nil, secrets, stop),
 		Translate: core.Options{InferenceEnabled: true, SystemCAFile: systemCA},
 		Debounce:  10 * time.Millisecond, MaxDelay: 50 * time.Millisecond, Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
 	})
