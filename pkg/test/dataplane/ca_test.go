@@ -13,8 +13,6 @@ import (
 	"encoding/pem"
 	"math/big"
 	"net/url"
-	"os"
-	"path/filepath"
 	"testing"
 	"time"
 )
@@ -71,13 +69,6 @@ func (ca *testCA) serverCertWithURIs(t *testing.T, uris []string, dnsNames ...st
 		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}, DNSNames: dnsNames, URIs: us})
 }
 
-// clientCert is a client certificate signed by the CA for common name cn
-// (extended key usage clientAuth, as the Gateway API suite's are).
-func (ca *testCA) clientCert(t *testing.T, cn string) tls.Certificate {
-	t.Helper()
-	return ca.issue(t, &x509.Certificate{Subject: pkix.Name{CommonName: cn}, ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth}})
-}
-
 // issue signs a certificate of tmpl's subject, names and extended key
 // usage with a new key, a random serial and a day's validity.
 func (ca *testCA) issue(t *testing.T, tmpl *x509.Certificate) tls.Certificate {
@@ -96,14 +87,4 @@ func (ca *testCA) issue(t *testing.T, tmpl *x509.Certificate) tls.Certificate {
 		t.Fatal(err)
 	}
 	return tls.Certificate{Certificate: [][]byte{der}, PrivateKey: key}
-}
-
-// file writes the CA's PEM into the test's temporary directory.
-func (ca *testCA) file(t *testing.T) string {
-	t.Helper()
-	p := filepath.Join(t.TempDir(), "ca.crt")
-	if err := os.WriteFile(p, ca.pem, 0o600); err != nil {
-		t.Fatal(err)
-	}
-	return p
 }

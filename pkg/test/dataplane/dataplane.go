@@ -506,6 +506,10 @@ func (b *boundListener) close() {
 	<-b.done
 }
 
+// Close stops serving and closes everything the data plane opened, as Run
+// does when it returns; for a DataPlane fed with Apply.
+func (dp *DataPlane) Close() { dp.shutdown() }
+
 func (dp *DataPlane) shutdown() {
 	dp.mu.Lock()
 	dp.closed = true

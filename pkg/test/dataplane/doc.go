@@ -268,5 +268,9 @@
 //
 // Call Run once; everything it opened is closed when it returns. Snapshot
 // protos are shared: do not modify them. Tests wait with WaitFor (it wakes
-// on every configuration change), never with sleeps.
+// on every configuration change), never with sleeps. A test without an ADS
+// server feeds resources with Apply (each as an accepted response) and
+// calls Close when done; Validate gives the NACK a resource would get.
+// The end-to-end tests that drive the stand-in with pilot's translation
+// and ADS server live in tests/e2e.
 package dataplane

@@ -109,6 +109,15 @@ func decodeResource(typeURL string, a *anypb.Any) (decoded, error) {
 	return decodeResourceAs(typeURL, a, nil, defaultRegexEngine)
 }
 
+// Validate reports whether a data plane at DefaultEnvoyVersion, with
+// Envoy's default RE2 program size limit, accepts the resource a (of a
+// type it subscribes to, a's type URL), and why not: the error of its
+// NACK. Nothing is applied.
+func Validate(a *anypb.Any) error {
+	_, err := decodeResource(a.GetTypeUrl(), a)
+	return err
+}
+
 // decodeResourceAs unpacks a resource of type typeURL, drops the fields
 // its Envoy version does not know (ignoreNewer, when set; Envoy does this
 // while parsing, before validation), checks it the way Envoy would (proto
@@ -188,6 +197,34 @@ func resourceName(m proto.Message) string {
 		return r.GetName()
 	}
 	return ""
+}
+
+// Apply validates resources as an xDS response to dp would (at its Envoy
+// version) and applies each as if it had arrived in its own accepted
+// response, stopping at the first refused one. It is for tests that feed
+// a DataPlane without an ADS server (Run not called; Close then releases
+// what the resources opened).
+func (dp *DataPlane) Apply(resources ...proto.Message) error {
+	for _, m := range resources {
+		a, err := anypb.New(m)
+		if err != nil {
+			return err
+		}
+		typeURL := resourcev3.ClusterType
+		switch a.GetTypeUrl() {
+		case resourcev3.ListenerType, resourcev3.RouteType, resourcev3.EndpointType, resourcev3.SecretType:
+			typeURL = a.GetTypeUrl()
+		}
+		d, err := dp.decode(typeURL, a)
+		if err != nil {
+			return fmt.Errorf("%s %q refused: %w", typeURL, resourceName(m), err)
+		}
+		dp.mu.Lock()
+		dp.acceptLocked(typeURL, d)
+		dp.publishLocked()
+		dp.mu.Unlock()
+	}
+	return nil
 }
 
 // acceptLocked stores an accepted resource and updates cluster warming: a

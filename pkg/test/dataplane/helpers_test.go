@@ -7,7 +7,6 @@ import (
 	"context"
 	"encoding/json"
 	"io"
-	"net"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -21,7 +20,6 @@ import (
 
 	listenerv3 "github.com/envoyproxy/go-control-plane/envoy/config/listener/v3"
 	hcmv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/network/http_connection_manager/v3"
-	resourcev3 "github.com/envoyproxy/go-control-plane/pkg/resource/v3"
 	"google.golang.org/protobuf/types/known/wrapperspb"
 
 	"github.com/infermesh/infermesh/pilot/pkg/model"
@@ -79,24 +77,8 @@ func newTestDP(t *testing.T, opts Options) *DataPlane {
 // response.
 func load(t *testing.T, dp *DataPlane, msgs ...proto.Message) {
 	t.Helper()
-	for _, m := range msgs {
-		a, err := anypb.New(m)
-		if err != nil {
-			t.Fatal(err)
-		}
-		typeURL := resourcev3.ClusterType
-		switch a.GetTypeUrl() {
-		case resourcev3.ListenerType, resourcev3.RouteType, resourcev3.EndpointType, resourcev3.SecretType:
-			typeURL = a.GetTypeUrl()
-		}
-		d, err := dp.decode(typeURL, a)
-		if err != nil {
-			t.Fatalf("resource rejected: %v", err)
-		}
-		dp.mu.Lock()
-		dp.acceptLocked(typeURL, d)
-		dp.publishLocked()
-		dp.mu.Unlock()
+	if err := dp.Apply(msgs...); err != nil {
+		t.Fatal(err)
 	}
 }
 
@@ -211,31 +193,3 @@ func editAny[M proto.Message](t *testing.T, a *anypb.Any, msg M, edit func(M)) *
 }
 
 func seedGateway() model.Gateway { return seedmodel.Gateway() }
-
-// runDP starts a data plane from boot, running until the test ends. It
-// listens on loopback, and a dial to a name in servers goes to the
-// loopback address it maps to (unless opts sets its own Dial).
-func runDP(t *testing.T, boot []byte, servers map[string]string, opts Options) *DataPlane {
-	t.Helper()
-	if opts.ListenerAddress == nil {
-		opts.ListenerAddress = func(uint32) string { return "127.0.0.1:0" }
-	}
-	if opts.Dial == nil {
-		var d net.Dialer
-		opts.Dial = func(ctx context.Context, network, addr string) (net.Conn, error) {
-			if a, ok := servers[addr]; ok {
-				addr = a
-			}
-			return d.DialContext(ctx, network, addr)
-		}
-	}
-	dp, err := New(boot, opts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	runCtx, cancel := context.WithCancel(context.Background())
-	runDone := make(chan error, 1)
-	go func() { runDone <- dp.Run(runCtx) }()
-	t.Cleanup(func() { cancel(); <-runDone })
-	return dp
-}

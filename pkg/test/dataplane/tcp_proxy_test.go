@@ -27,7 +27,10 @@ import (
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/anypb"
 	"google.golang.org/protobuf/types/known/durationpb"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/infermesh/infermesh/pilot/pkg/networking/core"
 	"github.com/infermesh/infermesh/pkg/test/certs"
 )
 
@@ -453,4 +456,20 @@ func TestTCPProxyListenerRefusals(t *testing.T) {
 	if _, err := compileTCPProxyListener(none); err == nil || !strings.Contains(err.Error(), "no filter chains specified") {
 		t.Errorf("no filter chains: %v", err)
 	}
+}
+
+// sdsSecret is the SDS secret ns/<name> with a new certificate for
+// common name name (and DNS names *.example.com, a.example.com).
+func sdsSecret(t *testing.T, name string) *tlsv3.Secret {
+	t.Helper()
+	crt, key, err := certs.SelfSignedFor(name, nil, []string{"a.example.com", "*.example.com"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := core.BuildSecret(&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: name}, Type: corev1.SecretTypeTLS,
+		Data: map[string][]byte{"tls.crt": crt, "tls.key": key}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
 }

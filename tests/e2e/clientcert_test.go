@@ -1,7 +1,7 @@
 // Copyright infermesh authors
 // SPDX-License-Identifier: Apache-2.0
 
-package dataplane
+package e2e
 
 import (
 	"crypto/tls"
@@ -9,6 +9,8 @@ import (
 	"net/http"
 	"strings"
 	"testing"
+
+	"github.com/infermesh/infermesh/pkg/test/dataplane"
 
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	listenerv3 "github.com/envoyproxy/go-control-plane/envoy/config/listener/v3"
@@ -25,7 +27,7 @@ import (
 // or the error of the handshake or the request (with TLS 1.3 a refused
 // client certificate shows on the first read, after the client's side of
 // the handshake is done).
-func mtlsRequest(t *testing.T, dp *DataPlane, cert *tls.Certificate) (int, error) {
+func mtlsRequest(t *testing.T, dp *dataplane.DataPlane, cert *tls.Certificate) (int, error) {
 	t.Helper()
 	cfg := &tls.Config{ServerName: "a.example.com", InsecureSkipVerify: true, NextProtos: []string{"http/1.1"}} //nolint:gosec // the server's certificate is not under test
 	if cert != nil {
@@ -64,19 +66,19 @@ func mtlsRequest(t *testing.T, dp *DataPlane, cert *tls.Certificate) (int, error
 func TestClientCertificateValidation(t *testing.T) {
 	trusted, other := newTestCA(t), newTestCA(t)
 	good, bad := trusted.clientCert(t, "good"), other.clientCert(t, "bad")
-	build := func(cv *model.ClientValidation) *DataPlane {
+	build := func(cv *model.ClientValidation) *dataplane.DataPlane {
 		t.Helper()
 		gw := tlsGateway("a.example.com")
 		gw.Listeners[0].TLS.ClientValidation = cv
 		l, rc, secrets := tlsResources(t, gw)
-		dp := newTestDP(t, Options{})
+		dp := newTestDP(t, dataplane.Options{})
 		load(t, dp, append(rc, l, secrets[0])...)
 		return dp
 	}
 	type outcome struct{ good, bad, none bool } // whether each client gets its 404 (no routes)
 	for _, tc := range []struct {
 		name string
-		dp   *DataPlane
+		dp   *dataplane.DataPlane
 		want outcome
 	}{
 		{name: "AllowValidOnly (require_client_certificate)", dp: build(&model.ClientValidation{CACertificates: trusted.pem}),
@@ -108,7 +110,7 @@ func TestClientCertificateValidation(t *testing.T) {
 	gw.Listeners[0].TLS.ClientValidation = &model.ClientValidation{CACertificates: trusted.pem}
 	l, rc, secrets := tlsResources(t, gw)
 	optional := mutateDownstreamTLS(t, l, func(d *tlsv3.DownstreamTlsContext) { d.RequireClientCertificate = nil })
-	dp := newTestDP(t, Options{})
+	dp := newTestDP(t, dataplane.Options{})
 	load(t, dp, append(rc, optional, secrets[0])...)
 	if code, err := mtlsRequest(t, dp, nil); err != nil || code != http.StatusNotFound {
 		t.Errorf("optional validation, no certificate: %d %v; want 404", code, err)
@@ -175,7 +177,7 @@ func TestClientValidationRefusals(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			_, err = decodeResource(a.GetTypeUrl(), a)
+			err = dataplane.Validate(a)
 			if err == nil || !strings.Contains(err.Error(), tc.want) {
 				t.Errorf("decode: %v, want an error containing %q", err, tc.want)
 			}

@@ -1,7 +1,7 @@
 // Copyright infermesh authors
 // SPDX-License-Identifier: Apache-2.0
 
-package dataplane
+package e2e
 
 import (
 	"context"
@@ -9,6 +9,8 @@ import (
 	"net"
 	"sync/atomic"
 	"testing"
+
+	"github.com/infermesh/infermesh/pkg/test/dataplane"
 
 	extprocsvc "github.com/envoyproxy/go-control-plane/envoy/service/ext_proc/v3"
 	typev3 "github.com/envoyproxy/go-control-plane/envoy/type/v3"
@@ -98,7 +100,7 @@ func TestEPPNameVerified(t *testing.T) {
 				t.Fatalf("resolution %+v", res)
 			}
 			model := backend(t, "model")
-			dp := newTestDP(t, Options{Dial: redirect(map[string]string{
+			dp := newTestDP(t, dataplane.Options{Dial: redirect(map[string]string{
 				"10.244.0.16:9002": eppAddr, "10.244.0.13:8000": model.Listener.Addr().String(),
 			})})
 			gw := seedmodel.GatewayEPPTLS(*res.TLS)

@@ -1,7 +1,7 @@
 // Copyright infermesh authors
 // SPDX-License-Identifier: Apache-2.0
 
-package dataplane
+package e2e
 
 import (
 	"context"
@@ -16,6 +16,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/infermesh/infermesh/pkg/test/dataplane"
 
 	extprocsvc "github.com/envoyproxy/go-control-plane/envoy/service/ext_proc/v3"
 	"google.golang.org/grpc"
@@ -250,7 +252,7 @@ func TestEndToEndUpstreamTLSFailsClosed(t *testing.T) {
 // (web.example.com) to Service web:443.
 type upstreamTLSEnv struct {
 	ctrl gateway.Outputs
-	dp   *DataPlane
+	dp   *dataplane.DataPlane
 }
 
 func startUpstreamTLSEnv(t *testing.T, systemCA string, objs []any, servers map[string]string) *upstreamTLSEnv {
@@ -326,8 +328,8 @@ func startUpstreamTLSEnv(t *testing.T, systemCA string, objs []any, servers map[
 			t.Errorf("xds Run: %v", err)
 		}
 	})
-	dp := runDP(t, testBootstrap(t, lis.Addr().String(), false), servers, Options{})
-	if err := dp.WaitFor(testCtx(t), func(s Snapshot) bool { return s.Listeners[core.ListenerName(80)] != nil }); err != nil {
+	dp := runDP(t, testBootstrap(t, lis.Addr().String(), false), servers, dataplane.Options{})
+	if err := dp.WaitFor(testCtx(t), func(s dataplane.Snapshot) bool { return s.Listeners[core.ListenerName(80)] != nil }); err != nil {
 		t.Fatalf("listener never served: %v (last NACK %+v)", err, dp.Snapshot().LastNACK)
 	}
 	return &upstreamTLSEnv{ctrl: out, dp: dp}
