@@ -52,7 +52,12 @@
 //     (and new_grpc_mux_impl.cc for delta): the ADS client: LDS and CDS
 //     wildcard, then RDS for the route configurations and SDS for the
 //     secrets the listeners name, and EDS for the clusters' service names;
-//     ACK / NACK with version, nonce and error_detail.
+//     ACK / NACK with version, nonce and error_detail; Apply, resources
+//     taken as an accepted response without a stream.
+//   - decoded_resource.go: source/common/config/decoded_resource_impl.h: a
+//     received resource unpacked, its newer fields dropped as its Envoy
+//     version would, validated (allowed.go) and compiled; Validate, the
+//     verdict alone.
 //   - cluster_manager.go: source/common/upstream/cluster_manager_impl.cc
 //     (addOrUpdateCluster, ClusterManagerInitHelper): cluster warming: a new
 //     or replaced cluster is used only once an assignment arrives after it,
