@@ -37,13 +37,13 @@ const (
 )
 
 // gatewayAPIArgs are the Gateway API suite's flags beyond suiteArgs: the
-// profiles, and every core and extended feature of them as
-// -supported-features. Our controller publishes in its GatewayClass status
-// only the features it passes (gateway.SupportedFeatures, now all of
-// them); the flag claims every feature of the profiles, so that every
-// extended test runs and a failure shows what infermesh lacks even if a
-// feature were dropped from the class status (gateway-api-conformance.md,
-// Setup).
+// profiles, and as -supported-features every core feature of them and
+// every extended one some test exercises (TestList.Features). Our
+// controller publishes in its GatewayClass status only the features it
+// passes (gateway.SupportedFeatures); the flag claims every tested feature
+// of the profiles, so that every extended test runs and a failure shows
+// what infermesh lacks even if a feature were dropped from the class
+// status (gateway-api-conformance.md, Setup).
 func gatewayAPIArgs(cfg config, list TestList) ([]string, error) {
 	features, err := list.Features(gatewayAPIProfiles)
 	if err != nil {
