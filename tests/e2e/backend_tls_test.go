@@ -57,7 +57,7 @@ func serviceBackendResources(t *testing.T, svc *model.ServiceBackend, clientCert
 // the model: the controller makes the backend invalid,
 // TestEndToEndUpstreamTLSFailsClosed.)
 func TestServiceBackendTLS(t *testing.T) {
-	ca, other := newTestCA(t), newTestCA(t)
+	ca, other := certs.NewCA(t), certs.NewCA(t)
 	const host = "tls-backend.ns.svc.cluster.local"
 	for _, tc := range []struct {
 		name string
@@ -65,23 +65,23 @@ func TestServiceBackendTLS(t *testing.T) {
 		tls  *model.UpstreamTLS
 		want int
 	}{
-		{"hostname is SNI and SAN", ca.serverCert(t, "abc.example.com"),
-			&model.UpstreamTLS{SNI: "abc.example.com", CACertificates: ca.pem, SubjectAltNames: []string{"abc.example.com"}}, 200},
-		{"certificate for another name", ca.serverCert(t, "other.example.com"),
-			&model.UpstreamTLS{SNI: "abc.example.com", CACertificates: ca.pem, SubjectAltNames: []string{"abc.example.com"}}, 503},
-		{"certificate of another CA", other.serverCert(t, "abc.example.com"),
-			&model.UpstreamTLS{SNI: "abc.example.com", CACertificates: ca.pem, SubjectAltNames: []string{"abc.example.com"}}, 503},
-		{"URI SAN matches", ca.serverCertWithURIs(t, []string{"spiffe://abc.example.com/test-identity"}, "abc.example.com"),
-			&model.UpstreamTLS{SNI: "abc.example.com", CACertificates: ca.pem, URISubjectAltNames: []string{"spiffe://abc.example.com/test-identity"}}, 200},
-		{"URI SAN differs", ca.serverCertWithURIs(t, []string{"spiffe://abc.example.com/test-identity"}, "abc.example.com"),
-			&model.UpstreamTLS{SNI: "abc.example.com", CACertificates: ca.pem, URISubjectAltNames: []string{"spiffe://def.example.com/test-identity"}}, 503},
-		{"one of a DNS and a URI SAN", ca.serverCert(t, "abc.example.com"),
-			&model.UpstreamTLS{SNI: "abc.example.com", CACertificates: ca.pem, SubjectAltNames: []string{"abc.example.com"},
+		{"hostname is SNI and SAN", ca.ServerCert(t, "abc.example.com"),
+			&model.UpstreamTLS{SNI: "abc.example.com", CACertificates: ca.PEM, SubjectAltNames: []string{"abc.example.com"}}, 200},
+		{"certificate for another name", ca.ServerCert(t, "other.example.com"),
+			&model.UpstreamTLS{SNI: "abc.example.com", CACertificates: ca.PEM, SubjectAltNames: []string{"abc.example.com"}}, 503},
+		{"certificate of another CA", other.ServerCert(t, "abc.example.com"),
+			&model.UpstreamTLS{SNI: "abc.example.com", CACertificates: ca.PEM, SubjectAltNames: []string{"abc.example.com"}}, 503},
+		{"URI SAN matches", ca.ServerCertWithURIs(t, []string{"spiffe://abc.example.com/test-identity"}, "abc.example.com"),
+			&model.UpstreamTLS{SNI: "abc.example.com", CACertificates: ca.PEM, URISubjectAltNames: []string{"spiffe://abc.example.com/test-identity"}}, 200},
+		{"URI SAN differs", ca.ServerCertWithURIs(t, []string{"spiffe://abc.example.com/test-identity"}, "abc.example.com"),
+			&model.UpstreamTLS{SNI: "abc.example.com", CACertificates: ca.PEM, URISubjectAltNames: []string{"spiffe://def.example.com/test-identity"}}, 503},
+		{"one of a DNS and a URI SAN", ca.ServerCert(t, "abc.example.com"),
+			&model.UpstreamTLS{SNI: "abc.example.com", CACertificates: ca.PEM, SubjectAltNames: []string{"abc.example.com"},
 				URISubjectAltNames: []string{"spiffe://def.example.com/x"}}, 200},
-		{"a credentialName CA read in another namespace only", ca.serverCert(t, "abc.example.com"),
-			&model.UpstreamTLS{SNI: "abc.example.com", CredentialName: "cred", CredentialCAs: map[string]model.CredentialCA{"other": {PEM: ca.pem}}}, 500},
-		{"a credentialName CA read in the Gateway's namespace", ca.serverCert(t, "abc.example.com"),
-			&model.UpstreamTLS{SNI: "abc.example.com", CredentialName: "cred", CredentialCAs: map[string]model.CredentialCA{"ns": {PEM: ca.pem}}}, 200},
+		{"a credentialName CA read in another namespace only", ca.ServerCert(t, "abc.example.com"),
+			&model.UpstreamTLS{SNI: "abc.example.com", CredentialName: "cred", CredentialCAs: map[string]model.CredentialCA{"other": {PEM: ca.PEM}}}, 500},
+		{"a credentialName CA read in the Gateway's namespace", ca.ServerCert(t, "abc.example.com"),
+			&model.UpstreamTLS{SNI: "abc.example.com", CredentialName: "cred", CredentialCAs: map[string]model.CredentialCA{"ns": {PEM: ca.PEM}}}, 200},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			be := tlsBackend(t, tc.cert)
@@ -112,7 +112,7 @@ func TestServiceBackendTLS(t *testing.T) {
 // presented to a backend that asks for one, and a new version of the
 // secret is presented by the next connection.
 func TestServiceBackendClientCertificate(t *testing.T) {
-	ca := newTestCA(t)
+	ca := certs.NewCA(t)
 	const host = "tls-backend.ns.svc.cluster.local"
 	clientSecret := func(cn string) (*tlsv3.Secret, *x509.Certificate) {
 		t.Helper()
@@ -139,12 +139,12 @@ func TestServiceBackendClientCertificate(t *testing.T) {
 	be := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("x-seen-client", r.TLS.PeerCertificates[0].Subject.CommonName)
 	}))
-	be.TLS = &tls.Config{Certificates: []tls.Certificate{ca.serverCert(t, "abc.example.com")}, MinVersion: tls.VersionTLS12,
+	be.TLS = &tls.Config{Certificates: []tls.Certificate{ca.ServerCert(t, "abc.example.com")}, MinVersion: tls.VersionTLS12,
 		ClientAuth: tls.RequireAndVerifyClientCert, ClientCAs: pool}
 	be.StartTLS()
 	t.Cleanup(be.Close)
 
-	svc := &model.ServiceBackend{Host: host, Port: 443, TLS: &model.UpstreamTLS{Host: host, SNI: "abc.example.com", CACertificates: ca.pem}}
+	svc := &model.ServiceBackend{Host: host, Port: 443, TLS: &model.UpstreamTLS{Host: host, SNI: "abc.example.com", CACertificates: ca.PEM}}
 	res := serviceBackendResources(t, svc, "ns/client")
 	if names, err := core.SecretNames(res.Listeners, res.Clusters); err != nil || len(names) != 1 || names[0] != first.GetName() {
 		t.Fatalf("SDS names %v %v, want the client certificate's", names, err)

@@ -15,6 +15,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/infermesh/infermesh/pkg/test/certs"
+
 	"github.com/infermesh/infermesh/pkg/test/dataplane"
 
 	"google.golang.org/grpc"
@@ -67,7 +69,7 @@ func (g *bearerGate) seen() (accepted int, refused []string) {
 // file_based_metadata credentials factory: under Envoy's default factory
 // the plugin is ignored and no token is sent.
 func TestADSWithServiceAccountToken(t *testing.T) {
-	ca := newTestCA(t)
+	ca := certs.NewCA(t)
 	gate := &bearerGate{token: "gateway-sa-token"}
 	tokenFile := filepath.Join(t.TempDir(), "token")
 	if err := os.WriteFile(tokenFile, []byte(gate.token), 0o600); err != nil {
@@ -80,12 +82,12 @@ func TestADSWithServiceAccountToken(t *testing.T) {
 		t.Fatal(err)
 	}
 	_, port, _ := net.SplitHostPort(lis.Addr().String())
-	serverTLS := &tls.Config{Certificates: []tls.Certificate{ca.serverCert(t, "localhost")}, MinVersion: tls.VersionTLS12}
+	serverTLS := &tls.Config{Certificates: []tls.Certificate{ca.ServerCert(t, "localhost")}, MinVersion: tls.VersionTLS12}
 	runXDS(t, lis, grpc.Creds(credentials.NewTLS(serverTLS)), grpc.StreamInterceptor(gate.intercept))
 
 	boot, err := bootstrap.JSON(bootstrap.Config{
 		NodeID: "gw-0", Cluster: "gateway", GatewayNamespace: "gateway-namespace", GatewayName: "gateway",
-		XDSAddress: net.JoinHostPort("localhost", port), CABundle: ca.pem, TokenPath: tokenFile,
+		XDSAddress: net.JoinHostPort("localhost", port), CABundle: ca.PEM, TokenPath: tokenFile,
 	})
 	if err != nil {
 		t.Fatal(err)

@@ -10,6 +10,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/infermesh/infermesh/pkg/test/certs"
+
 	"github.com/infermesh/infermesh/pkg/test/dataplane"
 
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
@@ -64,8 +66,8 @@ func mtlsRequest(t *testing.T, dp *dataplane.DataPlane, cert *tls.Certificate) (
 //
 // The listener's chain is built by the translator from model.ClientValidation.
 func TestClientCertificateValidation(t *testing.T) {
-	trusted, other := newTestCA(t), newTestCA(t)
-	good, bad := trusted.clientCert(t, "good"), other.clientCert(t, "bad")
+	trusted, other := certs.NewCA(t), certs.NewCA(t)
+	good, bad := trusted.ClientCert(t, "good"), other.ClientCert(t, "bad")
 	build := func(cv *model.ClientValidation) *dataplane.DataPlane {
 		t.Helper()
 		gw := tlsGateway("a.example.com")
@@ -81,9 +83,9 @@ func TestClientCertificateValidation(t *testing.T) {
 		dp   *dataplane.DataPlane
 		want outcome
 	}{
-		{name: "AllowValidOnly (require_client_certificate)", dp: build(&model.ClientValidation{CACertificates: trusted.pem}),
+		{name: "AllowValidOnly (require_client_certificate)", dp: build(&model.ClientValidation{CACertificates: trusted.PEM}),
 			want: outcome{good: true}},
-		{name: "AllowInsecureFallback (ACCEPT_UNTRUSTED)", dp: build(&model.ClientValidation{CACertificates: trusted.pem, AllowInsecureFallback: true}),
+		{name: "AllowInsecureFallback (ACCEPT_UNTRUSTED)", dp: build(&model.ClientValidation{CACertificates: trusted.PEM, AllowInsecureFallback: true}),
 			want: outcome{good: true, bad: true, none: true}},
 		{name: "no validation", dp: build(nil), want: outcome{good: true, bad: true, none: true}},
 	} {
@@ -107,7 +109,7 @@ func TestClientCertificateValidation(t *testing.T) {
 	// Optional validation (Envoy's default without require_client_certificate):
 	// none passes, a presented certificate must verify.
 	gw := tlsGateway("a.example.com")
-	gw.Listeners[0].TLS.ClientValidation = &model.ClientValidation{CACertificates: trusted.pem}
+	gw.Listeners[0].TLS.ClientValidation = &model.ClientValidation{CACertificates: trusted.PEM}
 	l, rc, secrets := tlsResources(t, gw)
 	optional := mutateDownstreamTLS(t, l, func(d *tlsv3.DownstreamTlsContext) { d.RequireClientCertificate = nil })
 	dp := newTestDP(t, dataplane.Options{})
@@ -148,9 +150,9 @@ func inlineString(s string) *corev3.DataSource_InlineString {
 // are SAN matchers and a validation context over SDS on a listener (not
 // implemented).
 func TestClientValidationRefusals(t *testing.T) {
-	ca := newTestCA(t)
+	ca := certs.NewCA(t)
 	gw := tlsGateway("a.example.com")
-	gw.Listeners[0].TLS.ClientValidation = &model.ClientValidation{CACertificates: ca.pem}
+	gw.Listeners[0].TLS.ClientValidation = &model.ClientValidation{CACertificates: ca.PEM}
 	l, _, _ := tlsResources(t, gw)
 	for _, tc := range []struct {
 		name   string

@@ -5,14 +5,13 @@ package e2e
 
 import (
 	"context"
-	"encoding/json"
-	"io"
 	"net"
 	"net/http"
 	"net/http/httptest"
-	"strings"
 	"testing"
 	"time"
+
+	"github.com/infermesh/infermesh/pkg/test/dataplane/dataplanetest"
 
 	"github.com/infermesh/infermesh/pkg/test/dataplane"
 
@@ -22,35 +21,13 @@ import (
 
 	"github.com/infermesh/infermesh/pilot/pkg/model"
 	"github.com/infermesh/infermesh/pilot/test/seedmodel"
-	"github.com/infermesh/infermesh/pkg/bootstrap"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
-// testBootstrap is pkg/bootstrap's JSON for the seed Gateway, plaintext ADS
-// at addr; delta switches ads_config.api_type to DELTA_GRPC.
+// testBootstrap is dataplanetest.Bootstrap.
 func testBootstrap(t *testing.T, addr string, delta bool) []byte {
-	t.Helper()
-	b, err := bootstrap.JSON(bootstrap.Config{
-		NodeID: "gw-0", Cluster: "gateway", GatewayNamespace: "gateway-namespace", GatewayName: "gateway",
-		XDSAddress: addr, Plaintext: true,
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if !delta {
-		return b
-	}
-	var m map[string]any
-	if err := json.Unmarshal(b, &m); err != nil {
-		t.Fatal(err)
-	}
-	m["dynamic_resources"].(map[string]any)["ads_config"].(map[string]any)["api_type"] = "DELTA_GRPC"
-	out, err := json.Marshal(m)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return out
+	return dataplanetest.Bootstrap(t, addr, delta)
 }
 
 // newTestDP returns a DataPlane that is not running (no ADS), for feeding
@@ -78,61 +55,17 @@ func load(t *testing.T, dp *dataplane.DataPlane, msgs ...proto.Message) {
 	}
 }
 
-// backend is an HTTP/1.1 server on 127.0.0.1 answering with its name in
-// the body and header x-backend, and echoing the request in headers
-// x-seen-path, x-seen-host, x-seen-proto, x-seen-xfp (x-forwarded-proto).
-func backend(t *testing.T, name string) *httptest.Server {
-	t.Helper()
-	s := httptest.NewServer(backendHandler(name))
-	t.Cleanup(s.Close)
-	return s
-}
+// backend is dataplanetest.Backend.
+func backend(t *testing.T, name string) *httptest.Server { return dataplanetest.Backend(t, name) }
 
-func backendHandler(name string) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		w.Header().Set("x-backend", name)
-		w.Header().Set("x-seen-path", r.URL.RequestURI())
-		w.Header().Set("x-seen-host", r.Host)
-		w.Header().Set("x-seen-proto", r.Proto)
-		w.Header().Set("x-seen-xfp", r.Header.Get("X-Forwarded-Proto"))
-		for k, v := range r.Header {
-			if strings.HasPrefix(strings.ToLower(k), "x-test-") {
-				w.Header()["Seen-"+k] = v
-			}
-		}
-		_, _ = io.WriteString(w, name)
-	})
-}
+func backendHandler(name string) http.Handler { return dataplanetest.BackendHandler(name) }
 
-// get sends a request to the data plane's listener on port with host.
+// get is dataplanetest.Get.
 func get(t *testing.T, dp *dataplane.DataPlane, port uint32, method, host, path string, hdr http.Header) *http.Response {
-	t.Helper()
-	a := dp.Addr(port)
-	if a == nil {
-		t.Fatalf("no listener on port %d", port)
-	}
-	req, err := http.NewRequest(method, "http://"+a.String()+path, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	req.Host = host
-	for k, v := range hdr {
-		req.Header[k] = v
-	}
-	c := &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }, Transport: &http.Transport{}}
-	defer c.CloseIdleConnections()
-	resp, err := c.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	b, _ := io.ReadAll(resp.Body)
-	resp.Body.Close()
-	resp.Body = io.NopCloser(strings.NewReader(string(b)))
-	resp.Header.Set("x-test-body", string(b))
-	return resp
+	return dataplanetest.Get(t, dp, port, method, host, path, hdr)
 }
 
-func bodyOf(r *http.Response) string { return r.Header.Get("x-test-body") }
+func bodyOf(r *http.Response) string { return dataplanetest.BodyOf(r) }
 
 // testCtx is a context bounded for the test.
 func testCtx(t *testing.T) context.Context {
@@ -141,19 +74,9 @@ func testCtx(t *testing.T) context.Context {
 	return ctx
 }
 
-// editAny unpacks a into msg, changes it with edit and packs it anew; a is
-// not modified.
+// editAny is dataplanetest.EditAny.
 func editAny[M proto.Message](t *testing.T, a *anypb.Any, msg M, edit func(M)) *anypb.Any {
-	t.Helper()
-	if err := a.UnmarshalTo(msg); err != nil {
-		t.Fatal(err)
-	}
-	edit(msg)
-	out, err := anypb.New(msg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return out
+	return dataplanetest.EditAny(t, a, msg, edit)
 }
 
 func seedGateway() model.Gateway { return seedmodel.Gateway() }

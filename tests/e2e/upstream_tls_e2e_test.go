@@ -17,6 +17,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/infermesh/infermesh/pkg/test/certs"
+
 	"github.com/infermesh/infermesh/pkg/test/dataplane"
 
 	extprocsvc "github.com/envoyproxy/go-control-plane/envoy/service/ext_proc/v3"
@@ -120,8 +122,8 @@ func upstreamServer(t *testing.T, epp bool, cert *tls.Certificate) *countingList
 // or over TLS trusting the system store), the garbage CA was NACKed, and
 // the Service credentialName cases were sent without TLS.
 func TestEndToEndUpstreamTLSFailsClosed(t *testing.T) {
-	ca := newTestCA(t)
-	systemCA := ca.file(t) // the "system trust store" trusts the upstream's CA
+	ca := certs.NewCA(t)
+	systemCA := ca.File(t) // the "system trust store" trusts the upstream's CA
 	garbage := string(pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: []byte("not a certificate")}))
 	const (
 		eppSNI = "epp.example.com"
@@ -153,7 +155,7 @@ func TestEndToEndUpstreamTLSFailsClosed(t *testing.T) {
 	}
 	secret := func(ns, key string) *corev1.Secret {
 		return &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "upstream-ca"}, Type: corev1.SecretTypeOpaque,
-			Data: map[string][]byte{key: ca.pem}}
+			Data: map[string][]byte{key: ca.PEM}}
 	}
 	for _, tg := range targets {
 		for _, tc := range []struct {
@@ -183,7 +185,7 @@ func TestEndToEndUpstreamTLSFailsClosed(t *testing.T) {
 				return []any{rule(tg), secret(seed.GatewayNamespace, "tls.crt")}
 			}, tlsServer: true},
 			{name: "control: a valid CA ConfigMap", objs: func(tg target) []any {
-				return []any{policy(tg, "ConfigMap", "upstream-ca"), configMap(string(ca.pem))}
+				return []any{policy(tg, "ConfigMap", "upstream-ca"), configMap(string(ca.PEM))}
 			}, tlsServer: true, reached: true},
 			{name: "control: the credentialName Secret in the Gateway's namespace", objs: func(tg target) []any {
 				return []any{rule(tg), secret(seed.GatewayNamespace, "cacert")}
@@ -192,7 +194,7 @@ func TestEndToEndUpstreamTLSFailsClosed(t *testing.T) {
 			t.Run(tg.name+"/"+tc.name, func(t *testing.T) {
 				var cert *tls.Certificate
 				if tc.tlsServer {
-					c := ca.serverCert(t, tg.sni)
+					c := ca.ServerCert(t, tg.sni)
 					cert = &c
 				}
 				up := upstreamServer(t, tg.epp, cert)

@@ -13,6 +13,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/infermesh/infermesh/pkg/test/certs"
+
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	tlsv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/transport_sockets/tls/v3"
 	matcherv3 "github.com/envoyproxy/go-control-plane/envoy/type/matcher/v3"
@@ -43,7 +45,7 @@ import (
 //     DefaultCertValidator::initializeSslContexts does, never loaded with
 //     the bad block left out (trustedCAPool).
 func TestUpstreamTLSVerificationAsEnvoy(t *testing.T) {
-	ca, other := newTestCA(t), newTestCA(t)
+	ca, other := certs.NewCA(t), certs.NewCA(t)
 	dns := func(n string) *tlsv3.SubjectAltNameMatcher {
 		return &tlsv3.SubjectAltNameMatcher{SanType: tlsv3.SubjectAltNameMatcher_DNS,
 			Matcher: &matcherv3.StringMatcher{MatchPattern: &matcherv3.StringMatcher_Exact{Exact: n}}}
@@ -74,7 +76,7 @@ func TestUpstreamTLSVerificationAsEnvoy(t *testing.T) {
 		}
 		return cfg.VerifyConnection(tls.ConnectionState{PeerCertificates: []*x509.Certificate{leaf}})
 	}
-	upperScheme := ca.issue(t, &x509.Certificate{Subject: pkix.Name{CommonName: "server"}, ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
+	upperScheme := ca.Issue(t, &x509.Certificate{Subject: pkix.Name{CommonName: "server"}, ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
 		URIs: []*url.URL{{Scheme: "SPIFFE", Host: "abc.example.com", Path: "/id"}}})
 	for _, tc := range []struct {
 		name     string
@@ -83,14 +85,14 @@ func TestUpstreamTLSVerificationAsEnvoy(t *testing.T) {
 		cert     tls.Certificate
 		ok       bool
 	}{
-		{"chain only, a certificate for another name than sni", ca.pem, nil, ca.serverCert(t, "other.example.com"), true},
-		{"chain only, another CA", ca.pem, nil, other.serverCert(t, "abc.example.com"), false},
-		{"DNS matcher", ca.pem, []*tlsv3.SubjectAltNameMatcher{dns("abc.example.com")}, ca.serverCert(t, "abc.example.com"), true},
-		{"DNS matcher, another name", ca.pem, []*tlsv3.SubjectAltNameMatcher{dns("abc.example.com")}, ca.serverCert(t, "other.example.com"), false},
-		{"URI matcher", ca.pem, []*tlsv3.SubjectAltNameMatcher{uri("spiffe://abc.example.com/id")},
-			ca.serverCertWithURIs(t, []string{"spiffe://abc.example.com/id"}), true},
-		{"URI matcher, the SAN's scheme in upper case", ca.pem, []*tlsv3.SubjectAltNameMatcher{uri("spiffe://abc.example.com/id")}, upperScheme, false},
-		{"URI matcher, a DNS SAN of the same text", ca.pem, []*tlsv3.SubjectAltNameMatcher{uri("abc.example.com")}, ca.serverCert(t, "abc.example.com"), false},
+		{"chain only, a certificate for another name than sni", ca.PEM, nil, ca.ServerCert(t, "other.example.com"), true},
+		{"chain only, another CA", ca.PEM, nil, other.ServerCert(t, "abc.example.com"), false},
+		{"DNS matcher", ca.PEM, []*tlsv3.SubjectAltNameMatcher{dns("abc.example.com")}, ca.ServerCert(t, "abc.example.com"), true},
+		{"DNS matcher, another name", ca.PEM, []*tlsv3.SubjectAltNameMatcher{dns("abc.example.com")}, ca.ServerCert(t, "other.example.com"), false},
+		{"URI matcher", ca.PEM, []*tlsv3.SubjectAltNameMatcher{uri("spiffe://abc.example.com/id")},
+			ca.ServerCertWithURIs(t, []string{"spiffe://abc.example.com/id"}), true},
+		{"URI matcher, the SAN's scheme in upper case", ca.PEM, []*tlsv3.SubjectAltNameMatcher{uri("spiffe://abc.example.com/id")}, upperScheme, false},
+		{"URI matcher, a DNS SAN of the same text", ca.PEM, []*tlsv3.SubjectAltNameMatcher{uri("abc.example.com")}, ca.ServerCert(t, "abc.example.com"), false},
 	} {
 		cfg, err := compile(tc.ca, tc.matchers...)
 		if err != nil {
@@ -112,11 +114,11 @@ func TestUpstreamTLSVerificationAsEnvoy(t *testing.T) {
 	notBase64 := "-----BEGIN CERTIFICATE-----\n!!not base64!!\n-----END CERTIFICATE-----\n"
 	notACert := string(pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: []byte("garbage")}))
 	for _, bad := range []string{notBase64, notACert} {
-		if _, err := compile(append(slices.Clone(ca.pem), bad...)); err == nil || !strings.Contains(err.Error(), "failed to load trusted CA certificates") {
+		if _, err := compile(append(slices.Clone(ca.PEM), bad...)); err == nil || !strings.Contains(err.Error(), "failed to load trusted CA certificates") {
 			t.Errorf("a good CA followed by %q: %v, want the bundle refused", bad, err)
 		}
 	}
-	if _, err := compile(append([]byte("# a comment Envoy skips\n"), ca.pem...)); err != nil {
+	if _, err := compile(append([]byte("# a comment Envoy skips\n"), ca.PEM...)); err != nil {
 		t.Errorf("a CA after a comment line: %v", err)
 	}
 }

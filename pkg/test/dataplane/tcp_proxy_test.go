@@ -27,10 +27,7 @@ import (
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/anypb"
 	"google.golang.org/protobuf/types/known/durationpb"
-	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/infermesh/infermesh/pilot/pkg/networking/core"
 	"github.com/infermesh/infermesh/pkg/test/certs"
 )
 
@@ -458,18 +455,17 @@ func TestTCPProxyListenerRefusals(t *testing.T) {
 	}
 }
 
-// sdsSecret is the SDS secret ns/<name> with a new certificate for
-// common name name (and DNS names *.example.com, a.example.com).
+// sdsSecret is an SDS secret named name holding, inline, a new
+// self-signed certificate for common name name (DNS names *.example.com,
+// a.example.com) and its key.
 func sdsSecret(t *testing.T, name string) *tlsv3.Secret {
 	t.Helper()
 	crt, key, err := certs.SelfSignedFor(name, nil, []string{"a.example.com", "*.example.com"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	s, err := core.BuildSecret(&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: name}, Type: corev1.SecretTypeTLS,
-		Data: map[string][]byte{"tls.crt": crt, "tls.key": key}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return s
+	return &tlsv3.Secret{Name: name, Type: &tlsv3.Secret_TlsCertificate{TlsCertificate: &tlsv3.TlsCertificate{
+		CertificateChain: &corev3.DataSource{Specifier: &corev3.DataSource_InlineBytes{InlineBytes: crt}},
+		PrivateKey:       &corev3.DataSource{Specifier: &corev3.DataSource_InlineBytes{InlineBytes: key}},
+	}}}
 }
