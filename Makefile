@@ -81,9 +81,9 @@ helm:
 # Integration tests against real components (build tag integ), two packages
 # at a time (those that create network namespaces use disjoint addresses),
 # after building (or reusing) the Kubernetes binaries and the endpoint
-# pickers (hack/epp-binaries.sh: GIE v1.6.0 lwepp and v1.0.0 epp, cached in
+# pickers (hack/epp-binaries.sh: GIE v1.6.2 lwepp and v1.0.0 epp, cached in
 # $${INFERMESH_CACHE:-~/.cache/infermesh}/epp; the script prints the folder
-# holding both), helm (hack/helm.sh) and the authorization server of the
+# holding both, bin-lwepp-v1.6.2-epp-v1.0.0), helm (hack/helm.sh) and the authorization server of the
 # ExternalAuth test (hack/extauthz-binary.sh: Istio's sample ext_authz,
 # cached in $${INFERMESH_CACHE:-~/.cache/infermesh}/extauthz).
 integ:
