@@ -78,7 +78,7 @@ func (s *fileSource) Fetch(ctx context.Context, gw gatewayRef) (proxyResources, 
 	}
 	defer p.stop()
 	var mg *model.Gateway
-	if t := p.srv.Controller().Translator; t != nil {
+	if t := p.srv.Controller().Models; t != nil {
 		mg = t.GetKey(gw.String())
 	}
 	if mg == nil {

@@ -104,7 +104,7 @@ func NewServer(args Args) (*Server, error) {
 		}
 	}
 	c := s.controller
-	gateways := c.Translator
+	gateways := c.Models
 	if gateways == nil { // Gateway API off: serve nothing, but serve.
 		gateways = krt.NewStaticCollection[model.Gateway](nil, nil, opts...)
 	}

@@ -21,7 +21,7 @@
 //     resolved backends (ServiceBackend, PoolBackend, EPPBackend), a rule's
 //     ExternalAuth filters, and the order of routes.
 //   - service.go: what the service registry adds: Endpoint, ClusterEndpoints
-//     and EPPTLS (client TLS towards a backend).
+//     and UpstreamTLS (client TLS towards a backend).
 //   - serving.go: GatewayServing and RefusedResource, the ADS server's report
 //     of what it does not serve as translated.
 package model

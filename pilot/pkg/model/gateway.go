@@ -261,7 +261,7 @@ type ServiceBackend struct {
 	// means plaintext. A port whose TLS setting cannot be honoured is never
 	// a ServiceBackend: the controller resolves it as an invalid backend
 	// (Backend.Invalid, HTTP 500).
-	TLS *EPPTLS
+	TLS *UpstreamTLS
 	// NegotiateHTTP is set when the Service port declares no protocol at
 	// all (ServicePortDeclaresProtocol false) and has client TLS (TLS set):
 	// the HTTP version is then negotiated per connection by ALPN, offering
@@ -364,5 +364,5 @@ type EPPBackend struct {
 	// cannot be honoured makes the pool backend invalid (HTTP 500 whatever
 	// the FailureMode: FailOpen is for an EPP that does not answer, not a
 	// configuration that would send requests to it in plaintext).
-	TLS *EPPTLS
+	TLS *UpstreamTLS
 }

@@ -27,14 +27,14 @@ type ClusterEndpoints struct {
 // ResourceName is the krt key: the cluster name.
 func (c ClusterEndpoints) ResourceName() string { return c.Cluster }
 
-// EPPTLS is client TLS towards an upstream: an Endpoint Picker
+// UpstreamTLS is client TLS towards an upstream: an Endpoint Picker
 // (EPPBackend.TLS), a Service port a route sends to (ServiceBackend.TLS)
 // or mirrors to (Rule.Mirrors), as the one BackendTLSPolicy or
 // DestinationRule that applies to that Service port asks for it
 // (pilot/pkg/config/kube/upstreamtls decides which, and fails closed: a
 // setting it cannot honour never reaches the model). It becomes the
 // cluster's UpstreamTlsContext. Its krt key is Host.
-type EPPTLS struct {
+type UpstreamTLS struct {
 	// Host is the FQDN of the Service the TLS applies to.
 	Host string
 	// SNI is UpstreamTlsContext.sni; empty means Host.
@@ -85,7 +85,7 @@ type CredentialCA struct {
 }
 
 // ResourceName is the krt key: the host.
-func (t EPPTLS) ResourceName() string { return t.Host }
+func (t UpstreamTLS) ResourceName() string { return t.Host }
 
 // CAFor is the CA bundle a proxy of a Gateway in namespace gatewayNamespace
 // verifies the upstream with: CACertificates, or, with CredentialName, the
@@ -94,7 +94,7 @@ func (t EPPTLS) ResourceName() string { return t.Host }
 // never against another trust store); problem says why. An empty ca with
 // ok means no CA was asked for (InsecureSkipVerify, or the system trust
 // store).
-func (t *EPPTLS) CAFor(gatewayNamespace string) (ca []byte, ok bool, problem string) {
+func (t *UpstreamTLS) CAFor(gatewayNamespace string) (ca []byte, ok bool, problem string) {
 	if t.CredentialName == "" {
 		return t.CACertificates, true, ""
 	}

@@ -21,7 +21,7 @@ func TestGatewayBuilderDirect(t *testing.T) {
 	stop := make(chan struct{})
 	defer close(stop)
 	var out *GatewayResources
-	gws := krt.NewStaticCollection(nil, []model.Gateway{seedmodel.GatewayEPPTLS(model.EPPTLS{InsecureSkipVerify: true})}, krt.WithStop(stop))
+	gws := krt.NewStaticCollection(nil, []model.Gateway{seedmodel.GatewayEPPTLS(model.UpstreamTLS{InsecureSkipVerify: true})}, krt.WithStop(stop))
 	res := krt.NewCollection(gws, GatewayBuilder(core.Options{InferenceEnabled: true}), krt.WithStop(stop))
 	if !res.WaitUntilSynced(stop) {
 		t.Fatal("not synced")
@@ -64,7 +64,7 @@ func TestOnlyChangedGatewaysRebuilt(t *testing.T) {
 	}
 	runs := func() uint64 { return krt.Stats(res).Transformations }
 	base := runs()
-	gws.UpdateObject(seedmodel.GatewayEPPTLS(model.EPPTLS{InsecureSkipVerify: true}))
+	gws.UpdateObject(seedmodel.GatewayEPPTLS(model.UpstreamTLS{InsecureSkipVerify: true}))
 	waitFor(t, "seed rebuilt", func() bool { return res.GetKey(seedGatewayKey).Clusters[1].GetTransportSocket() != nil })
 	time.Sleep(50 * time.Millisecond) // room for a wrong extra run to show
 	if got := runs() - base; got != 1 {

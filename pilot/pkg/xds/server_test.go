@@ -232,7 +232,7 @@ func TestNACKNotResent(t *testing.T) {
 	}
 
 	// TLS towards the EPP changes only CDS.
-	e.gateways.UpdateObject(seedmodel.GatewayEPPTLS(model.EPPTLS{InsecureSkipVerify: true}))
+	e.gateways.UpdateObject(seedmodel.GatewayEPPTLS(model.UpstreamTLS{InsecureSkipVerify: true}))
 	v2 := c.recv()
 	if v2.GetVersionInfo() == v1.GetVersionInfo() {
 		t.Fatalf("got version %s again", v2.GetVersionInfo())

@@ -25,7 +25,7 @@ import (
 // DestinationRule on the EPP host turning TLS on) and nothing else: its
 // endpoints stay as they are.
 func replaceEPPCluster(e *env) {
-	e.gateways.UpdateObject(seedmodel.GatewayEPPTLS(model.EPPTLS{InsecureSkipVerify: true}))
+	e.gateways.UpdateObject(seedmodel.GatewayEPPTLS(model.UpstreamTLS{InsecureSkipVerify: true}))
 }
 
 // TestSotWReplacedClusterGetsItsAssignmentAgain: when CDS replaces the EPP

@@ -140,14 +140,14 @@ func (w *World) setService(i int) {
 // randomTLS is no TLS, TLS with an inline CA, or TLS whose CA comes from a
 // credentialName that this Gateway's namespace has or lacks (a Gateway
 // lacking it answers 500 for the upstream).
-func (w *World) randomTLS(host string) *model.EPPTLS {
+func (w *World) randomTLS(host string) *model.UpstreamTLS {
 	switch w.rnd.IntN(6) {
 	case 0:
-		return &model.EPPTLS{Host: host, CACertificates: []byte("ca"), SubjectAltNames: []string{fmt.Sprintf("n%d", w.rnd.IntN(2))}}
+		return &model.UpstreamTLS{Host: host, CACertificates: []byte("ca"), SubjectAltNames: []string{fmt.Sprintf("n%d", w.rnd.IntN(2))}}
 	case 1:
-		return &model.EPPTLS{Host: host, InsecureSkipVerify: true}
+		return &model.UpstreamTLS{Host: host, InsecureSkipVerify: true}
 	case 2:
-		t := &model.EPPTLS{Host: host, CredentialName: "cred", CredentialCAs: map[string]model.CredentialCA{"other": {PEM: []byte("x")}}}
+		t := &model.UpstreamTLS{Host: host, CredentialName: "cred", CredentialCAs: map[string]model.CredentialCA{"other": {PEM: []byte("x")}}}
 		if w.rnd.IntN(2) == 0 {
 			t.CredentialCAs[ns] = model.CredentialCA{PEM: []byte("ca-from-secret")}
 		} else {

@@ -62,7 +62,7 @@ func Gateway() model.Gateway {
 // GatewayEPPTLS is Gateway with the seed EPP reached over client TLS t
 // (as the controller resolves a DestinationRule or BackendTLSPolicy on the
 // EPP Service; t.Host is set to the EPP host).
-func GatewayEPPTLS(t model.EPPTLS) model.Gateway {
+func GatewayEPPTLS(t model.UpstreamTLS) model.Gateway {
 	pool := Pool()
 	t.Host = pool.EPP.Host
 	pool.EPP.TLS = &t

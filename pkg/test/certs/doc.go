@@ -8,4 +8,7 @@
 //   - certs.go: SelfSigned, SelfSignedFor and SelfSignedClient: PEM ECDSA P-256
 //     certificates and keys valid for a day; CertPEM and NotACertificatePEM
 //     for tests of CA bundles.
+//   - ca.go: CA, a throwaway certificate authority: NewCA, server
+//     certificates for DNS and URI names, client certificates, its PEM and
+//     a file holding it.
 package certs

@@ -32,7 +32,7 @@ import (
 // typed_extension_protocol_options), is NACKed naming the field. This list is
 // the single place that says what the data plane obeys; a field goes in
 // only together with the code that implements it. Values of enum fields are
-// checked where they are compiled (config.go, route.go, cluster.go).
+// checked where they are compiled (config.go, route_config.go, route_match.go, cluster.go).
 var allowedFields = fieldSet(
 	// Listener (LDS): one plain-HTTP filter chain with the HCM.
 	"envoy.config.listener.v3.Listener.name",

@@ -87,7 +87,7 @@ type DataPlane struct {
 	active           atomic.Pointer[activeConfig]
 	changed          chan struct{} // closed and replaced on every change
 	clusters         map[string]*clusterRuntime
-	warm             map[string]*clusterWarm   // by cluster name (warming.go)
+	warm             map[string]*clusterWarm   // by cluster name (cluster_manager.go)
 	listeners        map[string]*boundListener // by listener name
 	grpcConns        map[string]*grpc.ClientConn
 	closed           bool
@@ -313,7 +313,7 @@ func (dp *DataPlane) unknownField(description string) {
 
 // publishLocked computes the active configuration from the store (Envoy's
 // warming: a new or changed cluster waits for an assignment sent after it
-// was created, or its initial fetch timeout (warming.go); a new or changed
+// was created, or its initial fetch timeout (cluster_manager.go); a new or changed
 // listener for its route configuration; until then the previous version,
 // if any, keeps serving), opens and closes listeners, and wakes WaitFor.
 // dp.mu is held.
@@ -365,7 +365,7 @@ func (dp *DataPlane) publishLocked() {
 		next.snap.Endpoints[name] = c.addrs
 	}
 	// Static clusters serve beside CDS's (a CDS cluster of the same name
-	// is NACKed, xds.go); the snapshot shows only what came over xDS.
+	// is NACKed, grpc_mux.go); the snapshot shows only what came over xDS.
 	for name, c := range dp.staticClusters {
 		next.clusters[name] = c
 	}
@@ -505,6 +505,10 @@ func (b *boundListener) close() {
 	_ = b.srv.Close()
 	<-b.done
 }
+
+// Close stops serving and closes everything the data plane opened, as Run
+// does when it returns; for a DataPlane fed with Apply.
+func (dp *DataPlane) Close() { dp.shutdown() }
 
 func (dp *DataPlane) shutdown() {
 	dp.mu.Lock()

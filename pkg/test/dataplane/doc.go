@@ -33,99 +33,168 @@
 //
 // # Files
 //
-// Configuration:
+// One file per Envoy counterpart; each item names that file by its path in
+// Envoy's source tree (github.com/envoyproxy/envoy). A file with no Envoy
+// counterpart says so.
 //
-//   - dataplane.go: DataPlane, New, Options and Run: the active configuration
-//     (clusters from warming.go, a listener once its route configurations and
-//     SDS secrets arrived), the listeners, Addr, Snapshot, WaitFor and the
+// The server and its configuration:
+//
+//   - dataplane.go: source/server/server.cc (InstanceImpl): DataPlane, New,
+//     Options and Run: the active configuration (clusters from
+//     cluster_manager.go, a listener once its route configurations and SDS
+//     secrets arrived), the listeners, Addr, Snapshot, WaitFor and the
 //     counters.
-//   - bootstrap.go: the bootstrap's node and ADS transport: an envoy_grpc
-//     static cluster, or google_grpc with file_based_metadata call credentials
-//     under the factory of that name.
-//   - xds.go: the ADS client: LDS and CDS wildcard, then RDS for the route
-//     configurations and SDS for the secrets the listeners name, and EDS for
-//     the clusters' service names; ACK / NACK with version, nonce and
-//     error_detail.
-//   - warming.go: cluster warming as Envoy's cluster manager does it: a new or
-//     replaced cluster is used only once an assignment arrives after it, or its
-//     eds_config.initial_fetch_timeout fires (then with no endpoints); until
-//     then the previous version serves.
-//   - allowed.go: the one list of proto fields the data plane implements, and
-//     the protoreflect walk that refuses any other set field (Anys included).
-//   - version.go: the Envoy version it behaves as: the node it declares, and
-//     fields newer than that version (fieldsIntroduced) ignored with a warning
-//     and a counter, as an older Envoy ignores an unknown field.
-//   - invalid.go: InvalidConfigError, configuration Envoy itself rejects, with
-//     Envoy's message.
-//   - listener.go: Listener compiled: filter chains, the HTTP connection
-//     manager and its HTTP filters; any error NACKs the response.
-//   - route.go: RouteConfiguration compiled: virtual hosts, matches, actions,
-//     header mutations; any error NACKs the response.
-//   - cluster.go: Cluster compiled: EDS over ADS, timeouts, keepalive, circuit
-//     breakers, protocol options, the override_host load balancing policy and
-//     upstream TLS; and the healthy endpoints of an assignment. Any error NACKs
-//     the response.
-//   - tls.go: TLS listeners: the TLS inspector, filter chain selection by SNI
-//     (exact, longest wildcard, then the chain without server_names),
-//     termination with the chain's SDS certificate and ALPN, SDS secrets.
-//   - tcp_proxy.go: listeners whose chains end in the TCP proxy network
-//     filter: TCP, TLS passed through by SNI, or TLS terminated in front of
-//     the proxy; cluster or weighted clusters per connection, the upstream
-//     connect, bytes both ways with half-close, the idle timeout.
-//   - tls_inspector.go: the TLS inspector on such a listener: the
-//     ClientHello's server name read and its bytes replayed to the chain,
-//     non-TLS bytes passed on, the size limit and the listener filter
-//     timeout.
-//   - header_parser.go: Envoy's HeaderParser: headers_to_add and
-//     headers_to_remove, refusing host and ':'-prefixed names.
-//   - substitution_formatter.go: the substitution format parser for header
-//     values ("%%" is '%'; commands are not implemented).
-//   - regex.go: the google_re2 regex engine: RE2 syntax and the program size
-//     limit re2.max_program_size.error_level, through pkg/re2size.
-//   - runtime.go: the bootstrap's layered_runtime (static layers) and the RE2
-//     program size limit it sets (Envoy's default, 100, without one).
+//   - bootstrap.go: source/server/configuration_impl.cc (MainImpl): the
+//     bootstrap's node and ADS transport: an envoy_grpc static cluster, or
+//     google_grpc with file_based_metadata call credentials under the
+//     factory of that name.
+//   - grpc_mux.go: source/extensions/config_subscription/grpc/grpc_mux_impl.cc
+//     (and new_grpc_mux_impl.cc for delta): the ADS client: LDS and CDS
+//     wildcard, then RDS for the route configurations and SDS for the
+//     secrets the listeners name, and EDS for the clusters' service names;
+//     ACK / NACK with version, nonce and error_detail; Apply, resources
+//     taken as an accepted response without a stream.
+//   - decoded_resource.go: source/common/config/decoded_resource_impl.h: a
+//     received resource unpacked, its newer fields dropped as its Envoy
+//     version would, validated (allowed.go) and compiled; Validate, the
+//     verdict alone.
+//   - cluster_manager.go: source/common/upstream/cluster_manager_impl.cc
+//     (addOrUpdateCluster, ClusterManagerInitHelper): cluster warming: a new
+//     or replaced cluster is used only once an assignment arrives after it,
+//     or its eds_config.initial_fetch_timeout fires (then with no
+//     endpoints); until then the previous version serves.
+//   - allowed.go: source/common/protobuf/utility.cc
+//     (MessageUtil::checkForUnexpectedFields): the one list of proto fields
+//     the data plane implements, and the protoreflect walk that refuses any
+//     other set field (Anys included).
+//   - version.go: source/common/version/version.cc: the Envoy version it
+//     behaves as: the node it declares, and fields newer than that version
+//     (fieldsIntroduced) ignored with a warning and a counter, as an older
+//     Envoy ignores an unknown field.
+//   - invalid.go: envoy/common/exception.h (EnvoyException):
+//     InvalidConfigError, configuration Envoy itself rejects, with Envoy's
+//     message.
+//   - static.go: source/server/configuration_impl.cc (static_resources):
+//     the bootstrap's static listeners with inline routes, STATIC and
+//     STRICT_DNS clusters (serving beside CDS's) and admin, checked against
+//     the allowed fields.
+//   - server.go: source/server/server.cc (startWorkers): the admin listening
+//     from the start and the static listeners' sockets bound at start and
+//     listening once the server is initialized.
+//   - listen_socket.go: source/common/network/listen_socket_impl.cc: a
+//     static listener's socket, bound at start and listening later, with
+//     Envoy's backlog.
+//   - init.go: source/common/init/manager_impl.cc: ServerState
+//     (PRE_INITIALIZING, INITIALIZING, LIVE: clusters warmed from the first
+//     CDS, then listeners with their routes from the first LDS).
+//   - admin.go: source/server/admin/admin.cc: /ready (200 "LIVE\n", else 503
+//     and the state's name), every other admin path 404.
+//   - runtime.go: source/common/runtime/runtime_impl.cc: the bootstrap's
+//     layered_runtime (static layers) and the RE2 program size limit it sets
+//     (Envoy's default, 100, without one).
+//   - regex.go: source/common/common/regex.cc: the google_re2 regex engine:
+//     RE2 syntax and the program size limit
+//     re2.max_program_size.error_level, through pkg/re2size.
+//   - substitution_formatter.go: source/common/formatter/
+//     substitution_formatter.cc: the format parser for header values ("%%"
+//     is '%'; commands are not implemented).
 //
-// The server, from the bootstrap:
+// Listeners and connections:
 //
-//   - static.go: the bootstrap's static_resources (listeners with inline
-//     routes; STATIC and STRICT_DNS clusters, which serve beside CDS's) and
-//     admin, checked against the allowed fields.
-//   - server.go: the admin listening from the start and the static listeners'
-//     sockets bound at start and listening once the server is initialized, as
-//     Envoy's server does.
-//   - listen_socket.go: a static listener's socket, bound at start and
-//     listening later, with Envoy's backlog.
-//   - init.go: ServerState (PRE_INITIALIZING, INITIALIZING, LIVE, after Envoy's
-//     init manager: clusters warmed from the first CDS, then listeners with
-//     their routes from the first LDS).
-//   - admin.go: the admin's /ready (200 "LIVE\n", else 503 and the state's
-//     name), every other admin path 404, so the Gateway's readiness probe on
-//     the status port passes exactly when Envoy's would.
+//   - listener.go: source/common/listener_manager/listener_impl.cc: Listener
+//     compiled: filter chains, the HTTP connection manager and its HTTP
+//     filters; any error NACKs the response.
+//   - filter_chain_manager.go: source/common/listener_manager/
+//     filter_chain_manager_impl.cc (findFilterChainForServerName): a TLS
+//     listener's filter chain chosen by SNI: exact, longest wildcard, then
+//     the chain without server_names.
+//   - tls_inspector.go: source/extensions/filters/listener/tls_inspector/
+//     tls_inspector.cc: the ClientHello's server name read and its bytes
+//     replayed to the chain, non-TLS bytes passed on, the size limit and the
+//     listener filter timeout.
+//   - tls.go: source/common/tls/server_context_impl.cc: TLS termination with
+//     the chain's SDS certificate and ALPN, client certificate validation,
+//     the connection keeping the chain of its handshake.
+//   - sds_api.go: source/common/secret/sds_api.cc: an SDS secret loaded (a
+//     TlsCertificate inline) and a validation context's trusted_ca bundle.
+//   - tcp_proxy.go: source/common/tcp_proxy/tcp_proxy.cc: listeners whose
+//     chains end in the TCP proxy network filter: TCP, TLS passed through by
+//     SNI, or TLS terminated in front of the proxy; cluster or weighted
+//     clusters per connection, the upstream connect, bytes both ways with
+//     half-close, the idle timeout.
 //
-// Serving a connection (TCP proxy): tcp_proxy.go and tls_inspector.go above.
+// Serving a request, in the order Envoy runs it:
 //
-// Serving a request:
+//   - conn_manager.go: source/common/http/conn_manager_impl.cc: the HTTP
+//     connection manager of one listener: the headers it adds
+//     (ConnectionManagerUtility), Host port stripping, virtual host and
+//     route selection, and the response written downstream.
+//   - path_utility.go: source/common/http/path_utility.cc: normalize_path:
+//     dot segments resolved, and what depends on googleurl's version refused
+//     (400).
+//   - filter_manager.go: source/common/http/filter_manager.cc: filterManager,
+//     the HTTP filters of one request: decoders in order, encoders in
+//     reverse, a filter's own reply through every encoder filter; CORS,
+//     ext_authz and ext_proc (through package extproc).
+//   - cors_filter.go: source/extensions/filters/http/cors/cors_filter.cc: the
+//     CORS filter: preflights answered, and the allow headers on responses
+//     to allowed origins.
+//   - ext_authz.go: source/extensions/filters/http/ext_authz/ext_authz.cc:
+//     the ext_authz filter: its configuration, per-route enabling, body
+//     buffering, and OK / Denied / Error as local replies or the request
+//     going on.
+//   - ext_authz_check.go: source/extensions/filters/common/ext_authz/
+//     ext_authz_grpc_impl.cc (and ext_authz_http_impl.cc): the check: the
+//     CheckRequest, the gRPC and HTTP clients, and the header mutations of
+//     an OK answer under the mutation rules.
+//   - route_config.go: source/common/router/config_impl.cc:
+//     RouteConfiguration compiled: virtual hosts, routes, actions, weighted
+//     clusters, per-filter configs; the request and response header
+//     mutations and path rewrites of a selected route (finalizeRequestHeaders,
+//     finalizeResponseHeaders); any error NACKs the response.
+//   - route_match.go: source/common/router/config_impl.cc (RouteMatcher,
+//     VirtualHostImpl::getRouteFromEntries, RouteEntryImplBase::matchRoute):
+//     virtual host selection by domain, route matching on path, headers and
+//     query parameters.
+//   - header_parser.go: source/common/router/header_parser.cc: headers_to_add
+//     and headers_to_remove, refusing host and ':'-prefixed names.
+//   - router.go: source/common/router/router.cc (Router::Filter): the router
+//     filter of one request: cluster choice, body buffering for retries and
+//     mirrors, route timeout, circuit breaker, attempts and their outcome.
+//   - retry_state.go: source/common/router/retry_state_impl.cc: which
+//     failures and statuses are retried, and the jittered back-off between
+//     attempts.
+//   - shadow_writer.go: source/common/router/shadow_writer_impl.cc: request
+//     mirroring, fire and forget, to the "-shadow" host.
+//   - upstream_request.go: source/common/router/upstream_request.cc: one
+//     upstream attempt, hop-by-hop headers, the response body's release and
+//     trailers, and an accepted upgrade's byte tunnel.
+//   - redirect.go: source/common/http/utility.cc (Utility::newUri,
+//     processRequestHost): redirects and direct responses as local replies,
+//     with the Location Envoy builds.
+//   - local_reply.go: source/common/http/utility.cc (Utility::sendLocalReply):
+//     local replies and the bodies Envoy writes in them.
 //
-//   - handler.go: the HTTP connection manager of one listener: the headers it
-//     adds, Host port stripping, virtual host and route selection, and the
-//     response written downstream.
-//   - pathnorm.go: normalize_path: dot segments resolved, and what depends on
-//     googleurl's version refused (400).
-//   - filterchain.go: the HTTP filters as Envoy's FilterManager runs them:
-//     decoders in order, encoders in reverse, a filter's own reply through
-//     every encoder filter; CORS and ext_proc (through package extproc).
-//   - ext_authz.go: the ext_authz filter: its configuration, per-route
-//     enabling, body buffering, and OK / Denied / Error as local replies or
-//     the request going on.
-//   - ext_authz_check.go: the check: the CheckRequest, the gRPC and HTTP
-//     clients, and the header mutations of an OK answer under the mutation
-//     rules.
-//   - cors.go: the CORS filter: preflights answered, and the allow headers on
-//     responses to allowed origins.
-//   - upstream.go: the router: redirects, direct responses, forwarding with
-//     header mutations, rewrites, timeout, retries and mirrors; the
-//     override_host load balancer; the per-cluster connection pool and circuit
-//     breaker.
+// Upstreams:
+//
+//   - cluster.go: source/common/upstream/upstream_impl.cc (ClusterInfoImpl):
+//     Cluster compiled: EDS over ADS, timeouts, keepalive, circuit breakers,
+//     protocol options; and the healthy endpoints of an assignment. Any
+//     error NACKs the response.
+//   - client_context.go: source/common/tls/client_context_impl.cc: upstream
+//     TLS: sni, ALPN, the server certificate verified against trusted_ca and
+//     the subject alternative name matchers, the client certificate's SDS
+//     name.
+//   - lb_override_host.go: source/extensions/load_balancing_policies/
+//     override_host/load_balancer.cc: the override_host policy compiled,
+//     the host list read from the request's metadata and walked across
+//     attempts, the round robin fallback, the selected host's metadata.
+//   - conn_pool.go: source/common/http/conn_pool_base.cc: the per-cluster
+//     connection pool (Go's transport, with the cluster's codec, TLS, connect
+//     timeout and keepalive), its round robin, and the circuit breaker count.
+//   - async_client_manager.go: source/common/grpc/async_client_manager_impl.cc:
+//     the gRPC connection to an ext_proc or ext_authz cluster, cached per
+//     cluster version, endpoint and authority.
 //
 // The command cmd/dataplane runs it as a process started with Envoy's command
 // line (-c FILE --service-node ID), for pods run as local processes; see its
@@ -146,7 +215,7 @@
 //     retriable_status_codes, num_retries, per_try_timeout and
 //     retry_back_off, health checks,
 //     outlier detection, locality weights and priorities, non-EDS clusters.
-//   - Warming (warming.go): a cluster whose initial fetch timed out gets no
+//   - Warming (cluster_manager.go): a cluster whose initial fetch timed out gets no
 //     endpoints (Envoy with its EDS cache uses the last assignment); a
 //     listener whose Rds changes does not wait for a new route
 //     configuration, and an unset RDS initial_fetch_timeout waits without
@@ -162,7 +231,7 @@
 //   - The connection manager adds x-forwarded-for (use_remote_address),
 //     x-forwarded-proto and x-request-id; not x-envoy-expected-rq-timeout-ms,
 //     x-envoy-attempt-count or via. normalize_path resolves dot segments
-//     and refuses (400) what depends on googleurl's version (pathnorm.go);
+//     and refuses (400) what depends on googleurl's version (path_utility.go);
 //     with strip_any_host_port the Host header itself loses its port
 //     before routing, as Envoy's HeaderUtility::stripPortFromHost does, so
 //     upstreams see it without.
@@ -204,5 +273,9 @@
 //
 // Call Run once; everything it opened is closed when it returns. Snapshot
 // protos are shared: do not modify them. Tests wait with WaitFor (it wakes
-// on every configuration change), never with sleeps.
+// on every configuration change), never with sleeps. A test without an ADS
+// server feeds resources with Apply (each as an accepted response) and
+// calls Close when done; Validate gives the NACK a resource would get.
+// The end-to-end tests that drive the stand-in with pilot's translation
+// and ADS server live in tests/e2e.
 package dataplane

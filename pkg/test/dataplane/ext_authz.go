@@ -214,8 +214,8 @@ func checkExtAuthzPerRoute(c *extauthzv3.ExtAuthzPerRoute) error {
 //     as Envoy would is a 500 (rejectResponse's code; stricter).
 //
 // Local replies go through the encoder side of the filters after this one
-// (filterChain.localReply), as every local reply does in Envoy.
-func (c *filterChain) decodeExtAuthz(ctx context.Context, i int, req *extproc.Request, md map[string]*structpb.Struct) (*extproc.Response, map[string]*structpb.Struct, error) {
+// (filterManager.localReply), as every local reply does in Envoy.
+func (c *filterManager) decodeExtAuthz(ctx context.Context, i int, req *extproc.Request, md map[string]*structpb.Struct) (*extproc.Response, map[string]*structpb.Struct, error) {
 	f := c.filters[i]
 	if per := c.pf.extAuthz[f.name]; per != nil && per.GetDisabled() {
 		return c.decode(ctx, i+1, req, md)

@@ -5,14 +5,12 @@ package dataplane
 
 import (
 	"context"
-	"encoding/json"
-	"io"
-	"net"
 	"net/http"
 	"net/http/httptest"
-	"strings"
 	"testing"
 	"time"
+
+	"github.com/infermesh/infermesh/pkg/test/dataplane/dataplanetest"
 
 	"go.uber.org/goleak"
 	"google.golang.org/protobuf/encoding/protojson"
@@ -21,42 +19,18 @@ import (
 
 	listenerv3 "github.com/envoyproxy/go-control-plane/envoy/config/listener/v3"
 	hcmv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/network/http_connection_manager/v3"
-	resourcev3 "github.com/envoyproxy/go-control-plane/pkg/resource/v3"
 	"google.golang.org/protobuf/types/known/wrapperspb"
 
 	"github.com/infermesh/infermesh/pilot/pkg/model"
 	"github.com/infermesh/infermesh/pilot/pkg/networking/core"
 	"github.com/infermesh/infermesh/pilot/test/seedmodel"
-
-	"github.com/infermesh/infermesh/pkg/bootstrap"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
-// testBootstrap is pkg/bootstrap's JSON for the seed Gateway, plaintext ADS
-// at addr; delta switches ads_config.api_type to DELTA_GRPC.
+// testBootstrap is dataplanetest.Bootstrap.
 func testBootstrap(t *testing.T, addr string, delta bool) []byte {
-	t.Helper()
-	b, err := bootstrap.JSON(bootstrap.Config{
-		NodeID: "gw-0", Cluster: "gateway", GatewayNamespace: "gateway-namespace", GatewayName: "gateway",
-		XDSAddress: addr, Plaintext: true,
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if !delta {
-		return b
-	}
-	var m map[string]any
-	if err := json.Unmarshal(b, &m); err != nil {
-		t.Fatal(err)
-	}
-	m["dynamic_resources"].(map[string]any)["ads_config"].(map[string]any)["api_type"] = "DELTA_GRPC"
-	out, err := json.Marshal(m)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return out
+	return dataplanetest.Bootstrap(t, addr, delta)
 }
 
 // newTestDP returns a DataPlane that is not running (no ADS), for feeding
@@ -79,82 +53,22 @@ func newTestDP(t *testing.T, opts Options) *DataPlane {
 // response.
 func load(t *testing.T, dp *DataPlane, msgs ...proto.Message) {
 	t.Helper()
-	for _, m := range msgs {
-		a, err := anypb.New(m)
-		if err != nil {
-			t.Fatal(err)
-		}
-		typeURL := resourcev3.ClusterType
-		switch a.GetTypeUrl() {
-		case resourcev3.ListenerType, resourcev3.RouteType, resourcev3.EndpointType, resourcev3.SecretType:
-			typeURL = a.GetTypeUrl()
-		}
-		d, err := dp.decode(typeURL, a)
-		if err != nil {
-			t.Fatalf("resource rejected: %v", err)
-		}
-		dp.mu.Lock()
-		dp.acceptLocked(typeURL, d)
-		dp.publishLocked()
-		dp.mu.Unlock()
+	if err := dp.Apply(msgs...); err != nil {
+		t.Fatal(err)
 	}
 }
 
-// backend is an HTTP/1.1 server on 127.0.0.1 answering with its name in
-// the body and header x-backend, and echoing the request in headers
-// x-seen-path, x-seen-host, x-seen-proto, x-seen-xfp (x-forwarded-proto).
-func backend(t *testing.T, name string) *httptest.Server {
-	t.Helper()
-	s := httptest.NewServer(backendHandler(name))
-	t.Cleanup(s.Close)
-	return s
-}
+// backend is dataplanetest.Backend.
+func backend(t *testing.T, name string) *httptest.Server { return dataplanetest.Backend(t, name) }
 
-func backendHandler(name string) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		w.Header().Set("x-backend", name)
-		w.Header().Set("x-seen-path", r.URL.RequestURI())
-		w.Header().Set("x-seen-host", r.Host)
-		w.Header().Set("x-seen-proto", r.Proto)
-		w.Header().Set("x-seen-xfp", r.Header.Get("X-Forwarded-Proto"))
-		for k, v := range r.Header {
-			if strings.HasPrefix(strings.ToLower(k), "x-test-") {
-				w.Header()["Seen-"+k] = v
-			}
-		}
-		_, _ = io.WriteString(w, name)
-	})
-}
+func backendHandler(name string) http.Handler { return dataplanetest.BackendHandler(name) }
 
-// get sends a request to the data plane's listener on port with host.
+// get is dataplanetest.Get.
 func get(t *testing.T, dp *DataPlane, port uint32, method, host, path string, hdr http.Header) *http.Response {
-	t.Helper()
-	a := dp.Addr(port)
-	if a == nil {
-		t.Fatalf("no listener on port %d", port)
-	}
-	req, err := http.NewRequest(method, "http://"+a.String()+path, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	req.Host = host
-	for k, v := range hdr {
-		req.Header[k] = v
-	}
-	c := &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }, Transport: &http.Transport{}}
-	defer c.CloseIdleConnections()
-	resp, err := c.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	b, _ := io.ReadAll(resp.Body)
-	resp.Body.Close()
-	resp.Body = io.NopCloser(strings.NewReader(string(b)))
-	resp.Header.Set("x-test-body", string(b))
-	return resp
+	return dataplanetest.Get(t, dp, port, method, host, path, hdr)
 }
 
-func bodyOf(r *http.Response) string { return r.Header.Get("x-test-body") }
+func bodyOf(r *http.Response) string { return dataplanetest.BodyOf(r) }
 
 // testCtx is a context bounded for the test.
 func testCtx(t *testing.T) context.Context {
@@ -195,47 +109,9 @@ func setHCM(t *testing.T, f *listenerv3.Filter, edit func(*hcmv3.HttpConnectionM
 	return &listenerv3.Filter{Name: f.GetName(), ConfigType: &listenerv3.Filter_TypedConfig{TypedConfig: a}}
 }
 
-// editAny unpacks a into msg, changes it with edit and packs it anew; a is
-// not modified.
+// editAny is dataplanetest.EditAny.
 func editAny[M proto.Message](t *testing.T, a *anypb.Any, msg M, edit func(M)) *anypb.Any {
-	t.Helper()
-	if err := a.UnmarshalTo(msg); err != nil {
-		t.Fatal(err)
-	}
-	edit(msg)
-	out, err := anypb.New(msg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return out
+	return dataplanetest.EditAny(t, a, msg, edit)
 }
 
 func seedGateway() model.Gateway { return seedmodel.Gateway() }
-
-// runDP starts a data plane from boot, running until the test ends. It
-// listens on loopback, and a dial to a name in servers goes to the
-// loopback address it maps to (unless opts sets its own Dial).
-func runDP(t *testing.T, boot []byte, servers map[string]string, opts Options) *DataPlane {
-	t.Helper()
-	if opts.ListenerAddress == nil {
-		opts.ListenerAddress = func(uint32) string { return "127.0.0.1:0" }
-	}
-	if opts.Dial == nil {
-		var d net.Dialer
-		opts.Dial = func(ctx context.Context, network, addr string) (net.Conn, error) {
-			if a, ok := servers[addr]; ok {
-				addr = a
-			}
-			return d.DialContext(ctx, network, addr)
-		}
-	}
-	dp, err := New(boot, opts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	runCtx, cancel := context.WithCancel(context.Background())
-	runDone := make(chan error, 1)
-	go func() { runDone <- dp.Run(runCtx) }()
-	t.Cleanup(func() { cancel(); <-runDone })
-	return dp
-}

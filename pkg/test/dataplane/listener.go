@@ -40,7 +40,7 @@ type listenerConfig struct {
 	stripPort bool
 	// upgrades are the upgrade types upgrade_configs allows (lower case).
 	upgrades map[string]bool
-	// normalizePath is normalize_path (pathnorm.go).
+	// normalizePath is normalize_path (path_utility.go).
 	normalizePath bool
 	// filters are the HTTP filters before the router, in order.
 	filters []httpFilter

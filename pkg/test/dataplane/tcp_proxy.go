@@ -420,8 +420,7 @@ func proxyBytes(a, b net.Conn, idle time.Duration) {
 	last.Store(time.Now().UnixNano())
 	done := make(chan struct{})
 	var timer *time.Timer
-	var check func()
-	check = func() {
+	check := func() {
 		select {
 		case <-done:
 			return

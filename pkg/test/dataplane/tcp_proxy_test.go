@@ -454,3 +454,18 @@ func TestTCPProxyListenerRefusals(t *testing.T) {
 		t.Errorf("no filter chains: %v", err)
 	}
 }
+
+// sdsSecret is an SDS secret named name holding, inline, a new
+// self-signed certificate for common name name (DNS names *.example.com,
+// a.example.com) and its key.
+func sdsSecret(t *testing.T, name string) *tlsv3.Secret {
+	t.Helper()
+	crt, key, err := certs.SelfSignedFor(name, nil, []string{"a.example.com", "*.example.com"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &tlsv3.Secret{Name: name, Type: &tlsv3.Secret_TlsCertificate{TlsCertificate: &tlsv3.TlsCertificate{
+		CertificateChain: &corev3.DataSource{Specifier: &corev3.DataSource_InlineBytes{InlineBytes: crt}},
+		PrivateKey:       &corev3.DataSource{Specifier: &corev3.DataSource_InlineBytes{InlineBytes: key}},
+	}}}
+}

@@ -4,16 +4,13 @@
 package dataplane
 
 import (
-	"bytes"
 	"context"
 	"crypto/tls"
 	"crypto/x509"
-	"encoding/pem"
 	"errors"
 	"fmt"
 	"net"
 	"net/http"
-	"strings"
 	"sync"
 	"time"
 
@@ -245,41 +242,6 @@ func (c *tlsChain) compileClientValidation(d *tlsv3.DownstreamTlsContext) error 
 	return nil
 }
 
-// selectChain is Envoy's filter chain match on the server name sni ("" when
-// the ClientHello has none): exact, then the longest wildcard suffix, then
-// a chain without server_names; nil when none matches.
-func selectChain(chains []*tlsChain, sni string) *tlsChain {
-	var any *tlsChain
-	for _, c := range chains {
-		if len(c.serverNames) == 0 && any == nil {
-			any = c
-		}
-		for _, n := range c.serverNames {
-			if sni != "" && n == sni {
-				return c
-			}
-		}
-	}
-	if sni != "" {
-		for i := strings.IndexByte(sni, '.'); i >= 0; {
-			wildcard := "*" + sni[i:]
-			for _, c := range chains {
-				for _, n := range c.serverNames {
-					if n == wildcard {
-						return c
-					}
-				}
-			}
-			next := strings.IndexByte(sni[i+1:], '.')
-			if next < 0 {
-				break
-			}
-			i += 1 + next
-		}
-	}
-	return any
-}
-
 // tlsConnChain holds the filter chain a TLS connection was given at its
 // handshake.
 type tlsConnChain struct {
@@ -387,70 +349,4 @@ func connectionChain(r *http.Request) *listenerConfig {
 		return c.hcm
 	}
 	return nil
-}
-
-// compileSecret loads an SDS secret: a TlsCertificate with its chain and
-// private key inline. A chain or key that does not load is refused (NACK),
-// as Envoy refuses an SDS update whose TLS context cannot be built
-// (ContextConfigImpl / ServerContextImpl throwing from the secret's update
-// callback, source/common/secret/sds_api.cc onConfigUpdate). Validation
-// contexts, session ticket keys and generic secrets are not implemented.
-func compileSecret(s *tlsv3.Secret) (*tls.Certificate, error) {
-	tc := s.GetTlsCertificate()
-	if tc == nil {
-		return nil, errors.New("only tls_certificate secrets are implemented")
-	}
-	chain, err := dataSourceBytes(tc.GetCertificateChain())
-	if err != nil {
-		return nil, fmt.Errorf("certificate_chain: %w", err)
-	}
-	key, err := dataSourceBytes(tc.GetPrivateKey())
-	if err != nil {
-		return nil, fmt.Errorf("private_key: %w", err)
-	}
-	cert, err := tls.X509KeyPair(chain, key)
-	if err != nil {
-		// crypto/tls's message never quotes the key.
-		return nil, fmt.Errorf("failed to load certificate chain and private key: %v", err)
-	}
-	return &cert, nil
-}
-
-// trustedCAPool loads a CertificateValidationContext's trusted_ca as
-// Envoy does (source/common/tls/cert_validator/default_validator.cc,
-// DefaultCertValidator::initializeSslContexts): BoringSSL's
-// PEM_X509_INFO_read_bio reads the whole bundle, and a block it cannot
-// read, or a bundle with no certificate, fails with "Failed to load
-// trusted CA certificates", which refuses the cluster or the listener.
-// crypto/x509's AppendCertsFromPEM would instead skip a bad block and load
-// the rest. Text outside the blocks is skipped, as BoringSSL does.
-// Stricter than Envoy: a block of another type than CERTIFICATE (Envoy
-// also takes an X509 CRL) is refused.
-func trustedCAPool(data []byte) (*x509.CertPool, error) {
-	pool := x509.NewCertPool()
-	n := 0
-	for rest := data; ; {
-		var b *pem.Block
-		b, rest = pem.Decode(rest)
-		if b == nil {
-			break
-		}
-		n++
-		if b.Type != "CERTIFICATE" {
-			return nil, fmt.Errorf("failed to load trusted CA certificates: PEM block %d is %q (not implemented)", n, b.Type)
-		}
-		c, err := x509.ParseCertificate(b.Bytes)
-		if err != nil {
-			return nil, fmt.Errorf("failed to load trusted CA certificates: PEM block %d: %v", n, err)
-		}
-		pool.AddCert(c)
-	}
-	// encoding/pem skips a block it cannot decode and goes on.
-	if begins := bytes.Count(data, []byte("-----BEGIN ")); begins > n {
-		return nil, fmt.Errorf("failed to load trusted CA certificates: %d of %d PEM blocks do not decode", begins-n, begins)
-	}
-	if n == 0 {
-		return nil, errors.New("failed to load trusted CA certificates: no PEM certificate")
-	}
-	return pool, nil
 }

@@ -45,7 +45,7 @@ type clusterSpec struct {
 	// tls is the cluster's client TLS (ServiceBackend.TLS or
 	// EPPBackend.TLS, from a BackendTLSPolicy or DestinationRule); nil
 	// for plaintext.
-	tls *EPPTLS
+	tls *UpstreamTLS
 	// clientCert is the Gateway's client certificate for tls
 	// (model.Gateway.BackendClientCertificate), "" for none (always for
 	// an EPP).
@@ -92,7 +92,7 @@ type clusterOp struct {
 	// negotiate is the Service port's NegotiateHTTP (opService, opMirror,
 	// opAuthz).
 	negotiate bool
-	tls       *EPPTLS // opService, opEPP, opMirror: the Service port's client TLS
+	tls       *UpstreamTLS // opService, opEPP, opMirror: the Service port's client TLS
 }
 
 // routeClusterOps are the cluster references of route r attached to a
@@ -241,7 +241,7 @@ func applyClusterOp(s *clusterSpec, op clusterOp, clientCert string) {
 //     servers refuse TLS without it), h2,http/1.1 on a negotiating one
 //     (none on HTTP/1.1, Envoy's default),
 //     and either a validation context (trusted_ca: the CA bundle the
-//     Gateway has for it, model.EPPTLS.CAFor, or the system store when
+//     Gateway has for it, model.UpstreamTLS.CAFor, or the system store when
 //     none was named; the name: match_typed_subject_alt_names DNS exact
 //     of SubjectAltNames, else of the SNI) or, with InsecureSkipVerify,
 //     none. A cluster whose CA the Gateway cannot have is never built
@@ -453,7 +453,7 @@ func overrideHostPolicy() (*clusterv3.LoadBalancingPolicy, error) {
 // name auto_san_validation would check against auto_sni's SNI in Istio; the
 // EPP cluster cannot use auto_sni, whose SNI would be the gRPC stream's
 // :authority, the cluster name.
-func upstreamTransportSocket(host string, t *EPPTLS, ca []byte, alpn []string, systemCA, clientCert string) (*corev3.TransportSocket, error) {
+func upstreamTransportSocket(host string, t *UpstreamTLS, ca []byte, alpn []string, systemCA, clientCert string) (*corev3.TransportSocket, error) {
 	sni := t.SNI
 	if sni == "" {
 		sni = host

@@ -43,7 +43,7 @@ func alpnOf(t *testing.T, res Resources, name string) []string {
 // to it answers 500.
 func TestNegotiatingServiceCluster(t *testing.T) {
 	tlsTo := func(s *model.ServiceBackend) *model.ServiceBackend {
-		s.TLS = &model.EPPTLS{Host: s.Host, SNI: "abc.example.com", CACertificates: []byte("-----BEGIN CERTIFICATE-----\n")}
+		s.TLS = &model.UpstreamTLS{Host: s.Host, SNI: "abc.example.com", CACertificates: []byte("-----BEGIN CERTIFICATE-----\n")}
 		return s
 	}
 	auto := tlsTo(svc("web", "auto", 443))
@@ -112,7 +112,7 @@ func TestNegotiatingServiceCluster(t *testing.T) {
 func TestValidateAutoConfigNeedsTLS(t *testing.T) {
 	auto := svc("web", "auto", 443)
 	auto.NegotiateHTTP = true
-	auto.TLS = &model.EPPTLS{Host: auto.Host, CACertificates: []byte("-----BEGIN CERTIFICATE-----\n")}
+	auto.TLS = &model.UpstreamTLS{Host: auto.Host, CACertificates: []byte("-----BEGIN CERTIFICATE-----\n")}
 	good := build(t, gateway(httpRoute("web", "h", []string{"web.example.com"},
 		model.Rule{Backends: []model.Backend{{Weight: 1, Service: auto}}})), Inputs{}, Options{})
 	bad := clone(good)

@@ -83,7 +83,7 @@ func TestClusterCircuitBreakersConfigurable(t *testing.T) {
 }
 
 func TestEPPTLS(t *testing.T) {
-	res := build(t, seedGatewayEPPTLS(EPPTLS{SNI: "epp.internal", CACertificates: []byte("-----BEGIN CERTIFICATE-----\n"),
+	res := build(t, seedGatewayEPPTLS(UpstreamTLS{SNI: "epp.internal", CACertificates: []byte("-----BEGIN CERTIFICATE-----\n"),
 		SubjectAltNames: []string{"epp.internal"}}), seedInputs(), inferenceOn)
 	ctx := &tlsv3.UpstreamTlsContext{}
 	if err := clusterNamed(t, res, seedEPPCluster).GetTransportSocket().GetTypedConfig().UnmarshalTo(ctx); err != nil {
@@ -103,7 +103,7 @@ func TestEPPTLS(t *testing.T) {
 	// TLS naming no CA and not skipping verification verifies against the
 	// proxy's system trust store.
 	ctx = &tlsv3.UpstreamTlsContext{}
-	if err := clusterNamed(t, build(t, seedGatewayEPPTLS(EPPTLS{}), seedInputs(), inferenceOn), seedEPPCluster).GetTransportSocket().GetTypedConfig().UnmarshalTo(ctx); err != nil {
+	if err := clusterNamed(t, build(t, seedGatewayEPPTLS(UpstreamTLS{}), seedInputs(), inferenceOn), seedEPPCluster).GetTransportSocket().GetTypedConfig().UnmarshalTo(ctx); err != nil {
 		t.Fatal(err)
 	}
 	if got := ctx.GetCommonTlsContext().GetValidationContext().GetTrustedCa().GetFilename(); got != DefaultSystemCAFile {
@@ -179,15 +179,15 @@ func TestPoolProtocolIsTheAppProtocolOfThePool(t *testing.T) {
 func TestEPPTLSVerifiesName(t *testing.T) {
 	for _, tc := range []struct {
 		name string
-		tls  EPPTLS
+		tls  UpstreamTLS
 		want []string // DNS exact matchers; nil: no validation context
 	}{
-		{"no sni, no SANs: the EPP host", EPPTLS{}, []string{seedEPPHost}},
-		{"sni, no SANs: the sni", EPPTLS{SNI: "epp.example.com"}, []string{"epp.example.com"}},
-		{"SANs win over the sni", EPPTLS{SNI: "epp.example.com", SubjectAltNames: []string{"a.example.com", "b.example.com"}},
+		{"no sni, no SANs: the EPP host", UpstreamTLS{}, []string{seedEPPHost}},
+		{"sni, no SANs: the sni", UpstreamTLS{SNI: "epp.example.com"}, []string{"epp.example.com"}},
+		{"SANs win over the sni", UpstreamTLS{SNI: "epp.example.com", SubjectAltNames: []string{"a.example.com", "b.example.com"}},
 			[]string{"a.example.com", "b.example.com"}},
-		{"CA inline, no SANs: the EPP host", EPPTLS{CACertificates: []byte("-----BEGIN CERTIFICATE-----\n")}, []string{seedEPPHost}},
-		{"insecureSkipVerify: nothing verified", EPPTLS{InsecureSkipVerify: true}, nil},
+		{"CA inline, no SANs: the EPP host", UpstreamTLS{CACertificates: []byte("-----BEGIN CERTIFICATE-----\n")}, []string{seedEPPHost}},
+		{"insecureSkipVerify: nothing verified", UpstreamTLS{InsecureSkipVerify: true}, nil},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			ctx := &tlsv3.UpstreamTlsContext{}

@@ -165,7 +165,7 @@ func TestDecisionsRE2ProgramSizeLimit(t *testing.T) {
 // Istio points such a cluster at a credential that never arrives, so a
 // FailOpen pool routes around its EPP.
 func TestDecisionsUpstreamTLSFailsClosed(t *testing.T) {
-	gw := seedGatewayEPPTLS(EPPTLS{CredentialName: "epp-ca", CredentialCAs: map[string]model.CredentialCA{
+	gw := seedGatewayEPPTLS(UpstreamTLS{CredentialName: "epp-ca", CredentialCAs: map[string]model.CredentialCA{
 		"elsewhere": {PEM: []byte("ca")},
 	}})
 	res := build(t, gw, seedInputs(), inferenceOn)

@@ -36,7 +36,7 @@
 // package knowing where they come from. Client TLS of every upstream is in
 // the model (ServiceBackend.TLS, EPPBackend.TLS, Rule.Mirrors), resolved by
 // the controller; a Gateway gets the CA read in its own namespace
-// (model.EPPTLS.CAFor), and an upstream whose CA it cannot have is
+// (model.UpstreamTLS.CAFor), and an upstream whose CA it cannot have is
 // answered 500 there, never built as a cluster (upstream_tls_test.go).
 //
 // Callers keep two rules: model values are not mutated after they are handed

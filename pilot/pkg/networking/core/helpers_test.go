@@ -46,7 +46,7 @@ func pool(ns, name string, mode inferencev1.EndpointPickerFailureMode) *model.Po
 // insecureSkipVerify), as the controller resolves it.
 func seedPool() *model.PoolBackend {
 	p := seedmodel.Pool()
-	p.EPP.TLS = &EPPTLS{Host: seedEPPHost, InsecureSkipVerify: true}
+	p.EPP.TLS = &UpstreamTLS{Host: seedEPPHost, InsecureSkipVerify: true}
 	return p
 }
 
@@ -104,7 +104,7 @@ func seedInputs() Inputs {
 }
 
 // seedGatewayEPPTLS is seedGateway with its EPP reached over TLS t.
-func seedGatewayEPPTLS(t EPPTLS) *model.Gateway {
+func seedGatewayEPPTLS(t UpstreamTLS) *model.Gateway {
 	gw := seedGateway()
 	t.Host = seedEPPHost
 	gw.Listeners[0].Routes[0].Rules[0].Backends[0].Pool.EPP.TLS = &t

@@ -49,7 +49,7 @@ type clRef struct {
 
 func clusterSig(gw *model.Gateway) string {
 	// The namespace decides which credentialName CAs the clusters get
-	// (model.EPPTLS.CAFor).
+	// (model.UpstreamTLS.CAFor).
 	b := strconv.AppendQuote(nil, gw.Namespace)
 	b = strconv.AppendQuote(b, gw.BackendClientCertificate)
 	for _, l := range gw.Listeners {
@@ -240,4 +240,6 @@ func sameSpec(a, b clusterSpec) bool {
 		a.epp == b.epp && a.clientCert == b.clientCert && sameTLS(a.tls, b.tls)
 }
 
-func sameTLS(a, b *EPPTLS) bool { return a == b || (a != nil && b != nil && reflect.DeepEqual(*a, *b)) }
+func sameTLS(a, b *UpstreamTLS) bool {
+	return a == b || (a != nil && b != nil && reflect.DeepEqual(*a, *b))
+}

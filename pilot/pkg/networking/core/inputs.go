@@ -9,11 +9,11 @@ import (
 	"github.com/infermesh/infermesh/pilot/pkg/model"
 )
 
-// Endpoint and EPPTLS are defined in the model: the service registry
+// Endpoint and UpstreamTLS are defined in the model: the service registry
 // fills endpoints, the controller TLS.
 type (
-	Endpoint = model.Endpoint
-	EPPTLS   = model.EPPTLS
+	Endpoint    = model.Endpoint
+	UpstreamTLS = model.UpstreamTLS
 )
 
 // Inputs are the facts the model does not carry, keyed so that another
@@ -78,7 +78,7 @@ type Options struct {
 	extAuthz []*model.ExternalAuth
 	// gatewayNamespace is the translated Gateway's namespace, where its
 	// proxies read a DestinationRule credentialName's CA
-	// (model.EPPTLS.CAFor); set by BuildRouteConfigurations and
+	// (model.UpstreamTLS.CAFor); set by BuildRouteConfigurations and
 	// BuildClusters.
 	gatewayNamespace string
 }

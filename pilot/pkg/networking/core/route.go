@@ -589,8 +589,8 @@ func carriesGRPC(sb *model.ServiceBackend) bool {
 
 // tlsReachable reports whether the Gateway being translated
 // (opts.gatewayNamespace) can verify an upstream with client TLS t: no
-// TLS, or TLS whose CA it has (model.EPPTLS.CAFor).
-func tlsReachable(t *model.EPPTLS, opts Options) bool {
+// TLS, or TLS whose CA it has (model.UpstreamTLS.CAFor).
+func tlsReachable(t *model.UpstreamTLS, opts Options) bool {
 	if t == nil {
 		return true
 	}

@@ -21,8 +21,8 @@ import (
 // credentialTLS is client TLS whose CA comes from a DestinationRule's
 // credentialName, read in the namespaces of has (the CA "ca-<ns>") and
 // failed in the others of all.
-func credentialTLS(host string, has ...string) *EPPTLS {
-	t := &EPPTLS{Host: host, CredentialName: "cred", CredentialCAs: map[string]model.CredentialCA{
+func credentialTLS(host string, has ...string) *UpstreamTLS {
+	t := &UpstreamTLS{Host: host, CredentialName: "cred", CredentialCAs: map[string]model.CredentialCA{
 		"elsewhere": {Problem: "Secret elsewhere/cred missing"},
 	}}
 	for _, ns := range has {
@@ -115,13 +115,13 @@ func TestUpstreamTLSFailsClosedPerGateway(t *testing.T) {
 // cluster: mirrors carried no TLS.
 func TestEveryUpstreamWithTLSHasItsTransportSocket(t *testing.T) {
 	withTLS := func(s *model.ServiceBackend) *model.ServiceBackend {
-		s.TLS = &EPPTLS{Host: s.Host, SNI: "x.example.com", CACertificates: []byte("ca")}
+		s.TLS = &UpstreamTLS{Host: s.Host, SNI: "x.example.com", CACertificates: []byte("ca")}
 		return s
 	}
 	onlyMirrored := withTLS(svc("apps", "mirror", 8443))
 	mirrorCluster := ClusterName(8443, onlyMirrored.Host)
 	p := pool("llm", "p", inferencev1.EndpointPickerFailClose)
-	p.EPP.TLS = &EPPTLS{Host: p.EPP.Host, InsecureSkipVerify: true}
+	p.EPP.TLS = &UpstreamTLS{Host: p.EPP.Host, InsecureSkipVerify: true}
 	gw := gateway(httpRoute("apps", "r", []string{"a.example.com"}, model.Rule{
 		HTTP: &gwv1.HTTPRouteRule{Filters: []gwv1.HTTPRouteFilter{{Type: gwv1.HTTPRouteFilterRequestMirror,
 			RequestMirror: &gwv1.HTTPRequestMirrorFilter{BackendRef: gwv1.BackendObjectReference{Name: "mirror", Port: ptr.To(gwv1.PortNumber(8443))}}}}},

@@ -47,6 +47,9 @@
 //     ProcessResponse, and run, one request's state and event loop: the stream,
 //     the bodies pumped in each direction, the upstream call and the response
 //     handed back.
+//   - processor_state.go: processorState per direction, as Envoy's
+//     ProcessorState (processor_state.h): decodingState for the request,
+//     encodingState for the response.
 //   - messages.go: each processor response handled as Envoy's onReceiveMessage
 //     does, and immediate responses.
 //   - streamed.go: STREAMED request bodies sent without waiting for the headers

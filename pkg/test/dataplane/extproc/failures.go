@@ -19,7 +19,7 @@ import (
 // either direction (its bytes were handed to the processor and are gone).
 func (r *run) failureModeAllow() bool {
 	pm := r.cfg.ProcessingMode
-	if (duplexReq(pm) && r.reqBodyRecv) || (duplexResp(pm) && r.respBodyRecv) {
+	if (duplexReq(pm) && r.decoding.bodyRecv) || (duplexResp(pm) && r.encoding.bodyRecv) {
 		return false
 	}
 	return r.cfg.FailureModeAllow
@@ -56,24 +56,24 @@ func (r *run) onStreamEnd(err error) {
 // continues as it is.
 func (r *run) continueAll() {
 	r.stopTimers()
-	if r.reqHdrsPending {
-		r.reqHdrsPending = false
+	if r.decoding.hdrsPending {
+		r.decoding.hdrsPending = false
 		r.startUpstream()
 	}
-	if streamedReq(r.cfg.ProcessingMode) && r.reqHasBody {
+	if streamedReq(r.cfg.ProcessingMode) && r.decoding.hasBody {
 		r.flushReqQueue()
 	}
-	if r.reqPipe != nil && (r.reqLast || r.reqTrPending) {
-		r.reqTrPending = false
-		r.reqPipe.finish(nil, r.reqTrailersIn)
+	if r.decoding.pipe != nil && (r.decoding.last || r.decoding.trPending) {
+		r.decoding.trPending = false
+		r.decoding.pipe.finish(nil, r.decoding.trailersIn)
 	}
-	if r.respHdrsPending {
-		r.respHdrsPending = false
+	if r.encoding.hdrsPending {
+		r.encoding.hdrsPending = false
 		r.deliverResponse()
 	}
-	if r.respPipe != nil && (r.respLast || r.respTrPending) {
-		r.respTrPending = false
-		r.respPipe.finish(nil, r.respTrailersIn)
+	if r.encoding.pipe != nil && (r.encoding.last || r.encoding.trPending) {
+		r.encoding.trPending = false
+		r.encoding.pipe.finish(nil, r.encoding.trailersIn)
 	}
 }
 
@@ -93,19 +93,19 @@ func (r *run) localReply(resp *Response, grpcStatus int) {
 	GRPCLocalReply(r.req, resp, grpcStatus)
 	// Response headers have reached the filter: Envoy sends the reply
 	// directly to the codec (sendDirectLocalReply).
-	resp.Direct = r.upResp != nil
+	resp.Direct = r.encoding.upResp != nil
 	if r.delivered {
-		if r.respPipe != nil {
-			r.respPipe.finish(ErrStreamReset, nil)
+		if r.encoding.pipe != nil {
+			r.encoding.pipe.finish(ErrStreamReset, nil)
 		}
 	} else {
 		r.deliver(resp, nil)
 	}
-	if r.reqPipe != nil {
-		r.reqPipe.finish(ErrStreamReset, nil)
+	if r.decoding.pipe != nil {
+		r.decoding.pipe.finish(ErrStreamReset, nil)
 	}
-	if r.upResp != nil && r.respPipe == nil && r.upResp.Body != nil && resp != r.upResp {
-		_ = r.upResp.Body.Close()
+	if r.encoding.upResp != nil && r.encoding.pipe == nil && r.encoding.upResp.Body != nil && resp != r.encoding.upResp {
+		_ = r.encoding.upResp.Body.Close()
 	}
 }
 
@@ -134,8 +134,8 @@ func (r *run) startTimer(dir int) {
 		return
 	}
 	r.stopTimer(dir)
-	g := r.timers[dir].gen
-	r.timers[dir].t = time.AfterFunc(r.cfg.MessageTimeout, func() {
+	g := r.state(dir).timer.gen
+	r.state(dir).timer.t = time.AfterFunc(r.cfg.MessageTimeout, func() {
 		select {
 		case r.timerCh <- timerEvent{dir, g}:
 		case <-r.done:
@@ -148,10 +148,10 @@ func (r *run) startTimer(dir int) {
 // responses are still due (a STREAMED chunk queue that is not empty); the
 // next message sent starts it again.
 func (r *run) stopTimer(dir int) {
-	r.timers[dir].gen++
-	if r.timers[dir].t != nil {
-		r.timers[dir].t.Stop()
-		r.timers[dir].t = nil
+	r.state(dir).timer.gen++
+	if r.state(dir).timer.t != nil {
+		r.state(dir).timer.t.Stop()
+		r.state(dir).timer.t = nil
 	}
 }
 
@@ -166,7 +166,7 @@ func (r *run) stopTimers() {
 // also hands on the STREAMED chunks still queued); otherwise 504 with
 // details ext_proc_error_per-message_timeout_exceeded.
 func (r *run) onTimeout(ev timerEvent) {
-	if ev.gen != r.timers[ev.dir].gen || r.complete {
+	if ev.gen != r.state(ev.dir).timer.gen || r.complete {
 		return
 	}
 	r.c.MessageTimeouts.Add(1)

@@ -26,7 +26,7 @@ func (r *run) onMessage(m *extprocsvc.ProcessingResponse) {
 	pm := r.cfg.ProcessingMode
 	switch v := m.GetResponse().(type) {
 	case *extprocsvc.ProcessingResponse_RequestHeaders:
-		if !r.reqHdrsPending {
+		if !r.decoding.hdrsPending {
 			r.spurious("request headers")
 			return
 		}
@@ -37,7 +37,7 @@ func (r *run) onMessage(m *extprocsvc.ProcessingResponse) {
 			r.errorResponse(errReplace)
 			return
 		}
-		if err := applyHeaderMutation(cr.GetHeaderMutation(), &r.reqHdrs, defaultRules, r.c); err != nil {
+		if err := applyHeaderMutation(cr.GetHeaderMutation(), &r.decoding.hdrs, defaultRules, r.c); err != nil {
 			r.errorResponse(err)
 			return
 		}
@@ -45,9 +45,9 @@ func (r *run) onMessage(m *extprocsvc.ProcessingResponse) {
 		// content-length after applying the processor's header mutation too
 		// (a processor that echoes every header would put it back).
 		if reqBodyToProcessor(pm) && !r.cfg.AllowContentLengthHeader {
-			r.reqHdrs.remove("content-length")
+			r.decoding.hdrs.remove("content-length")
 		}
-		r.reqHdrsPending = false
+		r.decoding.hdrsPending = false
 		if streamedReq(pm) && r.holdsHeadersForBody() {
 			return
 		}
@@ -58,7 +58,7 @@ func (r *run) onMessage(m *extprocsvc.ProcessingResponse) {
 			r.onStreamedBodyResponse(m, v.RequestBody)
 			return
 		}
-		if r.reqPipe == nil || r.reqPipe.finished() || !duplexReq(pm) {
+		if r.decoding.pipe == nil || r.decoding.pipe.finished() || !duplexReq(pm) {
 			r.spurious("request body")
 			return
 		}
@@ -68,26 +68,26 @@ func (r *run) onMessage(m *extprocsvc.ProcessingResponse) {
 			return
 		}
 		r.setMetadata(m.GetDynamicMetadata())
-		r.reqPipe.write(sr.GetBody())
-		if sr.GetEndOfStream() && !r.reqTrPending {
-			r.reqPipe.finish(nil, r.reqTrailersIn)
+		r.decoding.pipe.write(sr.GetBody())
+		if sr.GetEndOfStream() && !r.decoding.trPending {
+			r.decoding.pipe.finish(nil, r.decoding.trailersIn)
 		}
 
 	case *extprocsvc.ProcessingResponse_RequestTrailers:
-		if !r.reqTrPending {
+		if !r.decoding.trPending {
 			r.spurious("request trailers")
 			return
 		}
 		r.setMetadata(m.GetDynamicMetadata())
-		if err := applyHeaderMutation(v.RequestTrailers.GetHeaderMutation(), &r.reqTrailers, defaultRules, r.c); err != nil {
+		if err := applyHeaderMutation(v.RequestTrailers.GetHeaderMutation(), &r.decoding.trailers, defaultRules, r.c); err != nil {
 			r.errorResponse(err)
 			return
 		}
-		r.reqTrPending = false
-		r.reqPipe.finish(nil, r.reqTrailers.plain())
+		r.decoding.trPending = false
+		r.decoding.pipe.finish(nil, r.decoding.trailers.plain())
 
 	case *extprocsvc.ProcessingResponse_ResponseHeaders:
-		if !r.respHdrsPending {
+		if !r.encoding.hdrsPending {
 			r.spurious("response headers")
 			return
 		}
@@ -98,19 +98,19 @@ func (r *run) onMessage(m *extprocsvc.ProcessingResponse) {
 			r.errorResponse(errReplace)
 			return
 		}
-		if err := applyHeaderMutation(cr.GetHeaderMutation(), &r.respHdrs, defaultRules, r.c); err != nil {
+		if err := applyHeaderMutation(cr.GetHeaderMutation(), &r.encoding.hdrs, defaultRules, r.c); err != nil {
 			r.errorResponse(err)
 			return
 		}
 		// As for the request: no content-length after the mutation.
 		if duplexResp(pm) && !r.cfg.AllowContentLengthHeader {
-			r.respHdrs.remove("content-length")
+			r.encoding.hdrs.remove("content-length")
 		}
-		r.respHdrsPending = false
+		r.encoding.hdrsPending = false
 		r.deliverResponse()
 
 	case *extprocsvc.ProcessingResponse_ResponseBody:
-		if r.respPipe == nil || r.respPipe.finished() || !duplexResp(pm) {
+		if r.encoding.pipe == nil || r.encoding.pipe.finished() || !duplexResp(pm) {
 			r.spurious("response body")
 			return
 		}
@@ -120,23 +120,23 @@ func (r *run) onMessage(m *extprocsvc.ProcessingResponse) {
 			return
 		}
 		r.setMetadata(m.GetDynamicMetadata())
-		r.respPipe.write(sr.GetBody())
-		if sr.GetEndOfStream() && !r.respTrPending {
-			r.respPipe.finish(nil, r.respTrailersIn)
+		r.encoding.pipe.write(sr.GetBody())
+		if sr.GetEndOfStream() && !r.encoding.trPending {
+			r.encoding.pipe.finish(nil, r.encoding.trailersIn)
 		}
 
 	case *extprocsvc.ProcessingResponse_ResponseTrailers:
-		if !r.respTrPending {
+		if !r.encoding.trPending {
 			r.spurious("response trailers")
 			return
 		}
 		r.setMetadata(m.GetDynamicMetadata())
-		if err := applyHeaderMutation(v.ResponseTrailers.GetHeaderMutation(), &r.respTrailers, defaultRules, r.c); err != nil {
+		if err := applyHeaderMutation(v.ResponseTrailers.GetHeaderMutation(), &r.encoding.trailers, defaultRules, r.c); err != nil {
 			r.errorResponse(err)
 			return
 		}
-		r.respTrPending = false
-		r.respPipe.finish(nil, r.respTrailers.plain())
+		r.encoding.trPending = false
+		r.encoding.pipe.finish(nil, r.encoding.trailers.plain())
 
 	case *extprocsvc.ProcessingResponse_ImmediateResponse:
 		r.setMetadata(m.GetDynamicMetadata())

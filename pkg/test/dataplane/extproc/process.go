@@ -213,40 +213,11 @@ type run struct {
 	md           map[string]*structpb.Struct
 	localIn      *Response // ProcessResponse: the response, no request phase
 
-	// request direction
-	reqHdrs        headerMap
-	reqHdrsPending bool
-	reqHasBody     bool
-	reqBodyRecv    bool
-	gate           bool        // processor events are handled once the body (if any) has reached the filter
-	gateTimer      *time.Timer // opens the gate for a body held back longer than heldBodyGrace
-	reqPipe        *bodyPipe
-	reqLast        bool
-	reqTrailersIn  http.Header
-	reqTrPending   bool
-	reqTrailers    headerMap
-	upStarted      bool
-	// STREAMED request body (streamed.go): chunks sent and awaiting their
-	// body response, in order (Envoy's ChunkQueue), and processed data
-	// that reached the filter before the upstream started.
-	reqQueue []queuedChunk
-	reqHeld  [][]byte
-
-	// response direction
-	upResp          *Response
-	respHdrs        headerMap
-	respHdrsPending bool
-	respHasBody     bool
-	respBodyRecv    bool
-	respPipe        *bodyPipe
-	respLast        bool
-	respTrailersIn  http.Header
-	respTrPending   bool
-	respTrailers    headerMap
-
-	// timers are the per-message timers of the request (decode) and
-	// response (encode) directions, one per Envoy ProcessorState.
-	timers [2]msgTimer
+	// decoding and encoding are the state of the request and the response
+	// direction, as Envoy's filter keeps one ProcessorState for each
+	// (processor_state.go).
+	decoding decodingState
+	encoding encodingState
 }
 
 func newRun(ctx context.Context, cfg Config, dial Dialer, req *Request, up Upstream) *run {
@@ -287,7 +258,7 @@ func (r *run) loop() {
 		r.start()
 	}
 	for i := 0; i < maxLoopSteps && !r.finished(); i++ {
-		if r.gate && r.pendingErr != nil {
+		if r.decoding.gate && r.pendingErr != nil {
 			err := r.pendingErr
 			r.pendingErr = nil
 			r.onStreamEnd(err)
@@ -295,9 +266,9 @@ func (r *run) loop() {
 		}
 		recvCh := r.recvCh
 		var held <-chan time.Time
-		if !r.gate {
+		if !r.decoding.gate {
 			recvCh = nil
-			held = r.gateTimer.C
+			held = r.decoding.gateTimer.C
 		}
 		select {
 		case <-r.ctx.Done():
@@ -332,7 +303,7 @@ func (r *run) loop() {
 		case ev := <-r.timerCh:
 			r.onTimeout(ev)
 		case <-held:
-			r.gate = true // the body is held back: the processor's events come first
+			r.decoding.gate = true // the body is held back: the processor's events come first
 		}
 		if !r.complete && r.stream != nil && !r.needsMore() {
 			// Envoy closes the stream once the last expected response is in
@@ -348,65 +319,65 @@ func (r *run) loop() {
 
 func (r *run) cleanup() {
 	r.stopTimers()
-	if r.gateTimer != nil {
-		r.gateTimer.Stop()
+	if r.decoding.gateTimer != nil {
+		r.decoding.gateTimer.Stop()
 	}
 	r.closeStream()
 	close(r.done)
 	if !r.delivered {
 		r.deliver(nil, r.ctx.Err())
 	}
-	if r.respPipe != nil && r.upResp != nil && r.upResp.Body != nil {
-		_ = r.upResp.Body.Close() // we own the upstream body we piped
+	if r.encoding.pipe != nil && r.encoding.upResp != nil && r.encoding.upResp.Body != nil {
+		_ = r.encoding.upResp.Body.Close() // we own the upstream body we piped
 	}
 }
 
 // finished: the caller has its answer and no body we feed is still open.
 func (r *run) finished() bool {
-	return r.delivered && (r.reqPipe == nil || r.reqPipe.finished()) && (r.respPipe == nil || r.respPipe.finished())
+	return r.delivered && (r.decoding.pipe == nil || r.decoding.pipe.finished()) && (r.encoding.pipe == nil || r.encoding.pipe.finished())
 }
 
 func (r *run) abort(err error) {
 	r.deliver(nil, err)
-	if r.reqPipe != nil {
-		r.reqPipe.finish(err, nil)
+	if r.decoding.pipe != nil {
+		r.decoding.pipe.finish(err, nil)
 	}
-	if r.respPipe != nil {
-		r.respPipe.finish(err, nil)
+	if r.encoding.pipe != nil {
+		r.encoding.pipe.finish(err, nil)
 	}
 }
 
 // needsMore reports whether a processor response is still expected.
 func (r *run) needsMore() bool {
 	pm := r.cfg.ProcessingMode
-	if r.reqHdrsPending || r.reqTrPending || r.respHdrsPending || r.respTrPending {
+	if r.decoding.hdrsPending || r.decoding.trPending || r.encoding.hdrsPending || r.encoding.trPending {
 		return true
 	}
-	if duplexReq(pm) && r.reqHasBody && (r.reqPipe == nil || !r.reqPipe.finished()) {
+	if duplexReq(pm) && r.decoding.hasBody && (r.decoding.pipe == nil || !r.decoding.pipe.finished()) {
 		return true
 	}
-	if streamedReq(pm) && r.reqHasBody && (!r.reqLast || len(r.reqQueue) > 0) {
+	if streamedReq(pm) && r.decoding.hasBody && (!r.decoding.last || len(r.decoding.queue) > 0) {
 		return true // body chunks still to send, or their responses still to come
 	}
 	respNoop := !sendRespHeaders(pm) && !duplexResp(pm) && !sendRespTrailers(pm)
 	if respNoop {
 		return false
 	}
-	if r.upResp == nil {
+	if r.encoding.upResp == nil {
 		return true // the response phase is still to come
 	}
-	return duplexResp(pm) && r.respHasBody && r.respPipe != nil && !r.respPipe.finished()
+	return duplexResp(pm) && r.encoding.hasBody && r.encoding.pipe != nil && !r.encoding.pipe.finished()
 }
 
 func (r *run) start() {
 	pm := r.cfg.ProcessingMode
 	req := r.req
-	r.reqHasBody = req.Body != nil && req.Body != http.NoBody
-	r.reqHdrs = requestHeaderMap(req.Method, req.Path, req.Authority, req.Scheme, req.Headers)
-	r.gate = true
-	if r.reqHasBody && reqBodyToProcessor(pm) {
-		r.gate = false
-		r.gateTimer = time.NewTimer(heldBodyGrace)
+	r.decoding.hasBody = req.Body != nil && req.Body != http.NoBody
+	r.decoding.hdrs = requestHeaderMap(req.Method, req.Path, req.Authority, req.Scheme, req.Headers)
+	r.decoding.gate = true
+	if r.decoding.hasBody && reqBodyToProcessor(pm) {
+		r.decoding.gate = false
+		r.decoding.gateTimer = time.NewTimer(heldBodyGrace)
 		go r.pump(req.Body, func() http.Header { return req.Trailers }, r.reqPump)
 	}
 	if !sendReqHeaders(pm) {
@@ -420,22 +391,22 @@ func (r *run) start() {
 		return
 	}
 	r.send(&extprocsvc.ProcessingRequest{Request: &extprocsvc.ProcessingRequest_RequestHeaders{
-		RequestHeaders: &extprocsvc.HttpHeaders{Headers: r.reqHdrs.toProto(), EndOfStream: !r.reqHasBody},
+		RequestHeaders: &extprocsvc.HttpHeaders{Headers: r.decoding.hdrs.toProto(), EndOfStream: !r.decoding.hasBody},
 	}})
-	r.reqHdrsPending = true
+	r.decoding.hdrsPending = true
 	r.startTimer(decode)
 	if reqBodyToProcessor(pm) && !r.cfg.AllowContentLengthHeader {
 		// Envoy drops content-length after sending the headers when the
 		// body may be rewritten (shouldRemoveContentLength).
-		r.reqHdrs.remove("content-length")
+		r.decoding.hdrs.remove("content-length")
 	}
 }
 
 // startEncodeOnly begins at the response phase: no request headers were
 // decoded, so nothing of the request goes to the processor.
 func (r *run) startEncodeOnly() {
-	r.gate = true
-	r.upStarted = true
+	r.decoding.gate = true
+	r.decoding.upStarted = true
 	r.onUpstream(upEvent{resp: r.localIn})
 }
 
@@ -611,36 +582,36 @@ func (r *run) pump(body io.Reader, trailers func() http.Header, out chan<- pumpE
 }
 
 func (r *run) startUpstream() {
-	if r.upStarted {
+	if r.decoding.upStarted {
 		return
 	}
-	r.upStarted = true
+	r.decoding.upStarted = true
 	pm := r.cfg.ProcessingMode
-	up := &Request{Headers: r.reqHdrs.plain()}
-	up.Method, _ = r.reqHdrs.get(":method")
-	up.Path, _ = r.reqHdrs.get(":path")
-	up.Authority, _ = r.reqHdrs.get(":authority")
-	up.Scheme, _ = r.reqHdrs.get(":scheme")
+	up := &Request{Headers: r.decoding.hdrs.plain()}
+	up.Method, _ = r.decoding.hdrs.get(":method")
+	up.Path, _ = r.decoding.hdrs.get(":path")
+	up.Authority, _ = r.decoding.hdrs.get(":authority")
+	up.Scheme, _ = r.decoding.hdrs.get(":scheme")
 	switch {
-	case !r.reqHasBody:
+	case !r.decoding.hasBody:
 		up.Trailers = r.req.Trailers
 	case duplexReq(pm):
 		up.Trailers = http.Header{}
-		r.reqPipe = newBodyPipe(up.Trailers, nil)
-		up.Body = r.reqPipe
-		if r.complete && r.reqLast {
-			r.reqPipe.finish(nil, r.reqTrailersIn)
+		r.decoding.pipe = newBodyPipe(up.Trailers, nil)
+		up.Body = r.decoding.pipe
+		if r.complete && r.decoding.last {
+			r.decoding.pipe.finish(nil, r.decoding.trailersIn)
 		}
 	case streamedReq(pm):
 		up.Trailers = http.Header{}
-		r.reqPipe = newBodyPipe(up.Trailers, nil)
-		up.Body = r.reqPipe
-		for _, b := range r.reqHeld {
-			r.reqPipe.write(b)
+		r.decoding.pipe = newBodyPipe(up.Trailers, nil)
+		up.Body = r.decoding.pipe
+		for _, b := range r.decoding.held {
+			r.decoding.pipe.write(b)
 		}
-		r.reqHeld = nil
-		if r.reqLast && len(r.reqQueue) == 0 {
-			r.reqPipe.finish(nil, r.reqTrailersIn)
+		r.decoding.held = nil
+		if r.decoding.last && len(r.decoding.queue) == 0 {
+			r.decoding.pipe.finish(nil, r.decoding.trailersIn)
 		}
 	default:
 		up.Body, up.Trailers = r.req.Body, r.req.Trailers
@@ -662,7 +633,7 @@ func (r *run) onReqPump(ev pumpEvent) {
 	pm := r.cfg.ProcessingMode
 	switch {
 	case ev.started:
-		r.reqBodyRecv, r.gate = true, true
+		r.decoding.bodyRecv, r.decoding.gate = true, true
 		return
 	case ev.err != nil:
 		// The downstream body failed: Envoy resets the whole stream.
@@ -672,17 +643,17 @@ func (r *run) onReqPump(ev pumpEvent) {
 		return
 	}
 	if ev.last {
-		r.reqLast, r.reqTrailersIn = true, ev.trailers
+		r.decoding.last, r.decoding.trailersIn = true, ev.trailers
 	}
 	if r.complete {
 		switch {
-		case r.reqPipe != nil:
-			r.reqPipe.write(ev.data)
+		case r.decoding.pipe != nil:
+			r.decoding.pipe.write(ev.data)
 			if ev.last {
-				r.reqPipe.finish(nil, ev.trailers)
+				r.decoding.pipe.finish(nil, ev.trailers)
 			}
 		case streamedReq(pm):
-			r.reqHeld = append(r.reqHeld, ev.data) // the upstream starts once the headers continue
+			r.decoding.held = append(r.decoding.held, ev.data) // the upstream starts once the headers continue
 		}
 		return
 	}
@@ -699,11 +670,11 @@ func (r *run) onReqPump(ev pumpEvent) {
 		RequestBody: &extprocsvc.HttpBody{Body: ev.data, EndOfStream: ev.last && !withTrailers},
 	}})
 	if withTrailers {
-		r.reqTrailers = plainFields(ev.trailers)
+		r.decoding.trailers = plainFields(ev.trailers)
 		r.send(&extprocsvc.ProcessingRequest{Request: &extprocsvc.ProcessingRequest_RequestTrailers{
-			RequestTrailers: &extprocsvc.HttpTrailers{Trailers: r.reqTrailers.toProto()},
+			RequestTrailers: &extprocsvc.HttpTrailers{Trailers: r.decoding.trailers.toProto()},
 		}})
-		r.reqTrPending = true
+		r.decoding.trPending = true
 	}
 }
 
@@ -711,21 +682,21 @@ func (r *run) onRespPump(ev pumpEvent) {
 	pm := r.cfg.ProcessingMode
 	switch {
 	case ev.started:
-		r.respBodyRecv = true
+		r.encoding.bodyRecv = true
 		return
 	case ev.err != nil:
 		r.closeStream()
 		r.complete = true
-		r.respPipe.finish(ev.err, nil)
+		r.encoding.pipe.finish(ev.err, nil)
 		return
 	}
 	if ev.last {
-		r.respLast, r.respTrailersIn = true, ev.trailers
+		r.encoding.last, r.encoding.trailersIn = true, ev.trailers
 	}
 	if r.complete {
-		r.respPipe.write(ev.data)
+		r.encoding.pipe.write(ev.data)
 		if ev.last {
-			r.respPipe.finish(nil, ev.trailers)
+			r.encoding.pipe.finish(nil, ev.trailers)
 		}
 		return
 	}
@@ -738,11 +709,11 @@ func (r *run) onRespPump(ev pumpEvent) {
 		ResponseBody: &extprocsvc.HttpBody{Body: ev.data, EndOfStream: ev.last && !withTrailers},
 	}})
 	if withTrailers {
-		r.respTrailers = plainFields(ev.trailers)
+		r.encoding.trailers = plainFields(ev.trailers)
 		r.send(&extprocsvc.ProcessingRequest{Request: &extprocsvc.ProcessingRequest_ResponseTrailers{
-			ResponseTrailers: &extprocsvc.HttpTrailers{Trailers: r.respTrailers.toProto()},
+			ResponseTrailers: &extprocsvc.HttpTrailers{Trailers: r.encoding.trailers.toProto()},
 		}})
-		r.respTrPending = true
+		r.encoding.trPending = true
 	}
 }
 
@@ -766,9 +737,9 @@ func (r *run) onUpstream(ev upEvent) {
 	if resp.Headers == nil {
 		resp.Headers = http.Header{}
 	}
-	r.upResp = resp
-	r.respHasBody = resp.Body != nil && resp.Body != http.NoBody
-	r.respHdrs = responseHeaderMap(resp.Status, resp.Headers)
+	r.encoding.upResp = resp
+	r.encoding.hasBody = resp.Body != nil && resp.Body != http.NoBody
+	r.encoding.hdrs = responseHeaderMap(resp.Status, resp.Headers)
 	pm := r.cfg.ProcessingMode
 	if r.complete || !sendRespHeaders(pm) {
 		r.deliverResponse()
@@ -781,35 +752,35 @@ func (r *run) onUpstream(ev upEvent) {
 		return
 	}
 	r.send(&extprocsvc.ProcessingRequest{Request: &extprocsvc.ProcessingRequest_ResponseHeaders{
-		ResponseHeaders: &extprocsvc.HttpHeaders{Headers: r.respHdrs.toProto(), EndOfStream: !r.respHasBody},
+		ResponseHeaders: &extprocsvc.HttpHeaders{Headers: r.encoding.hdrs.toProto(), EndOfStream: !r.encoding.hasBody},
 	}})
-	r.respHdrsPending = true
+	r.encoding.hdrsPending = true
 	r.startTimer(encode)
 	if duplexResp(pm) && !r.cfg.AllowContentLengthHeader {
-		r.respHdrs.remove("content-length")
+		r.encoding.hdrs.remove("content-length")
 	}
 }
 
 // deliverResponse hands the (mutated) upstream response to the caller,
 // streaming its body through the processor in FULL_DUPLEX_STREAMED mode.
 func (r *run) deliverResponse() {
-	up := r.upResp
+	up := r.encoding.upResp
 	code := up.Status
-	if s, ok := r.respHdrs.get(":status"); ok {
+	if s, ok := r.encoding.hdrs.get(":status"); ok {
 		if n, err := strconv.Atoi(s); err == nil {
 			code = n
 		}
 	}
-	out := &Response{Status: code, Headers: r.respHdrs.plain()}
-	if r.respHasBody && duplexResp(r.cfg.ProcessingMode) && !r.complete {
+	out := &Response{Status: code, Headers: r.encoding.hdrs.plain()}
+	if r.encoding.hasBody && duplexResp(r.cfg.ProcessingMode) && !r.complete {
 		out.Trailers = http.Header{}
-		r.respPipe = newBodyPipe(out.Trailers, func() {
+		r.encoding.pipe = newBodyPipe(out.Trailers, func() {
 			select {
 			case r.readerCl <- struct{}{}:
 			default:
 			}
 		})
-		out.Body = r.respPipe
+		out.Body = r.encoding.pipe
 		go r.pump(up.Body, func() http.Header { return up.Trailers }, r.respPump)
 	} else {
 		out.Body, out.Trailers = up.Body, up.Trailers

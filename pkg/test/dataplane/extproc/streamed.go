@@ -61,7 +61,7 @@ func (r *run) sendStreamedChunk(ev pumpEvent) {
 	r.send(&extprocsvc.ProcessingRequest{Request: &extprocsvc.ProcessingRequest_RequestBody{
 		RequestBody: &extprocsvc.HttpBody{Body: ev.data, EndOfStream: eos},
 	}})
-	r.reqQueue = append(r.reqQueue, queuedChunk{data: ev.data, last: ev.last})
+	r.decoding.queue = append(r.decoding.queue, queuedChunk{data: ev.data, last: ev.last})
 	r.startTimer(decode)
 }
 
@@ -70,12 +70,12 @@ func (r *run) sendStreamedChunk(ev pumpEvent) {
 // reached the filter and chunks are still queued (handleHeadersResponse,
 // complete_body_available_ with the state StreamedBodyCallback).
 func (r *run) holdsHeadersForBody() bool {
-	return r.reqHasBody && r.reqLast && len(r.reqQueue) > 0
+	return r.decoding.hasBody && r.decoding.last && len(r.decoding.queue) > 0
 }
 
 // onStreamedBodyResponse handles a request body response in STREAMED mode.
 func (r *run) onStreamedBodyResponse(m *extprocsvc.ProcessingResponse, b *extprocsvc.BodyResponse) {
-	if r.reqHdrsPending || len(r.reqQueue) == 0 {
+	if r.decoding.hdrsPending || len(r.decoding.queue) == 0 {
 		r.spurious("request body")
 		return
 	}
@@ -94,8 +94,8 @@ func (r *run) onStreamedBodyResponse(m *extprocsvc.ProcessingResponse, b *extpro
 	}
 	r.setMetadata(m.GetDynamicMetadata())
 	r.stopTimer(decode)
-	chunk := r.reqQueue[0]
-	r.reqQueue = r.reqQueue[1:]
+	chunk := r.decoding.queue[0]
+	r.decoding.queue = r.decoding.queue[1:]
 	r.injectReq(applyBodyMutation(cr.GetBodyMutation(), chunk.data))
 	if chunk.last {
 		r.startUpstream() // finalizeBodyResponse: the last chunk continues the request
@@ -117,28 +117,28 @@ func applyBodyMutation(bm *extprocsvc.BodyMutation, data []byte) []byte {
 // injectReq passes processed body data on: to the upstream when it has
 // started, else held until it does.
 func (r *run) injectReq(b []byte) {
-	if r.reqPipe != nil {
-		r.reqPipe.write(b)
+	if r.decoding.pipe != nil {
+		r.decoding.pipe.write(b)
 		return
 	}
-	r.reqHeld = append(r.reqHeld, b)
+	r.decoding.held = append(r.decoding.held, b)
 }
 
 // endReqBodyIfDone ends the upstream body once the last chunk has been
 // answered (with the trailers, which Envoy held meanwhile: onTrailers).
 func (r *run) endReqBodyIfDone() {
-	if r.reqLast && len(r.reqQueue) == 0 && r.reqPipe != nil {
-		r.reqPipe.finish(nil, r.reqTrailersIn)
+	if r.decoding.last && len(r.decoding.queue) == 0 && r.decoding.pipe != nil {
+		r.decoding.pipe.finish(nil, r.decoding.trailersIn)
 	}
 }
 
 // flushReqQueue is ProcessorState::clearAsyncState for the request: the
 // queued chunks go on unchanged and the request continues.
 func (r *run) flushReqQueue() {
-	for _, c := range r.reqQueue {
+	for _, c := range r.decoding.queue {
 		r.injectReq(c.data)
 	}
-	r.reqQueue = nil
+	r.decoding.queue = nil
 	r.startUpstream()
 	r.endReqBodyIfDone()
 }

@@ -397,7 +397,7 @@ func TestServiceBackendNegotiatesHTTPWithTLS(t *testing.T) {
 			case p.Name == "btls-noca":
 				return upstreamtls.Result{Problem: `BackendTLSPolicy ns/p: CA ConfigMap ns/ca not found`}
 			case tlsPorts[p.Name]:
-				return upstreamtls.Result{TLS: &model.EPPTLS{Host: p.Host, SNI: "abc.example.com", CACertificates: []byte("ca")}}
+				return upstreamtls.Result{TLS: &model.UpstreamTLS{Host: p.Host, SNI: "abc.example.com", CACertificates: []byte("ca")}}
 			}
 			return upstreamtls.Result{}
 		},

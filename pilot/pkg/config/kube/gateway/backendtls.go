@@ -33,7 +33,7 @@ import (
 // store. A DestinationRule's credentialName CA is read per Gateway
 // namespace; a route whose Gateway lacks it says so on that parent only
 // (RouteParentStatuses), and the translator answers 500 for that Gateway
-// (model.EPPTLS.CAFor).
+// (model.UpstreamTLS.CAFor).
 //
 // BackendTLSPolicy status goes on status.ancestors, one entry per Gateway
 // of ours through which an accepted route sends to, mirrors to, or calls
@@ -166,7 +166,7 @@ func tlsProblemIn(r RouteResult, ns string) string {
 }
 
 func backendTLSProblemIn(b ResolvedBackend, ns string) string {
-	var t *model.EPPTLS
+	var t *model.UpstreamTLS
 	var what string
 	switch {
 	case !b.ResolvedRefs:

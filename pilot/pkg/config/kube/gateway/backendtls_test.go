@@ -78,7 +78,7 @@ func TestBackendTLSPolicyForServices(t *testing.T) {
 
 	// backends is each rule's Service TLS as "<SNI>" or "problem".
 	backends := func() string {
-		m := p.out.Translator.GetKey(gwKey)
+		m := p.out.Models.GetKey(gwKey)
 		if m == nil || len(m.Listeners) != 1 || len(m.Listeners[0].Routes) != 1 {
 			return "no route"
 		}

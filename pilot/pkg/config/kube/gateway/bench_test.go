@@ -23,11 +23,11 @@ import (
 // (tests/integration/xdsbench measures the whole write through a real
 // cluster): from the route's update in the
 // input collection to the Gateway's new model.Gateway out of the
-// Translator collection, with 1,000 routes on one Gateway and with 10,000
+// Models collection, with 1,000 routes on one Gateway and with 10,000
 // routes on 10 Gateways (1,000 each). Each write changes the path of one
 // route of the first Gateway. cpu-ms/op is the process's CPU time per write
 // (all collections' work, the Gateway's status recomputation included,
-// which runs beside the Translator's).
+// which runs beside the Models collection's).
 func BenchmarkRouteWrite(b *testing.B) {
 	for _, size := range []struct{ gateways, perGateway int }{{1, 1000}, {10, 1000}} {
 		b.Run(fmt.Sprintf("routes=%d/gateways=%d", size.gateways*size.perGateway, size.gateways), func(b *testing.B) {
@@ -88,16 +88,16 @@ func benchRouteWrite(b *testing.B, gateways, perGateway int) {
 	}
 	p := newPipeline(b, false, objs...)
 	first := seed.GatewayNamespace + "/gw-0"
-	p.eventually("every route in the Translator's model", func() bool {
-		gw := p.out.Translator.GetKey(first)
+	p.eventually("every route in the Models collection", func() bool {
+		gw := p.out.Models.GetKey(first)
 		return gw != nil && len(gw.Listeners) == 1 && len(gw.Listeners[0].Routes) == perGateway
-	}, func() string { return fmt.Sprint(p.out.Translator.GetKey(first)) })
+	}, func() string { return fmt.Sprint(p.out.Models.GetKey(first)) })
 
 	// want is the route and path the current write waits for.
 	type want struct{ route, path string }
 	var waiting atomic.Pointer[want]
 	done := make(chan struct{}, 1)
-	reg := p.out.Translator.Register(func(ev krt.Event[model.Gateway]) {
+	reg := p.out.Models.Register(func(ev krt.Event[model.Gateway]) {
 		w := waiting.Load()
 		if ev.New == nil || w == nil || ev.New.Namespace+"/"+ev.New.Name != first {
 			return
@@ -122,7 +122,7 @@ func benchRouteWrite(b *testing.B, gateways, perGateway int) {
 		select {
 		case <-done:
 		case <-time.After(10 * time.Second):
-			b.Fatalf("write %d: %s %s did not reach the Translator's model", n, w.route, w.path)
+			b.Fatalf("write %d: %s %s did not reach the Models collection", n, w.route, w.path)
 		}
 	}
 	b.StopTimer()

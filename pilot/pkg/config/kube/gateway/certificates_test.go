@@ -181,7 +181,7 @@ func TestHTTPSListenerFollowsItsInputs(t *testing.T) {
 	key := gw.Namespace + "/" + gw.Name
 	state := func() string {
 		st := p.out.GatewayStatuses.GetKey(key)
-		m := p.out.Translator.GetKey(key)
+		m := p.out.Models.GetKey(key)
 		if st == nil || m == nil || len(st.Status.Listeners) != 2 {
 			return "no status"
 		}
@@ -203,7 +203,7 @@ func TestHTTPSListenerFollowsItsInputs(t *testing.T) {
 	expect("accepted=True refs=False/InvalidCertificateRef served=[http]")
 	p.add(tlsSecret(t, "certs", "shared"))
 	expect("accepted=True refs=True/ResolvedRefs served=[http https]")
-	if m := p.out.Translator.GetKey(key); m.Listeners[1].TLS.CertificateRefs[0] != "certs/shared" {
+	if m := p.out.Models.GetKey(key); m.Listeners[1].TLS.CertificateRefs[0] != "certs/shared" {
 		t.Errorf("translator certificate %v", m.Listeners[1].TLS.CertificateRefs)
 	}
 	p.grants.DeleteObject(grant.Namespace + "/" + grant.Name)

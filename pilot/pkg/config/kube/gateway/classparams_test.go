@@ -102,7 +102,7 @@ func TestGatewayClassParameters(t *testing.T) {
 		}
 		return nil
 	}
-	translated := func() *model.Gateway { return p.out.Translator.GetKey(gwKey) }
+	translated := func() *model.Gateway { return p.out.Models.GetKey(gwKey) }
 	describe := func() string {
 		return conditionsOf(ptrSlice(classCond())) + " gateway: " + conditionsOf(ptrSlice(gwAccepted())) + " translator: " + describeModel(translated())
 	}

@@ -108,8 +108,9 @@ type Outputs struct {
 	// has a shadow Service.
 	PoolStatuses   krt.Collection[PoolStatus]
 	ShadowServices krt.Collection[ShadowServiceApply]
-	// Translator is, per Gateway of ours, what the xDS translator needs.
-	Translator krt.Collection[model.Gateway]
+	// Models is, per Gateway of ours, its model.Gateway: what the xDS
+	// translator needs.
+	Models krt.Collection[model.Gateway]
 	// BackendTLSPolicies is every BackendTLSPolicy resolved (its TLS, or
 	// why it is invalid), whether or not a route uses it; nil without
 	// Inputs.BackendTLSPolicies.
@@ -130,14 +131,14 @@ type Outputs struct {
 //
 //	GatewayClasses ─► ClassStatuses
 //	Gateways (+classes, ListenerSets by parent) ─► Gateways ─► GatewayStatuses,
-//	  ListenerSetStatuses, Translator
+//	  ListenerSetStatuses, Models
 //	HTTPRoutes, GRPCRoutes, TLSRoutes, TCPRoutes (+Gateways, ListenerSets,
 //	  Namespaces, Services, InferencePools, ReferenceGrants) ─► Routes ─►
 //	  HTTPRouteStatuses, GRPCRouteStatuses, TLSRouteStatuses,
 //	  TCPRouteStatuses
 //	Routes ─► route attachments (by Gateway, ListenerSet) ─► GatewayStatuses,
 //	  ListenerSetStatuses
-//	Routes ─► route models (by Gateway) ─► Translator
+//	Routes ─► route models (by Gateway) ─► Models
 //	Routes indexed by pool ─► GatewayParents ─► InferencePools (+pool, EPP
 //	  Service) ─► PoolStatuses and ShadowServices (one derivation)
 //
@@ -201,7 +202,7 @@ func Build(in Inputs, opts Options) Outputs {
 
 	attachments := b.routeAttachmentCollection(out.Routes)
 	out.GatewayStatuses = b.gatewayStatusCollection(attachments)
-	out.Translator = b.translatorCollection(out.Routes)
+	out.Models = b.modelsCollection(out.Routes)
 	if in.ListenerSets != nil {
 		out.ListenerSetStatuses = b.listenerSetStatusCollection(attachments)
 	}

@@ -138,7 +138,7 @@ func (p *pipeline) add(o any) {
 func (p *pipeline) settle() {
 	p.t.Helper()
 	cs := []krt.Syncer{p.out.ClassStatuses, p.out.Gateways, p.out.GatewayStatuses, p.out.Routes,
-		p.out.HTTPRouteStatuses, p.out.Translator}
+		p.out.HTTPRouteStatuses, p.out.Models}
 	if p.out.PoolStatuses != nil {
 		cs = append(cs, p.out.PoolStatuses, p.out.ShadowServices)
 	}
@@ -216,7 +216,7 @@ func TestSeedScenario(t *testing.T) {
 		t.Fatalf("gateway status = %+v, want one listener with one attached route", gs)
 	}
 
-	gw := p.out.Translator.GetKey(seed.GatewayNamespace + "/" + seed.GatewayName)
+	gw := p.out.Models.GetKey(seed.GatewayNamespace + "/" + seed.GatewayName)
 	if gw == nil || len(gw.Listeners) != 1 || len(gw.Listeners[0].Routes) != 1 {
 		t.Fatalf("translator gateway = %+v", gw)
 	}
@@ -376,7 +376,7 @@ func TestPoolWithMissingEPPService(t *testing.T) {
 		t.Errorf("pool conditions = %s", got)
 	}
 	backend := func() model.Backend {
-		gw := p.out.Translator.GetKey(seed.GatewayNamespace + "/" + seed.GatewayName)
+		gw := p.out.Models.GetKey(seed.GatewayNamespace + "/" + seed.GatewayName)
 		if gw == nil || len(gw.Listeners) == 0 || len(gw.Listeners[0].Routes) != 1 {
 			return model.Backend{Invalid: "no route in the translator's view"}
 		}
@@ -466,7 +466,7 @@ func TestHTTPRouteNotAcceptedReason(t *testing.T) {
 		!strings.Contains(c.Message, "llm-namespace/llm-route") {
 		t.Errorf("Accepted = %+v, want HTTPRouteNotAccepted naming the route and NotAllowedByListeners", c)
 	}
-	if n := p.out.Translator.GetKey(seed.GatewayNamespace + "/" + seed.GatewayName); n == nil || len(n.Listeners[0].Routes) != 0 {
+	if n := p.out.Models.GetKey(seed.GatewayNamespace + "/" + seed.GatewayName); n == nil || len(n.Listeners[0].Routes) != 0 {
 		t.Errorf("a route that is not accepted reached the translator: %+v", n)
 	}
 	marker(p)
@@ -507,7 +507,7 @@ func TestGRPCRouteToPool(t *testing.T) {
 	}, func() string { return fmt.Sprint(p.routeStatus(seed.Namespace, seed.RouteName)) })
 	backends := func() map[string]model.Backend {
 		out := map[string]model.Backend{}
-		if n := p.out.Translator.GetKey(seed.GatewayNamespace + "/" + seed.GatewayName); n != nil {
+		if n := p.out.Models.GetKey(seed.GatewayNamespace + "/" + seed.GatewayName); n != nil {
 			for _, r := range n.Listeners[0].Routes {
 				out[r.Kind] = r.Rules[0].Backends[0]
 			}
@@ -553,7 +553,7 @@ func TestMirrorNeedsReferenceGrant(t *testing.T) {
 		return len(rs) == 1 && rs[0].Conditions[1].Reason == "RefNotPermitted"
 	}, func() string { return fmt.Sprint(p.routeStatus(seed.Namespace, seed.RouteName)) })
 	mirrors := func() int {
-		gw := p.out.Translator.GetKey(seed.GatewayNamespace + "/" + seed.GatewayName)
+		gw := p.out.Models.GetKey(seed.GatewayNamespace + "/" + seed.GatewayName)
 		if gw == nil || len(gw.Listeners[0].Routes) != 1 {
 			return -1
 		}
@@ -579,7 +579,7 @@ func TestMirrorNeedsReferenceGrant(t *testing.T) {
 }
 
 // TestTranslatorKeepsUnchangedRoutes: after one route of a Gateway changes,
-// the Translator's next model.Gateway holds a new *model.Route for it and
+// the Models collection's next model.Gateway holds a new *model.Route for it and
 // the same pointer for every other route, so downstream comparisons stop at
 // them (routeModel); a change of what a route resolves to (its backend
 // Service going away) gives that route a new one too.
@@ -592,14 +592,14 @@ func TestTranslatorKeepsUnchangedRoutes(t *testing.T) {
 	key := seed.GatewayNamespace + "/gw-0"
 	routes := func() map[string]*model.Route {
 		out := map[string]*model.Route{}
-		if gw := p.out.Translator.GetKey(key); gw != nil && len(gw.Listeners) == 1 {
+		if gw := p.out.Models.GetKey(key); gw != nil && len(gw.Listeners) == 1 {
 			for _, r := range gw.Listeners[0].Routes {
 				out[r.Name] = r
 			}
 		}
 		return out
 	}
-	describe := func() string { return fmt.Sprint(p.out.Translator.GetKey(key)) }
+	describe := func() string { return fmt.Sprint(p.out.Models.GetKey(key)) }
 	p.eventually("three routes in the model", func() bool { return len(routes()) == 3 }, describe)
 	before := routes()
 
@@ -607,7 +607,7 @@ func TestTranslatorKeepsUnchangedRoutes(t *testing.T) {
 	r.Generation = 2
 	p.add(r)
 	p.eventually("r-0-1's new path in the model", func() bool {
-		gw := p.out.Translator.GetKey(key)
+		gw := p.out.Models.GetKey(key)
 		return gw != nil && routePath(gw, "r-0-1") == "/v1"
 	}, describe)
 	after := routes()
@@ -641,8 +641,8 @@ func TestTranslatorKeepsUnchangedRoutes(t *testing.T) {
 	// The model equals one built from scratch from the routes' results.
 	gw := p.out.Gateways.GetKey(key)
 	want := TranslatorGateway(*gw, p.out.Routes.List())
-	if d := cmp.Diff(want, p.out.Translator.GetKey(key)); d != "" {
-		t.Errorf("Translator model differs from TranslatorGateway over the routes (-want +got):\n%s", d)
+	if d := cmp.Diff(want, p.out.Models.GetKey(key)); d != "" {
+		t.Errorf("Models differs from TranslatorGateway over the routes (-want +got):\n%s", d)
 	}
 }
 
@@ -662,7 +662,7 @@ func TestTranslatorRouteOrder(t *testing.T) {
 	var got []string
 	p.eventually("three routes in the model", func() bool {
 		got = nil
-		if gw := p.out.Translator.GetKey(key); gw != nil && len(gw.Listeners) == 1 {
+		if gw := p.out.Models.GetKey(key); gw != nil && len(gw.Listeners) == 1 {
 			for _, r := range gw.Listeners[0].Routes {
 				got = append(got, r.Namespace)
 			}

@@ -105,7 +105,7 @@
 //   - collections.go: Inputs, Options, Outputs, and Build, which wires every
 //     rule above into krt collections, one builder per output.
 //   - gateway_collections.go: the builders of class parameters, ClassStatuses,
-//     Gateways, GatewayStatuses, ListenerSetStatuses and Translator.
+//     Gateways, GatewayStatuses, ListenerSetStatuses and Models.
 //   - route_collections.go: the builders of the HTTPRoute, GRPCRoute,
 //     TLSRoute and TCPRoute results (attachment and backends resolved) and
 //     the routes' attachments.

@@ -84,7 +84,7 @@ func TestExternalAuthResolution(t *testing.T) {
 			if rs.Conditions[0].Status != metav1.ConditionTrue || !strings.Contains(rs.Conditions[1].Message, tc.message) {
 				t.Fatalf("conditions %+v, want Accepted=True and ResolvedRefs %s containing %q", rs.Conditions, tc.reason, tc.message)
 			}
-			gw := p.out.Translator.GetKey(seed.GatewayNamespace + "/" + seed.GatewayName)
+			gw := p.out.Models.GetKey(seed.GatewayNamespace + "/" + seed.GatewayName)
 			if gw == nil || len(gw.Listeners[0].Routes) != 1 {
 				t.Fatalf("translator view: %+v", gw)
 			}

@@ -215,7 +215,7 @@ func TestFrontendValidationFollowsItsConfigMap(t *testing.T) {
 	key := gw.Namespace + "/" + gw.Name
 	state := func() string {
 		st := p.out.GatewayStatuses.GetKey(key)
-		m := p.out.Translator.GetKey(key)
+		m := p.out.Models.GetKey(key)
 		if st == nil || m == nil || len(st.Status.Listeners) != 2 {
 			return "no status"
 		}

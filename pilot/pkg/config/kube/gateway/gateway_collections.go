@@ -141,9 +141,9 @@ func (b *builder) gatewayStatusCollection(attachments krt.Collection[routeAttach
 	}, b.with("GatewayStatuses")...)
 }
 
-// translatorCollection is Outputs.Translator: each Gateway's model.Gateway,
+// modelsCollection is Outputs.Models: each Gateway's model.Gateway,
 // assembled from its routes' models (routeModel, one per route change).
-func (b *builder) translatorCollection(routes krt.Collection[RouteResult]) krt.Collection[model.Gateway] {
+func (b *builder) modelsCollection(routes krt.Collection[RouteResult]) krt.Collection[model.Gateway] {
 	models := krt.NewCollection(routes, func(ctx krt.HandlerContext, r RouteResult) *routeModel {
 		m := newRouteModel(&r)
 		return &m
@@ -153,7 +153,7 @@ func (b *builder) translatorCollection(routes krt.Collection[RouteResult]) krt.C
 	})
 	return krt.NewCollection(b.gateways, func(ctx krt.HandlerContext, gw GatewayView) *model.Gateway {
 		return translatorGateway(gw, modelsByGateway.Fetch(ctx, gw.Gateway))
-	}, b.with("Translator")...)
+	}, b.with("Models")...)
 }
 
 // listenerSetStatusCollection is Outputs.ListenerSetStatuses: the status of

@@ -78,7 +78,7 @@ func goldenEnv(name string) (string, bool) {
 // status.golden, every status document the controller would write
 // (gateway.StatusDocuments, as status -f prints them, with any manifest
 // the folder source rejected listed first), and model.golden, the
-// translator's view of each Gateway (Outputs.Translator, model.Gateway).
+// translator's view of each Gateway (Outputs.Models, model.Gateway).
 // A missing or different golden fails; -update rewrites them all:
 //
 //	go test ./pilot/pkg/config/kube/gateway/ -run Golden -update
@@ -183,13 +183,13 @@ func runCase(t *testing.T, caseDir string) (status, modelText []byte) {
 		t.Fatal(err)
 	}
 
-	if !c.Outputs.Translator.WaitUntilSynced(ctx.Done()) {
-		t.Fatal("the Translator collection did not sync")
+	if !c.Outputs.Models.WaitUntilSynced(ctx.Done()) {
+		t.Fatal("the Models collection did not sync")
 	}
 	var mb bytes.Buffer
 	fmt.Fprintf(&mb, "# The translator's view of each Gateway (model.Gateway) for %s.\n", shown)
 	mb.WriteString("# Written by TestGolden; regenerate with: go test ./pilot/pkg/config/kube/gateway/ -run Golden -update\n")
-	for _, gw := range c.Outputs.Translator.List() {
+	for _, gw := range c.Outputs.Models.List() {
 		out, err := modelYAML(gw)
 		if err != nil {
 			t.Fatalf("Gateway %s: %v", gw.ResourceName(), err)

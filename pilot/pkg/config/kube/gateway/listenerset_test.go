@@ -419,7 +419,7 @@ func TestListenerSetPipeline(t *testing.T) {
 	p := newPipeline(t, false, seed.GatewayClassObject(), gw, admitted, refused, toSet, toGW)
 
 	describe := func() string {
-		m := p.out.Translator.GetKey(lsGW.String())
+		m := p.out.Models.GetKey(lsGW.String())
 		var parts []string
 		if m != nil {
 			for _, l := range m.Listeners {

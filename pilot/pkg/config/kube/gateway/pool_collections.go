@@ -51,7 +51,7 @@ func (b *builder) inferencePoolCollection(gatewayParents krt.Collection[GatewayP
 					return out
 				}
 				if resolve := b.tls.lookup(ctx, namespaces); resolve != nil && eppRefProblem(*pool, obj.EPP) == "" {
-					obj.EPPTLS = resolve(servicePort(obj.EPP, int32(ref.Port.Number), serviceFQDN(obj.EPP.Name, obj.EPP.Namespace, b.opts.ClusterDomain)))
+					obj.UpstreamTLS = resolve(servicePort(obj.EPP, int32(ref.Port.Number), serviceFQDN(obj.EPP.Name, obj.EPP.Namespace, b.opts.ClusterDomain)))
 				}
 			}
 		}
@@ -67,7 +67,7 @@ func (b *builder) poolStatusCollections(pools krt.Collection[InferencePoolObject
 	statuses, shadows := krt.NewStatusCollection(pools,
 		func(ctx krt.HandlerContext, p InferencePoolObject) (*PoolStatus, *ShadowServiceApply) {
 			st := &PoolStatus{Namespace: p.Pool.Namespace, Name: p.Pool.Name,
-				Parents: PoolParentStatuses(p.Pool, p.Parents, p.EPP, p.EPPTLS, b.opts.ControllerName, metav1.Time{})}
+				Parents: PoolParentStatuses(p.Pool, p.Parents, p.EPP, p.UpstreamTLS, b.opts.ControllerName, metav1.Time{})}
 			if !PoolAccepted(st.Parents) {
 				return st, nil
 			}

@@ -139,10 +139,10 @@ func (g GatewayParents) ResourceName() string { return g.Pool.String() }
 // unset or names no Service that exists) and that Service port's client
 // TLS as the parents' Gateways would use it.
 type InferencePoolObject struct {
-	Pool    *inferencev1.InferencePool
-	Parents []PoolParent
-	EPP     *corev1.Service
-	EPPTLS  upstreamtls.Result
+	Pool        *inferencev1.InferencePool
+	Parents     []PoolParent
+	EPP         *corev1.Service
+	UpstreamTLS upstreamtls.Result
 }
 
 // ResourceName is the pool's namespace/name.
@@ -159,7 +159,7 @@ type routeAttachment struct {
 func (r routeAttachment) ResourceName() string { return r.Key }
 
 // routeModel is a route's attachment results and its translator view,
-// built once per change of its RouteResult (modelRoute). The Translator
+// built once per change of its RouteResult (modelRoute). The Models
 // collection assembles a Gateway's model.Gateway from these, so after one
 // route changes, every other route of the Gateway keeps its *model.Route:
 // krt's comparison of the old and new model.Gateway (Gateway.Equals) and the

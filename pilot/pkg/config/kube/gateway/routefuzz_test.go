@@ -101,7 +101,7 @@ func translateWith(t *testing.T, extra any) (core.Resources, error) {
 		objs = append(objs, extra)
 	}
 	p := newPipeline(t, true, objs...)
-	gw := p.out.Translator.GetKey(seed.GatewayNamespace + "/" + seed.GatewayName)
+	gw := p.out.Models.GetKey(seed.GatewayNamespace + "/" + seed.GatewayName)
 	if gw == nil {
 		return core.Resources{}, fmt.Errorf("no translator view of the Gateway")
 	}

@@ -60,7 +60,7 @@ func TestRuleProblemsInRouteStatus(t *testing.T) {
 	if s := status(); !strings.HasPrefix(s, "Accepted=True (Accepted)") {
 		t.Errorf("route status %s, want Accepted=True with one rule dropped", s)
 	}
-	gw := p.out.Translator.GetKey(gwKey)
+	gw := p.out.Models.GetKey(gwKey)
 	if gw == nil || len(gw.Listeners[0].Routes) != 1 {
 		t.Fatalf("translator gateway %+v, want the route", gw)
 	}
@@ -82,9 +82,9 @@ func TestRuleProblemsInRouteStatus(t *testing.T) {
 	}
 	p.eventually("not attached", func() bool {
 		gs := p.out.GatewayStatuses.GetKey(gwKey)
-		gw := p.out.Translator.GetKey(gwKey)
+		gw := p.out.Models.GetKey(gwKey)
 		return gs != nil && gs.Status.Listeners[0].AttachedRoutes == 0 && gw != nil && len(gw.Listeners[0].Routes) == 0
-	}, func() string { return fmt.Sprint(p.out.GatewayStatuses.GetKey(gwKey), p.out.Translator.GetKey(gwKey)) })
+	}, func() string { return fmt.Sprint(p.out.GatewayStatuses.GetKey(gwKey), p.out.Models.GetKey(gwKey)) })
 
 	route = route.DeepCopy()
 	route.Generation = 3

@@ -139,7 +139,7 @@ func TestStreamRoutes(t *testing.T) {
 	// TCP listener the TCPRoute; invalid backends are marked Invalid.
 	routes := func() map[string]*model.Route {
 		out := map[string]*model.Route{}
-		if g := p.out.Translator.GetKey(seed.GatewayNamespace + "/streams"); g != nil {
+		if g := p.out.Models.GetKey(seed.GatewayNamespace + "/streams"); g != nil {
 			for _, l := range g.Listeners {
 				for _, r := range l.Routes {
 					out[l.Name+" "+r.Kind+" "+r.Namespace+"/"+r.Name] = r

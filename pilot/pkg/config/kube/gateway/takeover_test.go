@@ -82,7 +82,7 @@ var sharedKey = types.NamespacedName{Namespace: "infra", Name: "shared"}
 // port-80 route configuration, the namespaces/names of the routes it
 // serves, sorted ("-" when none).
 func servedBy(p *pipeline) map[string]string {
-	m := p.out.Translator.GetKey(sharedKey.String())
+	m := p.out.Models.GetKey(sharedKey.String())
 	if m == nil {
 		return nil
 	}

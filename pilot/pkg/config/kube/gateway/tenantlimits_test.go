@@ -214,7 +214,7 @@ func limitRoute(ns string, i, matches, age int) *gwv1.HTTPRoute {
 
 // Through the controller: namespace team-a past its regex limit gets
 // Accepted=False/TooManyMatches on its newest routes, which leave the
-// Translator's model and the Gateway's attachedRoutes; namespace team-b's
+// Models collection and the Gateway's attachedRoutes; namespace team-b's
 // statuses and *model.Route pointers do not move while team-a grows,
 // shrinks back, and is then under its limit again.
 func TestTenantLimitThroughTheController(t *testing.T) {
@@ -242,7 +242,7 @@ func TestTenantLimitThroughTheController(t *testing.T) {
 	}
 	models := func() map[string]*model.Route {
 		out := map[string]*model.Route{}
-		if gw := p.out.Translator.GetKey(gwKey); gw != nil && len(gw.Listeners) == 1 {
+		if gw := p.out.Models.GetKey(gwKey); gw != nil && len(gw.Listeners) == 1 {
 			for _, r := range gw.Listeners[0].Routes {
 				out[r.Namespace+"/"+r.Name] = r
 			}

@@ -18,9 +18,9 @@ import (
 )
 
 // TestTranslatorFollowsChanges: after every step of a random sequence of
-// route, Service and Gateway changes, the Translator collection of one
+// route, Service and Gateway changes, the Models collection of one
 // pipeline that saw every step holds what a pipeline built from scratch on
-// the current objects holds. The Translator keeps each unchanged route's
+// the current objects holds. The Models collection keeps each unchanged route's
 // *model.Route across steps (routeModel); a route whose model should have
 // changed but kept its old pointer shows up here as a difference that
 // never goes away.
@@ -134,7 +134,7 @@ func runTranslatorSteps(t *testing.T, s uint64, steps int) {
 		fresh := newPipeline(t, false, objects()...)
 		for i := range gateways {
 			key := seed.GatewayNamespace + fmt.Sprintf("/gw-%d", i)
-			diff := func() string { return cmp.Diff(fresh.out.Translator.GetKey(key), p.out.Translator.GetKey(key)) }
+			diff := func() string { return cmp.Diff(fresh.out.Models.GetKey(key), p.out.Models.GetKey(key)) }
 			p.eventually(fmt.Sprintf("seed %d step %d (%s): %s as built from scratch", s, step, what, key),
 				func() bool { return diff() == "" }, func() string { return "(-from scratch +incremental):\n" + diff() })
 		}

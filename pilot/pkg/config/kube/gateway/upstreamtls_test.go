@@ -125,7 +125,7 @@ func TestUpstreamTLSForEPPs(t *testing.T) {
 			p := newPipeline(t, true, append(objs, tc.objs...)...)
 			gwKey := seed.GatewayNamespace + "/" + seed.GatewayName
 			eppTLS := func() string {
-				m := p.out.Translator.GetKey(gwKey)
+				m := p.out.Models.GetKey(gwKey)
 				if m == nil || len(m.Listeners) != 1 || len(m.Listeners[0].Routes) != 1 {
 					return "no route"
 				}
@@ -247,7 +247,7 @@ func TestCredentialNamePerGateway(t *testing.T) {
 		return strings.Join(out, " ")
 	}
 	caIn := func(gw *gwv1.Gateway) string {
-		m := p.out.Translator.GetKey(gw.Namespace + "/" + gw.Name)
+		m := p.out.Models.GetKey(gw.Namespace + "/" + gw.Name)
 		if m == nil || len(m.Listeners) != 1 || len(m.Listeners[0].Routes) != 1 {
 			return "no route"
 		}
@@ -295,7 +295,7 @@ func TestMirrorUpstreamTLS(t *testing.T) {
 	broken.Spec.TargetRefs[0].Name = "broken"
 	p := newPipeline(t, false, seed.GatewayClassObject(), gw, svc("main"), svc("good"), svc("broken"), route, caConfigMap(t, "apps", "ca"), good, broken)
 	state := func() string {
-		m := p.out.Translator.GetKey(gw.Namespace + "/" + gw.Name)
+		m := p.out.Models.GetKey(gw.Namespace + "/" + gw.Name)
 		if m == nil || len(m.Listeners[0].Routes) != 1 {
 			return "no route"
 		}

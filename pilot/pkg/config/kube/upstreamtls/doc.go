@@ -6,7 +6,7 @@
 // InferencePool's Endpoint Picker, which is a Service port too. It is the
 // one place that reads Gateway API BackendTLSPolicies and Istio
 // DestinationRules for TLS; the controller (pilot/pkg/config/kube/gateway)
-// wires it into krt and puts the result in the model (model.EPPTLS on
+// wires it into krt and puts the result in the model (model.UpstreamTLS on
 // ServiceBackend, EPPBackend and Rule.Mirrors), and nothing else resolves
 // upstream TLS.
 //

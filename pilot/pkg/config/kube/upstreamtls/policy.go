@@ -42,7 +42,7 @@ type Policy struct {
 	Targets []Target
 	// TLS is the client TLS the policy asks for (Host and Source are set
 	// per Service by Resolve); nil when the policy is invalid.
-	TLS *model.EPPTLS
+	TLS *model.UpstreamTLS
 	// Invalid is why the policy cannot be applied, "" when it can; it is
 	// the message of its Accepted=False condition, with InvalidReason:
 	// NoValidCACertificate when no CA reference resolves, Invalid for
@@ -137,12 +137,12 @@ func policyTargets(p *gwv1.BackendTLSPolicy) []Target {
 
 // policyTLS is the TLS p asks for; it records in res the references that
 // do not resolve.
-func policyTLS(p *gwv1.BackendTLSPolicy, configMap func(name string) *corev1.ConfigMap, res *Policy) (*model.EPPTLS, error) {
+func policyTLS(p *gwv1.BackendTLSPolicy, configMap func(name string) *corev1.ConfigMap, res *Policy) (*model.UpstreamTLS, error) {
 	v := p.Spec.Validation
 	if v.Hostname == "" {
 		return nil, errors.New("spec.validation.hostname is required")
 	}
-	t := &model.EPPTLS{SNI: string(v.Hostname)}
+	t := &model.UpstreamTLS{SNI: string(v.Hostname)}
 	for i, san := range v.SubjectAltNames {
 		switch san.Type {
 		case gwv1.HostnameSubjectAltNameType:

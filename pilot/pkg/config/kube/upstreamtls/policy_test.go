@@ -77,31 +77,31 @@ func TestResolvePolicy(t *testing.T) {
 	cases := []struct {
 		name   string
 		mutate func(*gwv1.BackendTLSPolicyValidation)
-		want   *model.EPPTLS
+		want   *model.UpstreamTLS
 		// invalid is "reason: message part" of Accepted=False; refs the
 		// same of ResolvedRefs=False.
 		invalid, refs string
 	}{{
 		name: "CA from ConfigMap ca.crt; hostname is SNI and SAN",
-		want: &model.EPPTLS{SNI: "epp.example.com", CACertificates: []byte(one), SubjectAltNames: []string{"epp.example.com"}},
+		want: &model.UpstreamTLS{SNI: "epp.example.com", CACertificates: []byte(one), SubjectAltNames: []string{"epp.example.com"}},
 	}, {
 		name:   "several CA ConfigMaps are concatenated in order",
 		mutate: refs("other-ca", "epp-ca"),
-		want:   &model.EPPTLS{SNI: "epp.example.com", CACertificates: []byte(two + one), SubjectAltNames: []string{"epp.example.com"}},
+		want:   &model.UpstreamTLS{SNI: "epp.example.com", CACertificates: []byte(two + one), SubjectAltNames: []string{"epp.example.com"}},
 	}, {
 		name: "subjectAltNames replace the hostname for verification",
 		mutate: func(v *gwv1.BackendTLSPolicyValidation) {
 			v.SubjectAltNames = []gwv1.SubjectAltName{{Type: gwv1.HostnameSubjectAltNameType, Hostname: "a.example.com"},
 				{Type: gwv1.URISubjectAltNameType, URI: "spiffe://cluster.local/ns/llm/sa/epp"}}
 		},
-		want: &model.EPPTLS{SNI: "epp.example.com", CACertificates: []byte(one),
+		want: &model.UpstreamTLS{SNI: "epp.example.com", CACertificates: []byte(one),
 			SubjectAltNames: []string{"a.example.com"}, URISubjectAltNames: []string{"spiffe://cluster.local/ns/llm/sa/epp"}},
 	}, {
 		name: "System CAs: no CA bytes, and not insecure",
 		mutate: func(v *gwv1.BackendTLSPolicyValidation) {
 			v.CACertificateRefs, v.WellKnownCACertificates = nil, &system
 		},
-		want: &model.EPPTLS{SNI: "epp.example.com", SubjectAltNames: []string{"epp.example.com"}},
+		want: &model.UpstreamTLS{SNI: "epp.example.com", SubjectAltNames: []string{"epp.example.com"}},
 	}, {
 		name:    "missing ConfigMap",
 		mutate:  refs("absent"),
@@ -130,7 +130,7 @@ func TestResolvePolicy(t *testing.T) {
 	}, {
 		name:   "one valid reference of two: accepted, trusting its CA only; ResolvedRefs names the other",
 		mutate: refs("garbage", "epp-ca"),
-		want:   &model.EPPTLS{SNI: "epp.example.com", CACertificates: []byte(one), SubjectAltNames: []string{"epp.example.com"}},
+		want:   &model.UpstreamTLS{SNI: "epp.example.com", CACertificates: []byte(one), SubjectAltNames: []string{"epp.example.com"}},
 		refs:   `InvalidCACertificateRef: spec.validation.caCertificateRefs[0]: ConfigMap "garbage"`,
 	}, {
 		name:    "every reference invalid: the first one's reason, every message",

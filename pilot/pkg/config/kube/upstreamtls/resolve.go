@@ -42,7 +42,7 @@ type Sources struct {
 // Result is the client TLS of one port: TLS (nil for plaintext), or the
 // Problem that keeps the port from being reached at all.
 type Result struct {
-	TLS     *model.EPPTLS
+	TLS     *model.UpstreamTLS
 	Problem string
 }
 
@@ -173,14 +173,14 @@ func CredentialCA(namespace, name string, secret func(types.NamespacedName) *cor
 	return ca, nil
 }
 
-// DestinationRuleSource is a DestinationRule's model.EPPTLS.Source, the
+// DestinationRuleSource is a DestinationRule's model.UpstreamTLS.Source, the
 // config path Istio writes into a cluster's istio.config metadata
 // (pilot/pkg/networking/util's BuildConfigInfoMetadata in Istio).
 func DestinationRuleSource(namespace, name string) string {
 	return "/apis/networking.istio.io/v1/namespaces/" + namespace + "/destination-rule/" + name
 }
 
-// BackendTLSPolicySource is a BackendTLSPolicy's model.EPPTLS.Source, in
+// BackendTLSPolicySource is a BackendTLSPolicy's model.UpstreamTLS.Source, in
 // the same form.
 func BackendTLSPolicySource(namespace, name string) string {
 	return "/apis/gateway.networking.k8s.io/v1/namespaces/" + namespace + "/backend-tls-policy/" + name

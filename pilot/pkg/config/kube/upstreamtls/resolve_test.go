@@ -145,28 +145,28 @@ func TestResolveRule(t *testing.T) {
 	for _, tc := range []struct {
 		name    string
 		tls     *kubelib.ClientTLS
-		want    *model.EPPTLS
+		want    *model.UpstreamTLS
 		problem string
 		warning string
 	}{
 		{name: "no tls"},
 		{name: "DISABLE", tls: &kubelib.ClientTLS{Mode: kubelib.TLSModeDisable}},
 		{name: "SIMPLE insecureSkipVerify (the seed)", tls: &kubelib.ClientTLS{Mode: kubelib.TLSModeSimple, InsecureSkipVerify: true},
-			want: &model.EPPTLS{InsecureSkipVerify: true}},
-		{name: "SIMPLE naming no CA: the system trust store, as Istio", tls: simple("epp.example.com"), want: &model.EPPTLS{SNI: "epp.example.com"}},
+			want: &model.UpstreamTLS{InsecureSkipVerify: true}},
+		{name: "SIMPLE naming no CA: the system trust store, as Istio", tls: simple("epp.example.com"), want: &model.UpstreamTLS{SNI: "epp.example.com"}},
 		{name: "SIMPLE with credentialName: read per Gateway namespace", tls: &kubelib.ClientTLS{Mode: kubelib.TLSModeSimple, CredentialName: "epp-ca"},
-			want: &model.EPPTLS{CredentialName: "epp-ca"}},
+			want: &model.UpstreamTLS{CredentialName: "epp-ca"}},
 		{name: "credentialName over caCertificates, as Istio", tls: &kubelib.ClientTLS{Mode: kubelib.TLSModeSimple, CredentialName: "epp-ca", CACertificates: "/x"},
-			want: &model.EPPTLS{CredentialName: "epp-ca"}},
+			want: &model.UpstreamTLS{CredentialName: "epp-ca"}},
 		{name: "insecureSkipVerify: no CA is read", tls: &kubelib.ClientTLS{Mode: kubelib.TLSModeSimple, CredentialName: "epp-ca", InsecureSkipVerify: true},
-			want: &model.EPPTLS{InsecureSkipVerify: true}},
+			want: &model.UpstreamTLS{InsecureSkipVerify: true}},
 		{name: "a caCertificates path is a problem", tls: &kubelib.ClientTLS{Mode: kubelib.TLSModeSimple, CACertificates: "/etc/certs/ca.pem"},
 			problem: "DestinationRule apps/dr: spec.trafficPolicy.tls.caCertificates"},
 		{name: "SIMPLE with subjectAltNames", tls: &kubelib.ClientTLS{Mode: kubelib.TLSModeSimple, SubjectAltNames: []string{"a.example.com", "spiffe://x/y"}},
-			want: &model.EPPTLS{SubjectAltNames: []string{"a.example.com", "spiffe://x/y"}}, warning: `"spiffe://x/y" is not a DNS name`},
+			want: &model.UpstreamTLS{SubjectAltNames: []string{"a.example.com", "spiffe://x/y"}}, warning: `"spiffe://x/y" is not a DNS name`},
 		{name: "MUTUAL: TLS without the client certificate, never plaintext", tls: &kubelib.ClientTLS{Mode: kubelib.TLSModeMutual, SNI: "epp.example"},
-			want: &model.EPPTLS{SNI: "epp.example"}, warning: "mode MUTUAL asks for a client certificate"},
-		{name: "ISTIO_MUTUAL likewise", tls: &kubelib.ClientTLS{Mode: kubelib.TLSModeIstioMutual}, want: &model.EPPTLS{}, warning: "ISTIO_MUTUAL"},
+			want: &model.UpstreamTLS{SNI: "epp.example"}, warning: "mode MUTUAL asks for a client certificate"},
+		{name: "ISTIO_MUTUAL likewise", tls: &kubelib.ClientTLS{Mode: kubelib.TLSModeIstioMutual}, want: &model.UpstreamTLS{}, warning: "ISTIO_MUTUAL"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			r := rule("dr", ns, "epp", 0, tc.tls)

@@ -24,7 +24,7 @@ type Rule struct {
 	Host string
 	// TLS is spec.trafficPolicy.tls (Host and Source set by Resolve); nil
 	// for mode DISABLE (or none), and when Problem is set.
-	TLS *model.EPPTLS
+	TLS *model.UpstreamTLS
 	// Problem is why the TLS the rule asks for cannot be honoured, naming
 	// the rule and the field; a port the rule wins is then not reached.
 	Problem string
@@ -96,7 +96,7 @@ func ResolveRule(dr kubelib.DestinationRule, clusterDomain string) Rule {
 			r.Warnings = append(r.Warnings, fmt.Sprintf("%s.subjectAltNames entry %q is not a DNS name; it is matched as a DNS name only, so no certificate will match it", at, san))
 		}
 	}
-	t := &model.EPPTLS{SNI: c.SNI, SubjectAltNames: slices.Clone(c.SubjectAltNames)}
+	t := &model.UpstreamTLS{SNI: c.SNI, SubjectAltNames: slices.Clone(c.SubjectAltNames)}
 	switch {
 	case c.InsecureSkipVerify:
 		t.InsecureSkipVerify = true

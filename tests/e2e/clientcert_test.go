@@ -1,7 +1,7 @@
 // Copyright infermesh authors
 // SPDX-License-Identifier: Apache-2.0
 
-package dataplane
+package e2e
 
 import (
 	"crypto/tls"
@@ -9,6 +9,10 @@ import (
 	"net/http"
 	"strings"
 	"testing"
+
+	"github.com/infermesh/infermesh/pkg/test/certs"
+
+	"github.com/infermesh/infermesh/pkg/test/dataplane"
 
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	listenerv3 "github.com/envoyproxy/go-control-plane/envoy/config/listener/v3"
@@ -25,7 +29,7 @@ import (
 // or the error of the handshake or the request (with TLS 1.3 a refused
 // client certificate shows on the first read, after the client's side of
 // the handshake is done).
-func mtlsRequest(t *testing.T, dp *DataPlane, cert *tls.Certificate) (int, error) {
+func mtlsRequest(t *testing.T, dp *dataplane.DataPlane, cert *tls.Certificate) (int, error) {
 	t.Helper()
 	cfg := &tls.Config{ServerName: "a.example.com", InsecureSkipVerify: true, NextProtos: []string{"http/1.1"}} //nolint:gosec // the server's certificate is not under test
 	if cert != nil {
@@ -62,26 +66,26 @@ func mtlsRequest(t *testing.T, dp *DataPlane, cert *tls.Certificate) (int, error
 //
 // The listener's chain is built by the translator from model.ClientValidation.
 func TestClientCertificateValidation(t *testing.T) {
-	trusted, other := newTestCA(t), newTestCA(t)
-	good, bad := trusted.clientCert(t, "good"), other.clientCert(t, "bad")
-	build := func(cv *model.ClientValidation) *DataPlane {
+	trusted, other := certs.NewCA(t), certs.NewCA(t)
+	good, bad := trusted.ClientCert(t, "good"), other.ClientCert(t, "bad")
+	build := func(cv *model.ClientValidation) *dataplane.DataPlane {
 		t.Helper()
 		gw := tlsGateway("a.example.com")
 		gw.Listeners[0].TLS.ClientValidation = cv
 		l, rc, secrets := tlsResources(t, gw)
-		dp := newTestDP(t, Options{})
+		dp := newTestDP(t, dataplane.Options{})
 		load(t, dp, append(rc, l, secrets[0])...)
 		return dp
 	}
 	type outcome struct{ good, bad, none bool } // whether each client gets its 404 (no routes)
 	for _, tc := range []struct {
 		name string
-		dp   *DataPlane
+		dp   *dataplane.DataPlane
 		want outcome
 	}{
-		{name: "AllowValidOnly (require_client_certificate)", dp: build(&model.ClientValidation{CACertificates: trusted.pem}),
+		{name: "AllowValidOnly (require_client_certificate)", dp: build(&model.ClientValidation{CACertificates: trusted.PEM}),
 			want: outcome{good: true}},
-		{name: "AllowInsecureFallback (ACCEPT_UNTRUSTED)", dp: build(&model.ClientValidation{CACertificates: trusted.pem, AllowInsecureFallback: true}),
+		{name: "AllowInsecureFallback (ACCEPT_UNTRUSTED)", dp: build(&model.ClientValidation{CACertificates: trusted.PEM, AllowInsecureFallback: true}),
 			want: outcome{good: true, bad: true, none: true}},
 		{name: "no validation", dp: build(nil), want: outcome{good: true, bad: true, none: true}},
 	} {
@@ -105,10 +109,10 @@ func TestClientCertificateValidation(t *testing.T) {
 	// Optional validation (Envoy's default without require_client_certificate):
 	// none passes, a presented certificate must verify.
 	gw := tlsGateway("a.example.com")
-	gw.Listeners[0].TLS.ClientValidation = &model.ClientValidation{CACertificates: trusted.pem}
+	gw.Listeners[0].TLS.ClientValidation = &model.ClientValidation{CACertificates: trusted.PEM}
 	l, rc, secrets := tlsResources(t, gw)
 	optional := mutateDownstreamTLS(t, l, func(d *tlsv3.DownstreamTlsContext) { d.RequireClientCertificate = nil })
-	dp := newTestDP(t, Options{})
+	dp := newTestDP(t, dataplane.Options{})
 	load(t, dp, append(rc, optional, secrets[0])...)
 	if code, err := mtlsRequest(t, dp, nil); err != nil || code != http.StatusNotFound {
 		t.Errorf("optional validation, no certificate: %d %v; want 404", code, err)
@@ -146,9 +150,9 @@ func inlineString(s string) *corev3.DataSource_InlineString {
 // are SAN matchers and a validation context over SDS on a listener (not
 // implemented).
 func TestClientValidationRefusals(t *testing.T) {
-	ca := newTestCA(t)
+	ca := certs.NewCA(t)
 	gw := tlsGateway("a.example.com")
-	gw.Listeners[0].TLS.ClientValidation = &model.ClientValidation{CACertificates: ca.pem}
+	gw.Listeners[0].TLS.ClientValidation = &model.ClientValidation{CACertificates: ca.PEM}
 	l, _, _ := tlsResources(t, gw)
 	for _, tc := range []struct {
 		name   string
@@ -175,7 +179,7 @@ func TestClientValidationRefusals(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			_, err = decodeResource(a.GetTypeUrl(), a)
+			err = dataplane.Validate(a)
 			if err == nil || !strings.Contains(err.Error(), tc.want) {
 				t.Errorf("decode: %v, want an error containing %q", err, tc.want)
 			}

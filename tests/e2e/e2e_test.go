@@ -1,7 +1,7 @@
 // Copyright infermesh authors
 // SPDX-License-Identifier: Apache-2.0
 
-package dataplane
+package e2e
 
 import (
 	"context"
@@ -10,6 +10,8 @@ import (
 	"net"
 	"testing"
 	"time"
+
+	"github.com/infermesh/infermesh/pkg/test/dataplane"
 
 	"google.golang.org/grpc"
 
@@ -118,9 +120,9 @@ func testEndToEnd(t *testing.T, delta bool) {
 	adsAddr := lis.Addr().String()
 	stop := runXDS(t, lis)
 
-	dp := runDP(t, testBootstrap(t, adsAddr, delta), servers, Options{MaxBackoff: 100 * time.Millisecond})
+	dp := runDP(t, testBootstrap(t, adsAddr, delta), servers, dataplane.Options{MaxBackoff: 100 * time.Millisecond})
 
-	if err := dp.WaitFor(ctx, func(s Snapshot) bool {
+	if err := dp.WaitFor(ctx, func(s dataplane.Snapshot) bool {
 		return s.Listeners["0.0.0.0_80"] != nil && len(s.Endpoints[seedShadowCluster]) == 3 && s.Clusters[seedEPPCluster] != nil
 	}); err != nil {
 		t.Fatalf("%v; last NACK %+v", err, dp.Snapshot().LastNACK)
@@ -140,7 +142,7 @@ func testEndToEnd(t *testing.T, delta bool) {
 	}
 
 	stop()
-	if err := dp.WaitFor(ctx, func(s Snapshot) bool { return !s.Connected }); err != nil {
+	if err := dp.WaitFor(ctx, func(s dataplane.Snapshot) bool { return !s.Connected }); err != nil {
 		t.Fatal(err)
 	}
 	resp = get(t, dp, 80, "GET", "llm.ssup2.com", "/", nil)
@@ -152,7 +154,7 @@ func testEndToEnd(t *testing.T, delta bool) {
 		t.Skipf("cannot rebind %s for the reconnect half: %v", adsAddr, err)
 	}
 	runXDS(t, lis2)
-	if err := dp.WaitFor(ctx, func(s Snapshot) bool { return s.Connected }); err != nil {
+	if err := dp.WaitFor(ctx, func(s dataplane.Snapshot) bool { return s.Connected }); err != nil {
 		t.Fatal(err)
 	}
 	if s := dp.Snapshot(); s.Counters.NACKs != 0 || s.Listeners["0.0.0.0_80"] == nil {

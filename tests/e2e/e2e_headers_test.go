@@ -1,13 +1,15 @@
 // Copyright infermesh authors
 // SPDX-License-Identifier: Apache-2.0
 
-package dataplane
+package e2e
 
 import (
 	"math/rand/v2"
 	"net"
 	"testing"
 	"time"
+
+	"github.com/infermesh/infermesh/pkg/test/dataplane"
 
 	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
 
@@ -74,9 +76,9 @@ func TestEndToEndHeaderModifiers(t *testing.T) {
 		{Cluster: core.ClusterName(80, "a.ns.svc.cluster.local"), Endpoints: []model.Endpoint{{Address: "10.0.0.1", Port: 8080}}},
 		{Cluster: core.ClusterName(80, "b.ns.svc.cluster.local"), Endpoints: []model.Endpoint{{Address: "10.0.0.2", Port: 8080}}},
 	})
-	dp := runDP(t, testBootstrap(t, lis.Addr().String(), false), servers, Options{Rand: rand.New(rand.NewPCG(3, 4))})
+	dp := runDP(t, testBootstrap(t, lis.Addr().String(), false), servers, dataplane.Options{Rand: rand.New(rand.NewPCG(3, 4))})
 
-	if err := dp.WaitFor(ctx, func(s Snapshot) bool {
+	if err := dp.WaitFor(ctx, func(s dataplane.Snapshot) bool {
 		return s.Listeners["0.0.0.0_80"] != nil || s.LastNACK != nil
 	}); err != nil {
 		t.Fatalf("the listener never warmed (pilot published nothing: core.Validate refused the set?): %v", err)

@@ -1,13 +1,15 @@
 // Copyright infermesh authors
 // SPDX-License-Identifier: Apache-2.0
 
-package dataplane
+package e2e
 
 import (
 	"net"
 	"net/http"
 	"strconv"
 	"testing"
+
+	"github.com/infermesh/infermesh/pkg/test/dataplane"
 
 	"k8s.io/utils/ptr"
 	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
@@ -58,7 +60,7 @@ func TestPoolSharedByHTTPRouteAndGRPCRouteKeepsHTTP1(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	dp := newTestDP(t, Options{})
+	dp := newTestDP(t, dataplane.Options{})
 	load(t, dp, resourcesOf(res)...)
 
 	resp := get(t, dp, 80, "GET", "llm.ssup2.com", "/v1/models", nil)

@@ -1,7 +1,7 @@
 // Copyright infermesh authors
 // SPDX-License-Identifier: Apache-2.0
 
-package dataplane
+package e2e
 
 import (
 	"context"
@@ -30,6 +30,8 @@ import (
 	"github.com/infermesh/infermesh/pilot/pkg/networking/core"
 	"github.com/infermesh/infermesh/pilot/pkg/xds"
 	"github.com/infermesh/infermesh/pkg/kube/krt"
+	"github.com/infermesh/infermesh/pkg/test/certs"
+	"github.com/infermesh/infermesh/pkg/test/dataplane"
 	"github.com/infermesh/infermesh/pkg/test/seed"
 )
 
@@ -52,8 +54,8 @@ import (
 //     fails closed, ResolvedRefs=False/InvalidBackendTLS, the call fails
 //     and the server gets no connection (never plaintext, never HTTP/1.1).
 func TestEndToEndGRPCRouteToNegotiatingTLSPort(t *testing.T) {
-	ca := newTestCA(t)
-	cert := ca.serverCert(t, "abc.example.com")
+	ca := certs.NewCA(t)
+	cert := ca.ServerCert(t, "abc.example.com")
 	tlsSrv := grpcServerOn(t, countingLoopback(t), &cert)
 	plainSrv := grpcServerOn(t, countingLoopback(t), nil)
 	nocaSrv := grpcServerOn(t, countingLoopback(t), &cert)
@@ -97,7 +99,7 @@ func TestEndToEndGRPCRouteToNegotiatingTLSPort(t *testing.T) {
 			service("grpc-noca", 443)}, stop),
 		InferencePools: krt.NewStaticCollection[*inferencev1.InferencePool](nil, nil, stop),
 		ConfigMaps: krt.NewStaticCollection(nil, []*corev1.ConfigMap{{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "ca"},
-			Data: map[string]string{"ca.crt": string(ca.pem)}}}, stop),
+			Data: map[string]string{"ca.crt": string(ca.PEM)}}}, stop),
 		Secrets:            krt.NewStaticCollection[*corev1.Secret](nil, nil, stop),
 		BackendTLSPolicies: krt.NewStaticCollection(nil, []*gwv1.BackendTLSPolicy{policy("btls", "grpc-btls", "ca"), policy("noca", "grpc-noca", "missing")}, stop),
 	}, gateway.Options{ControllerName: string(seed.GatewayClassObject().Spec.ControllerName), ClusterDomain: "cluster.local",
@@ -110,7 +112,7 @@ func TestEndToEndGRPCRouteToNegotiatingTLSPort(t *testing.T) {
 		{Cluster: core.ClusterName(443, host("grpc-noca")), Endpoints: []model.Endpoint{{Address: "10.244.0.32", Port: 8443}}},
 	}, stop)
 	srv, err := xds.NewServer(xds.Config{
-		Gateways: out.Translator, Endpoints: eps, Secrets: krt.NewStaticCollection[*corev1.Secret](nil, nil, stop),
+		Gateways: out.Models, Endpoints: eps, Secrets: krt.NewStaticCollection[*corev1.Secret](nil, nil, stop),
 		Translate: core.Options{InferenceEnabled: true},
 		Debounce:  10 * time.Millisecond, MaxDelay: 50 * time.Millisecond, Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
 	})
@@ -134,8 +136,8 @@ func TestEndToEndGRPCRouteToNegotiatingTLSPort(t *testing.T) {
 		"10.244.0.30:8443": tlsSrv.Addr().String(),
 		"10.244.0.31:8080": plainSrv.Addr().String(),
 		"10.244.0.32:8443": nocaSrv.Addr().String(),
-	}, Options{})
-	if err := dp.WaitFor(testCtx(t), func(s Snapshot) bool { return s.Listeners[core.ListenerName(80)] != nil }); err != nil {
+	}, dataplane.Options{})
+	if err := dp.WaitFor(testCtx(t), func(s dataplane.Snapshot) bool { return s.Listeners[core.ListenerName(80)] != nil }); err != nil {
 		t.Fatalf("listener never served: %v (last NACK %+v)", err, dp.Snapshot().LastNACK)
 	}
 

@@ -1,7 +1,7 @@
 // Copyright infermesh authors
 // SPDX-License-Identifier: Apache-2.0
 
-package dataplane
+package e2e
 
 import (
 	"context"
@@ -9,6 +9,10 @@ import (
 	"net"
 	"sync/atomic"
 	"testing"
+
+	"github.com/infermesh/infermesh/pkg/test/certs"
+
+	"github.com/infermesh/infermesh/pkg/test/dataplane"
 
 	extprocsvc "github.com/envoyproxy/go-control-plane/envoy/service/ext_proc/v3"
 	typev3 "github.com/envoyproxy/go-control-plane/envoy/type/v3"
@@ -69,8 +73,8 @@ func serveEPP(t *testing.T, cert tls.Certificate) (*answeringEPP, string) {
 // clusters, served by the data plane, whose TLS checks SANs as Envoy's
 // default validator does.
 func TestEPPNameVerified(t *testing.T) {
-	ca := newTestCA(t)
-	caFile := ca.file(t)
+	ca := certs.NewCA(t)
+	caFile := ca.File(t)
 	simple := func(sni string, sans ...string) *kubelib.ClientTLS {
 		return &kubelib.ClientTLS{Mode: kubelib.TLSModeSimple, SNI: sni, SubjectAltNames: sans}
 	}
@@ -90,7 +94,7 @@ func TestEPPNameVerified(t *testing.T) {
 			[]string{"other.example.com"}, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			epp, eppAddr := serveEPP(t, ca.serverCert(t, tc.certFor...))
+			epp, eppAddr := serveEPP(t, ca.ServerCert(t, tc.certFor...))
 			rule := upstreamtls.ResolveRule(kubelib.DestinationRule{Namespace: "llm-namespace", Name: "epp", Host: "vllm-llama3-8b-epp", TLS: tc.tls}, "cluster.local")
 			res := upstreamtls.Resolve(upstreamtls.Port{Service: types.NamespacedName{Namespace: "llm-namespace", Name: "vllm-llama3-8b-epp"}, Host: seedEPPHost},
 				upstreamtls.Sources{Rules: []upstreamtls.Rule{rule}})
@@ -98,7 +102,7 @@ func TestEPPNameVerified(t *testing.T) {
 				t.Fatalf("resolution %+v", res)
 			}
 			model := backend(t, "model")
-			dp := newTestDP(t, Options{Dial: redirect(map[string]string{
+			dp := newTestDP(t, dataplane.Options{Dial: redirect(map[string]string{
 				"10.244.0.16:9002": eppAddr, "10.244.0.13:8000": model.Listener.Addr().String(),
 			})})
 			gw := seedmodel.GatewayEPPTLS(*res.TLS)

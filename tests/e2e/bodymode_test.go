@@ -1,7 +1,7 @@
 // Copyright infermesh authors
 // SPDX-License-Identifier: Apache-2.0
 
-package dataplane
+package e2e
 
 import (
 	"io"
@@ -10,6 +10,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/infermesh/infermesh/pkg/test/dataplane"
 
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	extprocsvc "github.com/envoyproxy/go-control-plane/envoy/service/ext_proc/v3"
@@ -112,8 +114,8 @@ func TestEndToEndEPPBodyModes(t *testing.T) {
 				}},
 				{Cluster: seedEPPCluster, Endpoints: []model.Endpoint{{Address: "10.244.0.16", Port: 9002}}},
 			})
-			dp := runDP(t, testBootstrap(t, lis.Addr().String(), false), servers, Options{MaxBackoff: 100 * time.Millisecond})
-			if err := dp.WaitFor(ctx, func(s Snapshot) bool {
+			dp := runDP(t, testBootstrap(t, lis.Addr().String(), false), servers, dataplane.Options{MaxBackoff: 100 * time.Millisecond})
+			if err := dp.WaitFor(ctx, func(s dataplane.Snapshot) bool {
 				return s.Listeners["0.0.0.0_80"] != nil && len(s.Endpoints[seedShadowCluster]) == 3 && len(s.Endpoints[seedEPPCluster]) == 1
 			}); err != nil {
 				t.Fatalf("%v; last NACK %+v", err, dp.Snapshot().LastNACK)
@@ -144,7 +146,7 @@ func TestEndToEndEPPBodyModes(t *testing.T) {
 }
 
 // send sends one request with body (none when "") to the seed host.
-func send(dp *DataPlane, method, body string) (int, string, error) {
+func send(dp *dataplane.DataPlane, method, body string) (int, string, error) {
 	var rd io.Reader
 	if body != "" {
 		rd = strings.NewReader(body)

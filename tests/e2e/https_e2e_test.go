@@ -1,7 +1,7 @@
 // Copyright infermesh authors
 // SPDX-License-Identifier: Apache-2.0
 
-package dataplane
+package e2e
 
 import (
 	"bufio"
@@ -15,6 +15,8 @@ import (
 	"net/http"
 	"testing"
 	"time"
+
+	"github.com/infermesh/infermesh/pkg/test/dataplane"
 
 	resourcev3 "github.com/envoyproxy/go-control-plane/pkg/resource/v3"
 	corev1 "k8s.io/api/core/v1"
@@ -124,7 +126,7 @@ func testEndToEndHTTPS(t *testing.T, delta bool) {
 		Cluster: core.ClusterName(8080, "echo."+gw.Namespace+".svc.cluster.local"), Endpoints: []model.Endpoint{{Address: "10.244.60.10", Port: 8080}},
 	}}, stop)
 	srv, err := xds.NewServer(xds.Config{
-		Gateways: ctrl.Translator, Endpoints: eps, Secrets: secrets,
+		Gateways: ctrl.Models, Endpoints: eps, Secrets: secrets,
 		Debounce: 10 * time.Millisecond, MaxDelay: 50 * time.Millisecond, Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
 	})
 	if err != nil {
@@ -144,8 +146,8 @@ func testEndToEndHTTPS(t *testing.T, delta bool) {
 		}
 	})
 
-	dp := runDP(t, testBootstrap(t, lis.Addr().String(), delta), map[string]string{echoAddr: echo.Listener.Addr().String()}, Options{})
-	if err := dp.WaitFor(ctx, func(s Snapshot) bool { return s.Listeners[core.ListenerName(443)] != nil }); err != nil {
+	dp := runDP(t, testBootstrap(t, lis.Addr().String(), delta), map[string]string{echoAddr: echo.Listener.Addr().String()}, dataplane.Options{})
+	if err := dp.WaitFor(ctx, func(s dataplane.Snapshot) bool { return s.Listeners[core.ListenerName(443)] != nil }); err != nil {
 		t.Fatalf("HTTPS listener never served: %v (last NACK %+v)", err, dp.Snapshot().LastNACK)
 	}
 	addr := dp.Addr(443).String()
@@ -231,7 +233,7 @@ func testEndToEndHTTPS(t *testing.T, delta bool) {
 	}()
 	secrets.UpdateObject(rotated)
 	name := core.SecretName("certs/site")
-	if err := dp.WaitFor(ctx, func(s Snapshot) bool {
+	if err := dp.WaitFor(ctx, func(s dataplane.Snapshot) bool {
 		sec := s.Secrets[name]
 		return sec != nil && string(sec.GetTlsCertificate().GetCertificateChain().GetInlineBytes()) == string(rotated.Data["tls.crt"])
 	}); err != nil {

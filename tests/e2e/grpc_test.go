@@ -1,12 +1,14 @@
 // Copyright infermesh authors
 // SPDX-License-Identifier: Apache-2.0
 
-package dataplane
+package e2e
 
 import (
 	"net"
 	"strconv"
 	"testing"
+
+	"github.com/infermesh/infermesh/pkg/test/dataplane"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
@@ -25,7 +27,7 @@ import (
 // grpcGateway is the seed Gateway with one GRPCRoute, grpc.example.com, whose
 // only rule sends grpc.health.v1.Health/Check to an h2c Service served by a
 // real gRPC server; it returns the data plane with that configuration.
-func grpcGateway(t *testing.T) *DataPlane {
+func grpcGateway(t *testing.T) *dataplane.DataPlane {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -55,12 +57,12 @@ func grpcGateway(t *testing.T) *DataPlane {
 	if err != nil {
 		t.Fatal(err)
 	}
-	dp := newTestDP(t, Options{})
+	dp := newTestDP(t, dataplane.Options{})
 	load(t, dp, resourcesOf(res)...)
 	return dp
 }
 
-func grpcClient(t *testing.T, dp *DataPlane) healthpb.HealthClient {
+func grpcClient(t *testing.T, dp *dataplane.DataPlane) healthpb.HealthClient {
 	t.Helper()
 	conn, err := grpc.NewClient(dp.Addr(80).String(),
 		grpc.WithTransportCredentials(insecure.NewCredentials()), grpc.WithAuthority("grpc.example.com"))

@@ -1,7 +1,7 @@
 // Copyright infermesh authors
 // SPDX-License-Identifier: Apache-2.0
 
-package dataplane
+package e2e
 
 import (
 	"crypto/tls"
@@ -16,7 +16,6 @@ import (
 	clusterv3 "github.com/envoyproxy/go-control-plane/envoy/config/cluster/v3"
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	tlsv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/transport_sockets/tls/v3"
-	resourcev3 "github.com/envoyproxy/go-control-plane/pkg/resource/v3"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/health"
@@ -27,6 +26,8 @@ import (
 
 	"github.com/infermesh/infermesh/pilot/pkg/model"
 	"github.com/infermesh/infermesh/pilot/pkg/networking/core"
+	"github.com/infermesh/infermesh/pkg/test/certs"
+	"github.com/infermesh/infermesh/pkg/test/dataplane"
 )
 
 // alpnServer is an HTTPS server on loopback with cert that answers ALPN
@@ -68,10 +69,10 @@ func alpnServer(t *testing.T, cert tls.Certificate, serverProtos []string) (addr
 // negotiatingService is a Service port that declares no protocol, with
 // client TLS to abc.example.com verified against ca: the model the
 // controller resolves for a BackendTLSPolicy on such a port.
-func negotiatingService(ca *testCA) *model.ServiceBackend {
+func negotiatingService(ca *certs.CA) *model.ServiceBackend {
 	const host = "btls.ns.svc.cluster.local"
-	return &model.ServiceBackend{Host: host, Port: 443, NegotiateHTTP: true, TLS: &model.EPPTLS{Host: host, SNI: "abc.example.com",
-		CACertificates: ca.pem, SubjectAltNames: []string{"abc.example.com"}}}
+	return &model.ServiceBackend{Host: host, Port: 443, NegotiateHTTP: true, TLS: &model.UpstreamTLS{Host: host, SNI: "abc.example.com",
+		CACertificates: ca.PEM, SubjectAltNames: []string{"abc.example.com"}}}
 }
 
 // A cluster with HttpProtocolOptions auto_config (what core builds for a
@@ -84,8 +85,8 @@ func negotiatingService(ca *testCA) *model.ServiceBackend {
 // The same holds when the TLS context names no ALPN at all: Envoy then
 // offers the fallback, h2,http/1.1.
 func TestAutoConfigNegotiatesHTTPByALPN(t *testing.T) {
-	ca := newTestCA(t)
-	cert := ca.serverCert(t, "abc.example.com")
+	ca := certs.NewCA(t)
+	cert := ca.ServerCert(t, "abc.example.com")
 	for _, tc := range []struct {
 		name         string
 		serverProtos []string
@@ -103,7 +104,7 @@ func TestAutoConfigNegotiatesHTTPByALPN(t *testing.T) {
 			if !tc.contextALPN {
 				withALPN(t, res.Clusters[0], nil)
 			}
-			dp := newTestDP(t, Options{Dial: redirect(map[string]string{"10.0.0.1:8443": addr})})
+			dp := newTestDP(t, dataplane.Options{Dial: redirect(map[string]string{"10.0.0.1:8443": addr})})
 			load(t, dp, resourcesOf(res)...)
 			resp := get(t, dp, 80, "GET", "any.example.com", "/", nil)
 			if resp.StatusCode != 200 || resp.Header.Get("x-seen-proto") != tc.want {
@@ -134,8 +135,7 @@ func withALPN(t *testing.T, c *clusterv3.Cluster, alpn []string) {
 // (stricter than Envoy, which would offer that list: Go's transport always
 // offers both).
 func TestAutoConfigNACKs(t *testing.T) {
-	ca := newTestCA(t)
-	dp := newTestDP(t, Options{})
+	ca := certs.NewCA(t)
 	for _, tc := range []struct {
 		name string
 		edit func(t *testing.T, res *core.Resources)
@@ -153,7 +153,7 @@ func TestAutoConfigNACKs(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if _, err := dp.decode(resourcev3.ClusterType, a); err == nil || !strings.Contains(err.Error(), tc.want) {
+			if err := dataplane.Validate(a); err == nil || !strings.Contains(err.Error(), tc.want) {
 				t.Fatalf("cluster accepted or refused for another reason: %v; want an error with %q", err, tc.want)
 			}
 		})
@@ -181,8 +181,8 @@ func grpcTLSServer(t *testing.T, cert tls.Certificate) string {
 // as it would through Envoy (the server decides, the proxy does not
 // upgrade).
 func TestGRPCRouteToNegotiatingPort(t *testing.T) {
-	ca := newTestCA(t)
-	cert := ca.serverCert(t, "abc.example.com")
+	ca := certs.NewCA(t)
+	cert := ca.ServerCert(t, "abc.example.com")
 	h1Addr, _ := alpnServer(t, cert, []string{"http/1.1"})
 	for _, tc := range []struct {
 		name string
@@ -210,7 +210,7 @@ func TestGRPCRouteToNegotiatingPort(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			dp := newTestDP(t, Options{Dial: redirect(map[string]string{"10.0.0.1:8443": tc.addr})})
+			dp := newTestDP(t, dataplane.Options{Dial: redirect(map[string]string{"10.0.0.1:8443": tc.addr})})
 			load(t, dp, resourcesOf(res)...)
 			resp, err := grpcClient(t, dp).Check(testCtx(t), &healthpb.HealthCheckRequest{})
 			switch {

@@ -21,9 +21,6 @@ import (
 	"github.com/infermesh/infermesh/pkg/test/dataplane/extproc"
 )
 
-// mirrorTimeout bounds a mirrored request.
-const mirrorTimeout = 10 * time.Second
-
 // listenerHandler is the HTTP connection manager of one listener.
 type listenerHandler struct {
 	dp   *DataPlane
@@ -130,8 +127,8 @@ func (h *listenerHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		defer stop()
 	}
 	// The HTTP filters (CORS, ext_proc) and the router.
-	fc := newFilterChain(dp, ac, l, table, sel)
-	resp, err := fc.run(ctx, req)
+	fm := newFilterManager(dp, ac, l, table, sel)
+	resp, err := fm.run(ctx, req)
 	if err != nil && resp == nil && context.Cause(ctx) == errMaxStreamDuration {
 		// No response started: Envoy's local reply, 504 when the whole
 		// request was received, else 408 (Utility::maybeRequestTimeoutCode).
@@ -146,7 +143,7 @@ func (h *listenerHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		// onStreamMaxDurationReached passes to sendLocalReply
 		// (source/common/http/conn_manager_impl.cc), not the code's.
 		resp, err = extproc.GRPCLocalReply(req, localReply(status, bodyDurationTimeout), int(codes.DeadlineExceeded)), nil
-		fc.hcmReply(resp)
+		fm.hcmReply(resp)
 	}
 	if err != nil {
 		dp.log.Debug("dataplane: request ended", "route", sel.r.name, "error", err)

@@ -14,7 +14,7 @@ import (
 	"github.com/infermesh/infermesh/pkg/test/dataplane/extproc"
 )
 
-// filterChain is one request's HTTP filters, run as Envoy's FilterManager
+// filterManager is one request's HTTP filters, run as Envoy's FilterManager
 // runs them (source/common/http/filter_manager.cc, filter_manager.h):
 //
 //   - filters are created for the selected route: one whose HttpFilter is
@@ -37,7 +37,7 @@ import (
 // encode applies to what that returns. A local reply made by filter i is
 // first passed through the encoder side of filters n-1..i+1 (encodeOnly),
 // then filter i's own encode, and returns up through filters i-1..0.
-type filterChain struct {
+type filterManager struct {
 	dp      *DataPlane
 	ac      *activeConfig
 	table   *routeTable
@@ -51,8 +51,8 @@ type filterChain struct {
 	cors []corsState
 }
 
-func newFilterChain(dp *DataPlane, ac *activeConfig, l *listenerConfig, table *routeTable, sel routeSel) *filterChain {
-	c := &filterChain{dp: dp, ac: ac, table: table, sel: sel, pf: sel.perFilter()}
+func newFilterManager(dp *DataPlane, ac *activeConfig, l *listenerConfig, table *routeTable, sel routeSel) *filterManager {
+	c := &filterManager{dp: dp, ac: ac, table: table, sel: sel, pf: sel.perFilter()}
 	for i := range l.filters {
 		f := &l.filters[i]
 		if f.name == filterCORS && f.disabled && c.pf.cors == nil {
@@ -68,7 +68,7 @@ func newFilterChain(dp *DataPlane, ac *activeConfig, l *listenerConfig, table *r
 
 // run decodes req through every filter and the router and returns the
 // response as the encoder filters left it.
-func (c *filterChain) run(ctx context.Context, req *extproc.Request) (*extproc.Response, error) {
+func (c *filterManager) run(ctx context.Context, req *extproc.Request) (*extproc.Response, error) {
 	resp, _, err := c.decode(ctx, 0, req, nil)
 	return resp, err
 }
@@ -76,7 +76,7 @@ func (c *filterChain) run(ctx context.Context, req *extproc.Request) (*extproc.R
 // decode is filter i's decodeHeaders onwards (the router when i is past
 // the last filter); it has the shape of extproc.Upstream so that ext_proc
 // can wrap the rest of the chain.
-func (c *filterChain) decode(ctx context.Context, i int, req *extproc.Request, md map[string]*structpb.Struct) (*extproc.Response, map[string]*structpb.Struct, error) {
+func (c *filterManager) decode(ctx context.Context, i int, req *extproc.Request, md map[string]*structpb.Struct) (*extproc.Response, map[string]*structpb.Struct, error) {
 	if i == len(c.filters) {
 		resp, served, err := c.dp.router(ctx, c.ac, c.sel, req, md)
 		if resp != nil && resp.Local {
@@ -97,7 +97,7 @@ func (c *filterChain) decode(ctx context.Context, i int, req *extproc.Request, m
 	return c.decode(ctx, i+1, req, md)
 }
 
-func (c *filterChain) decodeCORS(ctx context.Context, i int, req *extproc.Request, md map[string]*structpb.Struct) (*extproc.Response, map[string]*structpb.Struct, error) {
+func (c *filterManager) decodeCORS(ctx context.Context, i int, req *extproc.Request, md map[string]*structpb.Struct) (*extproc.Response, map[string]*structpb.Struct, error) {
 	st, reply := corsDecode(c.pf.cors, req)
 	c.mu.Lock()
 	c.cors = append(c.cors, st)
@@ -116,7 +116,7 @@ func (c *filterChain) decodeCORS(ctx context.Context, i int, req *extproc.Reques
 	return resp, served, err
 }
 
-func (c *filterChain) decodeExtProc(ctx context.Context, i int, req *extproc.Request, md map[string]*structpb.Struct) (*extproc.Response, map[string]*structpb.Struct, error) {
+func (c *filterManager) decodeExtProc(ctx context.Context, i int, req *extproc.Request, md map[string]*structpb.Struct) (*extproc.Response, map[string]*structpb.Struct, error) {
 	f := c.filters[i]
 	cfg, run, err := extproc.Effective(f.extProc, f.disabled, c.pf.extProc)
 	switch {
@@ -152,7 +152,7 @@ func (c *filterChain) decodeExtProc(ctx context.Context, i int, req *extproc.Req
 
 // localReply sends a reply made by filter i through the encoder side of
 // the filters after it (in encoder order), whose decodeHeaders never ran.
-func (c *filterChain) localReply(ctx context.Context, i int, resp *extproc.Response) (*extproc.Response, error) {
+func (c *filterManager) localReply(ctx context.Context, i int, resp *extproc.Response) (*extproc.Response, error) {
 	for k := len(c.filters) - 1; k > i; k-- {
 		if resp.Direct {
 			return resp, nil
@@ -169,7 +169,7 @@ func (c *filterChain) localReply(ctx context.Context, i int, resp *extproc.Respo
 // never decoded: the CORS filter does nothing (is_cors_request_ is false);
 // ext_proc merges its per-route config and processes the response
 // (extproc.ProcessResponse).
-func (c *filterChain) encodeOnly(ctx context.Context, k int, resp *extproc.Response) (*extproc.Response, error) {
+func (c *filterManager) encodeOnly(ctx context.Context, k int, resp *extproc.Response) (*extproc.Response, error) {
 	f := c.filters[k]
 	if f.name != filterExtProc {
 		return resp, nil
@@ -190,7 +190,7 @@ func (c *filterChain) encodeOnly(ctx context.Context, k int, resp *extproc.Respo
 // max_stream_duration 504/408) through the CORS filters that decoded the
 // request, in encoder order. ext_proc's encode is not run for it (see
 // architecture/dataplane.md).
-func (c *filterChain) hcmReply(resp *extproc.Response) {
+func (c *filterManager) hcmReply(resp *extproc.Response) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	for k := len(c.cors) - 1; k >= 0; k-- {

@@ -1,7 +1,7 @@
 // Copyright infermesh authors
 // SPDX-License-Identifier: Apache-2.0
 
-package dataplane
+package e2e
 
 import (
 	"bufio"
@@ -14,6 +14,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/infermesh/infermesh/pkg/test/dataplane"
 
 	listenerv3 "github.com/envoyproxy/go-control-plane/envoy/config/listener/v3"
 	tlsv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/transport_sockets/tls/v3"
@@ -87,7 +89,7 @@ func sdsSecret(t *testing.T, name string) *tlsv3.Secret {
 
 // handshake connects to the listener on 443 with server name sni and
 // ALPN protos; it returns the connection (closed at cleanup) or the error.
-func handshake(t *testing.T, dp *DataPlane, sni string, protos ...string) (*tls.Conn, error) {
+func handshake(t *testing.T, dp *dataplane.DataPlane, sni string, protos ...string) (*tls.Conn, error) {
 	t.Helper()
 	a := dp.Addr(443)
 	if a == nil {
@@ -109,7 +111,7 @@ func servedCN(c *tls.Conn) string { return c.ConnectionState().PeerCertificates[
 // server name first, then the longest wildcard, then the chain without
 // server_names; with none matching, the connection is closed.
 func TestFilterChainMatchBySNI(t *testing.T) {
-	dp := newTestDP(t, Options{})
+	dp := newTestDP(t, dataplane.Options{})
 	l, rc, secrets := tlsResources(t, tlsGateway("a.example.com", "*.example.com", "*.b.example.com", ""))
 	load(t, dp, append(rc, l)...)
 	for _, s := range secrets {
@@ -135,7 +137,7 @@ func TestFilterChainMatchBySNI(t *testing.T) {
 	}
 
 	// Without a chain lacking server_names, an unmatched name is refused.
-	dp2 := newTestDP(t, Options{})
+	dp2 := newTestDP(t, dataplane.Options{})
 	l2, rc2, secrets2 := tlsResources(t, tlsGateway("a.example.com"))
 	load(t, dp2, append(rc2, l2, secrets2[0])...)
 	if _, err := handshake(t, dp2, "a.example.com"); err != nil {
@@ -157,7 +159,7 @@ func TestFilterChainMatchBySNI(t *testing.T) {
 // manager), so its port refuses connections; it is served once the secret
 // arrives.
 func TestSDSWarmsTheListener(t *testing.T) {
-	dp := newTestDP(t, Options{})
+	dp := newTestDP(t, dataplane.Options{})
 	l, rc, secrets := tlsResources(t, tlsGateway("a.example.com"))
 	load(t, dp, append(rc, l)...)
 	if a := dp.Addr(443); a != nil {
@@ -184,7 +186,7 @@ func TestSDSWarmsTheListener(t *testing.T) {
 // connections only (the SDS configuration overview, "Secret discovery
 // service (SDS)": certificates are rotated without a listener update).
 func TestSDSRotationAppliesToNewHandshakes(t *testing.T) {
-	dp := newTestDP(t, Options{})
+	dp := newTestDP(t, dataplane.Options{})
 	l, rc, secrets := tlsResources(t, tlsGateway("a.example.com"))
 	load(t, dp, append(rc, l, secrets[0])...)
 	addr := dp.Addr(443).String()
@@ -233,7 +235,7 @@ func TestSDSRotationAppliesToNewHandshakes(t *testing.T) {
 // (HttpConnectionManager.codec_type AUTO picks the codec from ALPN), http/1.1
 // HTTP/1.1.
 func TestALPN(t *testing.T) {
-	dp := newTestDP(t, Options{})
+	dp := newTestDP(t, dataplane.Options{})
 	l, rc, secrets := tlsResources(t, tlsGateway("a.example.com"))
 	load(t, dp, append(rc, l, secrets[0])...)
 	for _, tc := range []struct {
@@ -312,7 +314,7 @@ func TestTLSListenerRefusals(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			_, err = decodeResource(a.GetTypeUrl(), a)
+			err = dataplane.Validate(a)
 			if err == nil || !strings.Contains(err.Error(), tc.want) {
 				t.Errorf("decode: %v, want an error containing %q", err, tc.want)
 			}
@@ -334,7 +336,7 @@ func TestTLSListenerRefusals(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, err = decodeResource(a.GetTypeUrl(), a)
+	err = dataplane.Validate(a)
 	if err == nil || strings.Contains(err.Error(), "PRIVATE KEY") {
 		t.Errorf("a secret whose key is not its certificate's: %v (must be refused, never quoting the key)", err)
 	}
@@ -387,7 +389,7 @@ func TestMisdirectedRequestIs421(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	dp := newTestDP(t, Options{})
+	dp := newTestDP(t, dataplane.Options{})
 	var secrets []proto.Message // before the listener that waits for them
 	for _, l := range gw.Listeners {
 		secrets = append(secrets, sdsSecret(t, l.Name))

@@ -1,7 +1,7 @@
 // Copyright infermesh authors
 // SPDX-License-Identifier: Apache-2.0
 
-package dataplane
+package e2e
 
 import (
 	"context"
@@ -12,6 +12,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/infermesh/infermesh/pkg/test/dataplane"
 
 	extprocsvc "github.com/envoyproxy/go-control-plane/envoy/service/ext_proc/v3"
 	"google.golang.org/grpc"
@@ -71,7 +73,7 @@ func servePickingEPP(t *testing.T, pick string) (*pickingEPP, string, func()) {
 // servePilot serves gw and endpoints from pilot's xDS server and returns a
 // data plane that has accepted the configuration (no NACK) and warmed
 // listener http:80; servers maps the endpoints' addresses to loopback ones.
-func servePilot(t *testing.T, gw model.Gateway, endpoints []model.ClusterEndpoints, servers map[string]string, opts Options) *DataPlane {
+func servePilot(t *testing.T, gw model.Gateway, endpoints []model.ClusterEndpoints, servers map[string]string, opts dataplane.Options) *dataplane.DataPlane {
 	t.Helper()
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -79,7 +81,7 @@ func servePilot(t *testing.T, gw model.Gateway, endpoints []model.ClusterEndpoin
 	}
 	serveXDS(t, lis, gw, endpoints)
 	dp := runDP(t, testBootstrap(t, lis.Addr().String(), false), servers, opts)
-	if err := dp.WaitFor(testCtx(t), func(s Snapshot) bool {
+	if err := dp.WaitFor(testCtx(t), func(s dataplane.Snapshot) bool {
 		if s.LastNACK != nil || s.Listeners["0.0.0.0_80"] == nil {
 			return s.LastNACK != nil
 		}
@@ -139,7 +141,7 @@ func TestEndToEndGRPCRouteToPoolCallsItsEPP(t *testing.T) {
 			{Address: "10.244.3.1", Port: 8000}, {Address: "10.244.3.2", Port: 8000},
 		}},
 		eppEndpoints(pool, "10.244.3.9"),
-	}, servers, Options{})
+	}, servers, dataplane.Options{})
 
 	conn, err := grpc.NewClient(dp.Addr(80).String(),
 		grpc.WithTransportCredentials(insecure.NewCredentials()), grpc.WithAuthority("grpc.example.com"))
@@ -244,7 +246,7 @@ func TestEndToEndHeaderAndQueryPrecedence(t *testing.T) {
 	gw := model.Gateway{Namespace: "gateway-namespace", Name: "gateway", Listeners: []model.Listener{{
 		Name: "http", Port: 80, Protocol: gwv1.HTTPProtocolType, Routes: []*model.Route{route},
 	}}}
-	dp := servePilot(t, gw, endpoints, servers, Options{})
+	dp := servePilot(t, gw, endpoints, servers, dataplane.Options{})
 
 	for _, tc := range []struct {
 		path    string
@@ -298,7 +300,7 @@ func TestEndToEndWeightedPoolsKeepTheirOwnEPP(t *testing.T) {
 	dp := servePilot(t, gw, []model.ClusterEndpoints{
 		pool(a, "10.244.1."), pool(b, "10.244.2."),
 		eppEndpoints(a, "10.244.1.9"), eppEndpoints(b, "10.244.2.9"),
-	}, servers, Options{Rand: rand.New(rand.NewPCG(5, 6))})
+	}, servers, dataplane.Options{Rand: rand.New(rand.NewPCG(5, 6))})
 
 	const n = 30
 	served := map[string]int{}

@@ -97,102 +97,37 @@ func (s *store) listenerReady(l *listenerConfig) bool {
 	return true
 }
 
-// decoded is one received resource after validation and compilation.
-type decoded struct {
-	name  string
-	value any // *listenerEntry, *routeEntry, *clusterEntry, *endpointEntry or *secretEntry
-}
-
-// decodeResource decodes a resource as the data plane at
-// DefaultEnvoyVersion does (see decodeResourceAs).
-func decodeResource(typeURL string, a *anypb.Any) (decoded, error) {
-	return decodeResourceAs(typeURL, a, nil, defaultRegexEngine)
-}
-
-// decodeResourceAs unpacks a resource of type typeURL, drops the fields
-// its Envoy version does not know (ignoreNewer, when set; Envoy does this
-// while parsing, before validation), checks it the way Envoy would (proto
-// validation rules), plus the data plane's honesty check (no set field it
-// does not implement), then compiles it.
-func decodeResourceAs(typeURL string, a *anypb.Any, ignoreNewer func(proto.Message), re regexEngine) (decoded, error) {
-	if a.GetTypeUrl() != typeURL {
-		return decoded{}, fmt.Errorf("resource of type %s in a %s response", a.GetTypeUrl(), typeURL)
-	}
-	msg, err := a.UnmarshalNew()
-	if err != nil {
-		return decoded{}, err
-	}
-	if ignoreNewer != nil {
-		ignoreNewer(msg)
-	}
-	name := resourceName(msg)
-	fail := func(err error) (decoded, error) { return decoded{}, fmt.Errorf("%s: %w", name, err) }
-	if v, ok := msg.(interface{ ValidateAll() error }); ok {
-		if err := v.ValidateAll(); err != nil {
-			return fail(err)
-		}
-	}
-	if err := checkImplemented(msg); err != nil {
-		return fail(err)
-	}
-	switch m := msg.(type) {
-	case *listenerv3.Listener:
-		cfg, err := compileListener(m, re)
+// Apply validates resources as an xDS response to dp would (at its Envoy
+// version) and applies each as if it had arrived in its own accepted
+// response, stopping at the first refused one. It is for tests that feed
+// a DataPlane without an ADS server (Run not called; Close then releases
+// what the resources opened).
+func (dp *DataPlane) Apply(resources ...proto.Message) error {
+	for _, m := range resources {
+		a, err := anypb.New(m)
 		if err != nil {
-			return fail(err)
+			return err
 		}
-		return decoded{name, &listenerEntry{m, cfg}}, nil
-	case *routev3.RouteConfiguration:
-		t, err := compileRouteTable(m, re)
+		typeURL := resourcev3.ClusterType
+		switch a.GetTypeUrl() {
+		case resourcev3.ListenerType, resourcev3.RouteType, resourcev3.EndpointType, resourcev3.SecretType:
+			typeURL = a.GetTypeUrl()
+		}
+		d, err := dp.decode(typeURL, a)
 		if err != nil {
-			return fail(err)
+			return fmt.Errorf("%s %q refused: %w", typeURL, resourceName(m), err)
 		}
-		return decoded{name, &routeEntry{m, t}}, nil
-	case *clusterv3.Cluster:
-		cfg, err := compileCluster(m)
-		if err != nil {
-			return fail(err)
-		}
-		return decoded{name, &clusterEntry{m, cfg}}, nil
-	case *endpointv3.ClusterLoadAssignment:
-		addrs, err := endpointsOf(m)
-		if err != nil {
-			return fail(err)
-		}
-		return decoded{name, &endpointEntry{m, addrs}}, nil
-	case *tlsv3.Secret:
-		cert, err := compileSecret(m)
-		if err != nil {
-			return fail(err)
-		}
-		return decoded{name, &secretEntry{m, cert}}, nil
+		dp.mu.Lock()
+		dp.acceptLocked(typeURL, d)
+		dp.publishLocked()
+		dp.mu.Unlock()
 	}
-	return decoded{}, fmt.Errorf("type %s not implemented", typeURL)
-}
-
-// decode decodes a resource as this data plane's Envoy version does: a
-// field newer than it is ignored with a warning (ignoreNewerFields).
-func (dp *DataPlane) decode(typeURL string, a *anypb.Any) (decoded, error) {
-	d, err := decodeResourceAs(typeURL, a, func(m proto.Message) { dp.version.ignoreNewerFields(m, dp.unknownField) }, dp.target.regex)
-	if err != nil {
-		return d, err
-	}
-	return d, dp.target.static.checkNameFree(typeURL, d.name)
-}
-
-func resourceName(m proto.Message) string {
-	switch r := m.(type) {
-	case *endpointv3.ClusterLoadAssignment:
-		return r.GetClusterName()
-	case interface{ GetName() string }:
-		return r.GetName()
-	}
-	return ""
+	return nil
 }
 
 // acceptLocked stores an accepted resource and updates cluster warming: a
 // new or replaced cluster starts warming (reported as true), an assignment
-// feeds the clusters that use its name (warming.go). dp.mu is held.
+// feeds the clusters that use its name (cluster_manager.go). dp.mu is held.
 func (dp *DataPlane) acceptLocked(typeURL string, d decoded) bool {
 	dp.store.put(typeURL, d)
 	switch typeURL {
@@ -452,7 +387,7 @@ func (dp *DataPlane) handle(s stream, states map[string]*typeState, st *typeStat
 			changes = append(changes, change{o, added, removed})
 		case t == resourcev3.EndpointType && rewarm && !resp.delta:
 			// Envoy's SotW mux sends a request for every added watch,
-			// even when it names nothing new (warming.go).
+			// even when it names nothing new (cluster_manager.go).
 			changes = append(changes, change{o, nil, nil})
 		}
 	}

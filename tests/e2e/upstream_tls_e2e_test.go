@@ -1,7 +1,7 @@
 // Copyright infermesh authors
 // SPDX-License-Identifier: Apache-2.0
 
-package dataplane
+package e2e
 
 import (
 	"context"
@@ -16,6 +16,10 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/infermesh/infermesh/pkg/test/certs"
+
+	"github.com/infermesh/infermesh/pkg/test/dataplane"
 
 	extprocsvc "github.com/envoyproxy/go-control-plane/envoy/service/ext_proc/v3"
 	"google.golang.org/grpc"
@@ -118,8 +122,8 @@ func upstreamServer(t *testing.T, epp bool, cert *tls.Certificate) *countingList
 // or over TLS trusting the system store), the garbage CA was NACKed, and
 // the Service credentialName cases were sent without TLS.
 func TestEndToEndUpstreamTLSFailsClosed(t *testing.T) {
-	ca := newTestCA(t)
-	systemCA := ca.file(t) // the "system trust store" trusts the upstream's CA
+	ca := certs.NewCA(t)
+	systemCA := ca.File(t) // the "system trust store" trusts the upstream's CA
 	garbage := string(pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: []byte("not a certificate")}))
 	const (
 		eppSNI = "epp.example.com"
@@ -151,7 +155,7 @@ func TestEndToEndUpstreamTLSFailsClosed(t *testing.T) {
 	}
 	secret := func(ns, key string) *corev1.Secret {
 		return &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "upstream-ca"}, Type: corev1.SecretTypeOpaque,
-			Data: map[string][]byte{key: ca.pem}}
+			Data: map[string][]byte{key: ca.PEM}}
 	}
 	for _, tg := range targets {
 		for _, tc := range []struct {
@@ -181,7 +185,7 @@ func TestEndToEndUpstreamTLSFailsClosed(t *testing.T) {
 				return []any{rule(tg), secret(seed.GatewayNamespace, "tls.crt")}
 			}, tlsServer: true},
 			{name: "control: a valid CA ConfigMap", objs: func(tg target) []any {
-				return []any{policy(tg, "ConfigMap", "upstream-ca"), configMap(string(ca.pem))}
+				return []any{policy(tg, "ConfigMap", "upstream-ca"), configMap(string(ca.PEM))}
 			}, tlsServer: true, reached: true},
 			{name: "control: the credentialName Secret in the Gateway's namespace", objs: func(tg target) []any {
 				return []any{rule(tg), secret(seed.GatewayNamespace, "cacert")}
@@ -190,7 +194,7 @@ func TestEndToEndUpstreamTLSFailsClosed(t *testing.T) {
 			t.Run(tg.name+"/"+tc.name, func(t *testing.T) {
 				var cert *tls.Certificate
 				if tc.tlsServer {
-					c := ca.serverCert(t, tg.sni)
+					c := ca.ServerCert(t, tg.sni)
 					cert = &c
 				}
 				up := upstreamServer(t, tg.epp, cert)
@@ -250,7 +254,7 @@ func TestEndToEndUpstreamTLSFailsClosed(t *testing.T) {
 // (web.example.com) to Service web:443.
 type upstreamTLSEnv struct {
 	ctrl gateway.Outputs
-	dp   *DataPlane
+	dp   *dataplane.DataPlane
 }
 
 func startUpstreamTLSEnv(t *testing.T, systemCA string, objs []any, servers map[string]string) *upstreamTLSEnv {
@@ -306,7 +310,7 @@ func startUpstreamTLSEnv(t *testing.T, systemCA string, objs []any, servers map[
 		{Cluster: core.ClusterName(443, "web."+seed.Namespace+".svc.cluster.local"), Endpoints: []model.Endpoint{{Address: "10.244.0.20", Port: 443}}},
 	}, stop)
 	srv, err := xds.NewServer(xds.Config{
-		Gateways: out.Translator, Endpoints: eps, Secrets: krt.NewStaticCollection(nil, secrets, stop),
+		Gateways: out.Models, Endpoints: eps, Secrets: krt.NewStaticCollection(nil, secrets, stop),
 		Translate: core.Options{InferenceEnabled: true, SystemCAFile: systemCA},
 		Debounce:  10 * time.Millisecond, MaxDelay: 50 * time.Millisecond, Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
 	})
@@ -326,8 +330,8 @@ func startUpstreamTLSEnv(t *testing.T, systemCA string, objs []any, servers map[
 			t.Errorf("xds Run: %v", err)
 		}
 	})
-	dp := runDP(t, testBootstrap(t, lis.Addr().String(), false), servers, Options{})
-	if err := dp.WaitFor(testCtx(t), func(s Snapshot) bool { return s.Listeners[core.ListenerName(80)] != nil }); err != nil {
+	dp := runDP(t, testBootstrap(t, lis.Addr().String(), false), servers, dataplane.Options{})
+	if err := dp.WaitFor(testCtx(t), func(s dataplane.Snapshot) bool { return s.Listeners[core.ListenerName(80)] != nil }); err != nil {
 		t.Fatalf("listener never served: %v (last NACK %+v)", err, dp.Snapshot().LastNACK)
 	}
 	return &upstreamTLSEnv{ctrl: out, dp: dp}

@@ -1,7 +1,7 @@
 // Copyright infermesh authors
 // SPDX-License-Identifier: Apache-2.0
 
-package dataplane
+package certs
 
 import (
 	"crypto/ecdsa"
@@ -19,15 +19,16 @@ import (
 	"time"
 )
 
-// testCA is a throwaway certificate authority for TLS tests: servers get
+// CA is a throwaway certificate authority for TLS tests: servers get
 // certificates it signs for chosen DNS names, clients trust its PEM.
-type testCA struct {
+type CA struct {
 	cert *x509.Certificate
 	key  *ecdsa.PrivateKey
-	pem  []byte
+	PEM  []byte
 }
 
-func newTestCA(t *testing.T) *testCA {
+// NewCA makes a CA with a new P-256 key, valid for a day.
+func NewCA(t testing.TB) *CA {
 	t.Helper()
 	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
@@ -46,18 +47,18 @@ func newTestCA(t *testing.T) *testCA {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return &testCA{cert: cert, key: key, pem: pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der})}
+	return &CA{cert: cert, key: key, PEM: pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der})}
 }
 
-// serverCert is a server certificate signed by the CA, valid for dnsNames
+// ServerCert is a server certificate signed by the CA, valid for dnsNames
 // only (as DNS subject alternative names; the common name is not a name).
-func (ca *testCA) serverCert(t *testing.T, dnsNames ...string) tls.Certificate {
+func (ca *CA) ServerCert(t testing.TB, dnsNames ...string) tls.Certificate {
 	t.Helper()
-	return ca.serverCertWithURIs(t, nil, dnsNames...)
+	return ca.ServerCertWithURIs(t, nil, dnsNames...)
 }
 
-// serverCertWithURIs is serverCert with URI subject alternative names too.
-func (ca *testCA) serverCertWithURIs(t *testing.T, uris []string, dnsNames ...string) tls.Certificate {
+// ServerCertWithURIs is ServerCert with URI subject alternative names too.
+func (ca *CA) ServerCertWithURIs(t testing.TB, uris []string, dnsNames ...string) tls.Certificate {
 	t.Helper()
 	var us []*url.URL
 	for _, u := range uris {
@@ -67,20 +68,20 @@ func (ca *testCA) serverCertWithURIs(t *testing.T, uris []string, dnsNames ...st
 		}
 		us = append(us, parsed)
 	}
-	return ca.issue(t, &x509.Certificate{Subject: pkix.Name{CommonName: "server"},
+	return ca.Issue(t, &x509.Certificate{Subject: pkix.Name{CommonName: "server"},
 		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}, DNSNames: dnsNames, URIs: us})
 }
 
-// clientCert is a client certificate signed by the CA for common name cn
+// ClientCert is a client certificate signed by the CA for common name cn
 // (extended key usage clientAuth, as the Gateway API suite's are).
-func (ca *testCA) clientCert(t *testing.T, cn string) tls.Certificate {
+func (ca *CA) ClientCert(t testing.TB, cn string) tls.Certificate {
 	t.Helper()
-	return ca.issue(t, &x509.Certificate{Subject: pkix.Name{CommonName: cn}, ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth}})
+	return ca.Issue(t, &x509.Certificate{Subject: pkix.Name{CommonName: cn}, ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth}})
 }
 
-// issue signs a certificate of tmpl's subject, names and extended key
+// Issue signs a certificate of tmpl's subject, names and extended key
 // usage with a new key, a random serial and a day's validity.
-func (ca *testCA) issue(t *testing.T, tmpl *x509.Certificate) tls.Certificate {
+func (ca *CA) Issue(t testing.TB, tmpl *x509.Certificate) tls.Certificate {
 	t.Helper()
 	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
@@ -98,11 +99,11 @@ func (ca *testCA) issue(t *testing.T, tmpl *x509.Certificate) tls.Certificate {
 	return tls.Certificate{Certificate: [][]byte{der}, PrivateKey: key}
 }
 
-// file writes the CA's PEM into the test's temporary directory.
-func (ca *testCA) file(t *testing.T) string {
+// File writes the CA's PEM into the test's temporary directory.
+func (ca *CA) File(t testing.TB) string {
 	t.Helper()
 	p := filepath.Join(t.TempDir(), "ca.crt")
-	if err := os.WriteFile(p, ca.pem, 0o600); err != nil {
+	if err := os.WriteFile(p, ca.PEM, 0o600); err != nil {
 		t.Fatal(err)
 	}
 	return p

@@ -1,0 +1,180 @@
+// Copyright infermesh authors
+// SPDX-License-Identifier: Apache-2.0
+
+package e2e
+
+import (
+	"crypto/tls"
+	"crypto/x509"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"testing"
+	"time"
+
+	"github.com/infermesh/infermesh/pkg/test/dataplane"
+
+	tlsv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/transport_sockets/tls/v3"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
+
+	"github.com/infermesh/infermesh/pilot/pkg/model"
+	"github.com/infermesh/infermesh/pilot/pkg/networking/core"
+	"github.com/infermesh/infermesh/pkg/test/certs"
+)
+
+// serviceBackendResources translates a Gateway with one HTTP listener on
+// 80 whose one route sends everything to svc, its cluster's one endpoint
+// 10.0.0.1:8443, and clientCert as the Gateway's backend client
+// certificate ("" for none).
+func serviceBackendResources(t *testing.T, svc *model.ServiceBackend, clientCert string) core.Resources {
+	t.Helper()
+	gw := model.Gateway{Namespace: "ns", Name: "gw", BackendClientCertificate: clientCert, Listeners: []model.Listener{{Name: "http", Port: 80,
+		Protocol: gwv1.HTTPProtocolType, Routes: []*model.Route{{Kind: "HTTPRoute", Namespace: "ns", Name: "r",
+			CreationTimestamp: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC),
+			Rules:             []model.Rule{{HTTP: &gwv1.HTTPRouteRule{}, Backends: []model.Backend{{Weight: 1, Service: svc}}}}}}}}}
+	res, err := core.BuildGateway(&gw, core.Inputs{Endpoints: map[string][]core.Endpoint{
+		core.ClusterName(uint32(svc.Port), svc.Host): {{Address: "10.0.0.1", Port: 8443}},
+	}}, core.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return res
+}
+
+// TestServiceBackendTLS checks TLS to a Service backend as a
+// BackendTLSPolicy asks it (ServiceBackend.TLS, translated by core into the
+// cluster's UpstreamTlsContext), through the data plane's upstream TLS,
+// which follows Envoy's (source/common/tls/cert_validator/
+// default_validator.cc: the chain against trusted_ca, then
+// match_typed_subject_alt_names, any matcher matching any SAN of its type;
+// UpstreamTlsContext.sni sent as the server name). A backend whose
+// certificate fails is a connection failure, 503 (Envoy's
+// upstream_reset_before_response_started{connection_failure}); a backend
+// whose CA the Gateway cannot have (a credentialName read only in another
+// namespace) is 500 without a connection. (An invalid policy never reaches
+// the model: the controller makes the backend invalid,
+// TestEndToEndUpstreamTLSFailsClosed.)
+func TestServiceBackendTLS(t *testing.T) {
+	ca, other := certs.NewCA(t), certs.NewCA(t)
+	const host = "tls-backend.ns.svc.cluster.local"
+	for _, tc := range []struct {
+		name string
+		cert tls.Certificate
+		tls  *model.UpstreamTLS
+		want int
+	}{
+		{"hostname is SNI and SAN", ca.ServerCert(t, "abc.example.com"),
+			&model.UpstreamTLS{SNI: "abc.example.com", CACertificates: ca.PEM, SubjectAltNames: []string{"abc.example.com"}}, 200},
+		{"certificate for another name", ca.ServerCert(t, "other.example.com"),
+			&model.UpstreamTLS{SNI: "abc.example.com", CACertificates: ca.PEM, SubjectAltNames: []string{"abc.example.com"}}, 503},
+		{"certificate of another CA", other.ServerCert(t, "abc.example.com"),
+			&model.UpstreamTLS{SNI: "abc.example.com", CACertificates: ca.PEM, SubjectAltNames: []string{"abc.example.com"}}, 503},
+		{"URI SAN matches", ca.ServerCertWithURIs(t, []string{"spiffe://abc.example.com/test-identity"}, "abc.example.com"),
+			&model.UpstreamTLS{SNI: "abc.example.com", CACertificates: ca.PEM, URISubjectAltNames: []string{"spiffe://abc.example.com/test-identity"}}, 200},
+		{"URI SAN differs", ca.ServerCertWithURIs(t, []string{"spiffe://abc.example.com/test-identity"}, "abc.example.com"),
+			&model.UpstreamTLS{SNI: "abc.example.com", CACertificates: ca.PEM, URISubjectAltNames: []string{"spiffe://def.example.com/test-identity"}}, 503},
+		{"one of a DNS and a URI SAN", ca.ServerCert(t, "abc.example.com"),
+			&model.UpstreamTLS{SNI: "abc.example.com", CACertificates: ca.PEM, SubjectAltNames: []string{"abc.example.com"},
+				URISubjectAltNames: []string{"spiffe://def.example.com/x"}}, 200},
+		{"a credentialName CA read in another namespace only", ca.ServerCert(t, "abc.example.com"),
+			&model.UpstreamTLS{SNI: "abc.example.com", CredentialName: "cred", CredentialCAs: map[string]model.CredentialCA{"other": {PEM: ca.PEM}}}, 500},
+		{"a credentialName CA read in the Gateway's namespace", ca.ServerCert(t, "abc.example.com"),
+			&model.UpstreamTLS{SNI: "abc.example.com", CredentialName: "cred", CredentialCAs: map[string]model.CredentialCA{"ns": {PEM: ca.PEM}}}, 200},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			be := tlsBackend(t, tc.cert)
+			svc := &model.ServiceBackend{Host: host, Port: 443, TLS: tc.tls}
+			if tc.tls != nil {
+				svc.TLS.Host = host
+			}
+			res := serviceBackendResources(t, svc, "")
+			dp := newTestDP(t, dataplane.Options{Dial: redirect(map[string]string{"10.0.0.1:8443": be.Listener.Addr().String()})})
+			load(t, dp, resourcesOf(res)...)
+			resp := get(t, dp, 80, "GET", "any.example.com", "/", nil)
+			if resp.StatusCode != tc.want {
+				t.Fatalf("status %d (%q), want %d", resp.StatusCode, bodyOf(resp), tc.want)
+			}
+			if tc.want == 200 && resp.Header.Get("x-seen-sni") != "abc.example.com" {
+				t.Errorf("backend saw SNI %q, want the policy's hostname", resp.Header.Get("x-seen-sni"))
+			}
+		})
+	}
+}
+
+// TestServiceBackendClientCertificate checks the Gateway's backend client
+// certificate (spec.tls.backend.clientCertificateRef, translated by core
+// into the cluster's tls_certificate_sds_secret_configs) through the data
+// plane, as Envoy handles an upstream SDS certificate: the cluster does not
+// serve before its secret arrives (the SDS subscription is an init target
+// of the cluster, source/common/secret/sds_api.cc), the certificate is
+// presented to a backend that asks for one, and a new version of the
+// secret is presented by the next connection.
+func TestServiceBackendClientCertificate(t *testing.T) {
+	ca := certs.NewCA(t)
+	const host = "tls-backend.ns.svc.cluster.local"
+	clientSecret := func(cn string) (*tlsv3.Secret, *x509.Certificate) {
+		t.Helper()
+		crt, key, err := certs.SelfSignedClient(cn, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		s, err := core.BuildSecret(&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "client"}, Type: corev1.SecretTypeTLS,
+			Data: map[string][]byte{"tls.crt": crt, "tls.key": key}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		leaf, err := x509.ParseCertificate(mustPEMBlock(t, crt))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return s, leaf
+	}
+	first, firstLeaf := clientSecret("first")
+	second, secondLeaf := clientSecret("second")
+	pool := x509.NewCertPool()
+	pool.AddCert(firstLeaf)
+	pool.AddCert(secondLeaf)
+	be := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("x-seen-client", r.TLS.PeerCertificates[0].Subject.CommonName)
+	}))
+	be.TLS = &tls.Config{Certificates: []tls.Certificate{ca.ServerCert(t, "abc.example.com")}, MinVersion: tls.VersionTLS12,
+		ClientAuth: tls.RequireAndVerifyClientCert, ClientCAs: pool}
+	be.StartTLS()
+	t.Cleanup(be.Close)
+
+	svc := &model.ServiceBackend{Host: host, Port: 443, TLS: &model.UpstreamTLS{Host: host, SNI: "abc.example.com", CACertificates: ca.PEM}}
+	res := serviceBackendResources(t, svc, "ns/client")
+	if names, err := core.SecretNames(res.Listeners, res.Clusters); err != nil || len(names) != 1 || names[0] != first.GetName() {
+		t.Fatalf("SDS names %v %v, want the client certificate's", names, err)
+	}
+	dp := newTestDP(t, dataplane.Options{Dial: redirect(map[string]string{"10.0.0.1:8443": be.Listener.Addr().String()})})
+	load(t, dp, resourcesOf(res)...)
+	if _, ok := dp.Snapshot().Clusters[core.ClusterName(443, host)]; ok {
+		t.Fatal("the cluster is active before its client certificate arrived")
+	}
+	load(t, dp, first)
+	if resp := get(t, dp, 80, "GET", "any.example.com", "/", nil); resp.StatusCode != http.StatusOK || resp.Header.Get("x-seen-client") != "first" {
+		t.Fatalf("status %d, backend saw client %q; want 200 with the first certificate", resp.StatusCode, resp.Header.Get("x-seen-client"))
+	}
+	load(t, dp, second)
+	be.CloseClientConnections() // new connections from here on
+	if resp := get(t, dp, 80, "GET", "any.example.com", "/", nil); resp.StatusCode != http.StatusOK || resp.Header.Get("x-seen-client") != "second" {
+		t.Fatalf("after rotation: status %d, backend saw client %q; want the second certificate", resp.StatusCode, resp.Header.Get("x-seen-client"))
+	}
+}
+
+// tlsBackend is an HTTPS server on loopback with cert, answering with the
+// SNI it was sent in header x-seen-sni.
+func tlsBackend(t *testing.T, cert tls.Certificate) *httptest.Server {
+	t.Helper()
+	s := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("x-seen-sni", r.TLS.ServerName)
+		_, _ = io.WriteString(w, "tls-backend")
+	}))
+	s.TLS = &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}
+	s.StartTLS()
+	t.Cleanup(s.Close)
+	return s
+}
