@@ -114,6 +114,45 @@ type Listener struct {
 	// namespace and name. Rule precedence across routes is the translator's
 	// job (Gateway API HTTPRouteRule matching precedence).
 	Routes []*Route
+	// Filters are the listener's pre-routing filters (Gateway API
+	// Listener.filters.requests), in their order: every request the
+	// listener accepts goes through each before route selection, which
+	// runs once after the last. The controller passes a listener only when
+	// it can serve every one of them.
+	Filters []ListenerFilter
+}
+
+// ListenerFilter is one resolved pre-routing filter of a listener. Type
+// says which field is set.
+type ListenerFilter struct {
+	// Type is ExtensionRef (Processor set). ExternalAuth is refused by the
+	// controller until it is implemented.
+	Type gwv1.ListenerFilterType
+	// Processor is the infermesh.io ExternalProcessor an ExtensionRef
+	// filter names.
+	Processor *ExternalProcessor
+}
+
+// ExternalProcessor is a resolved infermesh.io ExternalProcessor: an Envoy
+// ext_proc server behind a Service port.
+type ExternalProcessor struct {
+	// Namespace and Name are the ExternalProcessor's.
+	Namespace, Name string
+	// Host is the Service FQDN <name>.<namespace>.svc.<clusterDomain> and
+	// Port the Service port; the processor's cluster is
+	// outbound|Port||Host, always HTTP/2 (gRPC).
+	Host string
+	Port int32
+	// RequestHeaders and ResponseHeaders say whether headers go to the
+	// processor; RequestBodyStreamed and ResponseBodyStreamed whether the
+	// body streams through it (FULL_DUPLEX_STREAMED, with its trailers).
+	RequestHeaders, ResponseHeaders           bool
+	RequestBodyStreamed, ResponseBodyStreamed bool
+	// FailOpen is failureMode FailOpen: a failed processor lets the
+	// request go on unchanged (ext_proc failure_mode_allow).
+	FailOpen bool
+	// MessageTimeout is spec.messageTimeout; 0 is Envoy's default.
+	MessageTimeout time.Duration
 }
 
 // ListenerTLS is an HTTPS listener's TLS termination.

@@ -55,6 +55,9 @@ type wildcardDomain struct {
 type virtualHost struct {
 	name   string
 	routes []*route
+	// perFilter is the virtual host's typed_per_filter_config (ext_proc
+	// only), which its routes inherit.
+	perFilter perFilterConfig
 }
 
 type actionKind int
@@ -104,10 +107,24 @@ var placeholderExtProc = &extprocv3.ExternalProcessor{GrpcService: &corev3.GrpcS
 	TargetSpecifier: &corev3.GrpcService_EnvoyGrpc_{EnvoyGrpc: &corev3.GrpcService_EnvoyGrpc{ClusterName: "placeholder"}},
 }, SendBodyWithoutWaitingForHeaderResponse: true}
 
-// perFilterConfig is a typed_per_filter_config map, unpacked.
+// perFilterConfig is a typed_per_filter_config map, unpacked: ext_proc
+// configs by filter name (a connection manager may carry several ext_proc
+// filters: the listeners' pre-routing filters and the EPP's), the CORS
+// policy under filterCORS.
 type perFilterConfig struct {
-	extProc *extprocv3.ExtProcPerRoute
+	extProc map[string]*extprocv3.ExtProcPerRoute
 	cors    *corsv3.CorsPolicy
+}
+
+// has reports whether pf carries config for the HTTP filter named name,
+// which enables that filter when it is disabled in the connection manager
+// (Envoy's PerFilterConfigs::disabled: any config but a FilterConfig with
+// disabled true).
+func (pf perFilterConfig) has(name string) bool {
+	if name == filterCORS {
+		return pf.cors != nil
+	}
+	return pf.extProc[name] != nil
 }
 
 type weightedCluster struct {
@@ -184,6 +201,16 @@ func compileRouteTable(rc *routev3.RouteConfiguration, re regexEngine) (*routeTa
 	seen := map[string]bool{}
 	for vi, v := range rc.GetVirtualHosts() {
 		vh := &virtualHost{name: v.GetName()}
+		pf, err := compilePerFilter(v.GetTypedPerFilterConfig(), re)
+		if err != nil {
+			return nil, fmt.Errorf("virtual_hosts[%d] (%s): %w", vi, v.GetName(), err)
+		}
+		if pf.cors != nil {
+			// Not implemented: our translator puts CORS policies on
+			// routes only.
+			return nil, fmt.Errorf("virtual_hosts[%d] (%s): typed_per_filter_config[%q] on a virtual host not implemented", vi, v.GetName(), filterCORS)
+		}
+		vh.perFilter = pf
 		for ri, r := range v.GetRoutes() {
 			cr, err := compileRoute(r, re)
 			if err != nil {
@@ -443,14 +470,17 @@ func compilePerFilter(m map[string]*anypb.Any, re regexEngine) (perFilterConfig,
 		}
 		switch c := msg.(type) {
 		case *extprocv3.ExtProcPerRoute:
-			if name != filterExtProc {
-				return pf, fmt.Errorf("typed_per_filter_config[%q]: ExtProcPerRoute under another filter's name", name)
-			}
-			// Field errors surface now (NACK), not per request.
+			// Any name: it is matched against the connection manager's
+			// ext_proc filters when a request runs (an unknown name
+			// configures nothing, as in Envoy). Field errors surface now
+			// (NACK), not per request.
 			if _, _, err := extproc.Effective(placeholderExtProc, true, c); err != nil {
 				return pf, fmt.Errorf("typed_per_filter_config[%q]: %w", name, err)
 			}
-			pf.extProc = c
+			if pf.extProc == nil {
+				pf.extProc = map[string]*extprocv3.ExtProcPerRoute{}
+			}
+			pf.extProc[name] = c
 		case *corsv3.CorsPolicy:
 			if name != filterCORS {
 				return pf, fmt.Errorf("typed_per_filter_config[%q]: CorsPolicy under another filter's name", name)

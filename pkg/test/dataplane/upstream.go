@@ -19,6 +19,7 @@ import (
 	"time"
 
 	clusterv3 "github.com/envoyproxy/go-control-plane/envoy/config/cluster/v3"
+	extprocv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/http/ext_proc/v3"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
@@ -167,20 +168,45 @@ func lookupMetadata(md map[string]*structpb.Struct, k metadataPath) string {
 	return v.GetStringValue()
 }
 
-// routeSel is a selected route and, for weighted_clusters, the picked one.
+// routeSel is a selected route, its virtual host and, for
+// weighted_clusters, the picked cluster. The zero value is "no route".
 type routeSel struct {
+	vh *virtualHost
 	r  *route
 	wc *weightedCluster
 }
 
+// name is the route's name for logs, "" without a route.
+func (s routeSel) name() string {
+	if s.r == nil {
+		return ""
+	}
+	return s.r.name
+}
+
+// perFilter is the per-filter configuration a filter sees for the
+// selection, the levels folded from the least specific as Envoy's
+// Utility::getAllPerFilterConfig lists them (virtual host, route,
+// weighted cluster): ext_proc field by field (extproc.MergePerRoute,
+// Filter::mergePerRouteConfig), the CORS policy replaced by the more
+// specific one. No route, no configuration.
 func (s routeSel) perFilter() (pf perFilterConfig) {
-	pf = s.r.perFilter
+	if s.r == nil {
+		return pf
+	}
+	levels := []perFilterConfig{s.vh.perFilter, s.r.perFilter}
 	if s.wc != nil {
-		// ext_proc folds the levels field by field (extproc.MergePerRoute);
-		// the CorsPolicy below is replaced by the more specific one.
-		pf.extProc = extproc.MergePerRoute(pf.extProc, s.wc.perFilter.extProc)
-		if s.wc.perFilter.cors != nil {
-			pf.cors = s.wc.perFilter.cors
+		levels = append(levels, s.wc.perFilter)
+	}
+	for _, l := range levels {
+		for name, c := range l.extProc {
+			if pf.extProc == nil {
+				pf.extProc = map[string]*extprocv3.ExtProcPerRoute{}
+			}
+			pf.extProc[name] = extproc.MergePerRoute(pf.extProc[name], c)
+		}
+		if l.cors != nil {
+			pf.cors = l.cors
 		}
 	}
 	return pf
@@ -192,6 +218,11 @@ func (s routeSel) perFilter() (pf perFilterConfig) {
 // (possibly a local reply) and the metadata the load balancer set.
 func (dp *DataPlane) router(ctx context.Context, ac *activeConfig, sel routeSel, req *extproc.Request, md map[string]*structpb.Struct) (*extproc.Response, map[string]*structpb.Struct, error) {
 	r := sel.r
+	if r == nil {
+		// No route matched (Router::Filter::decodeHeaders: no route, the
+		// NR local reply 404).
+		return localReply(http.StatusNotFound, ""), nil, nil
+	}
 	switch r.kind {
 	case actionRedirect:
 		return redirectReply(r, req), nil, nil

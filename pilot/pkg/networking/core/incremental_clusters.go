@@ -72,6 +72,12 @@ func (t *Translator) buildClusters(gw *model.Gateway, inputs func([]string) Inpu
 		}
 		t.packed = &p
 	}
+	if hasListenerFilters(gw) {
+		// Processor clusters come from listeners, not routes: a Gateway
+		// with listener filters gets its clusters built whole.
+		t.cl = nil
+		return BuildClusters(gw, inputs(EPPHosts(gw)), t.opts)
+	}
 	sig := clusterSig(gw)
 	st := t.cl
 	if st == nil || st.sig != sig || len(st.lists) != len(gw.Listeners) {
@@ -330,12 +336,20 @@ func copyTLS(m map[string]*EPPTLS) map[string]*EPPTLS {
 	return out
 }
 
-// EPPHosts are the Endpoint Picker hosts of every pool backend of gw,
-// sorted and unique: a superset of those its clusters use.
+// EPPHosts are the Endpoint Picker hosts of every pool backend of gw and
+// the hosts of its listeners' ExternalProcessors (whose clusters take
+// their TLS from the same Inputs.EPPTLS), sorted and unique: a superset
+// of those its clusters use.
 func EPPHosts(gw *model.Gateway) []string {
 	seen := map[string]bool{}
 	var out []string
 	for _, l := range gw.Listeners {
+		for _, f := range l.Filters {
+			if p := f.Processor; p != nil && !seen[p.Host] {
+				seen[p.Host] = true
+				out = append(out, p.Host)
+			}
+		}
 		for _, r := range l.Routes {
 			for _, rule := range r.Rules {
 				for _, b := range rule.Backends {

@@ -65,7 +65,12 @@ func groupByPort(gw *model.Gateway) ([]portGroup, error) {
 //   - normalizes the path (normalize_path: RFC 3986 dot segments resolved)
 //     before routes match, so "/public/../admin" is matched, and sent
 //     upstream, as "/admin" (architecture/xds.md, "Decisions");
-//   - runs the HTTP filters cors, then ext_proc when opts.InferenceEnabled
+//   - removes a client's X-Gateway-Model-Name first
+//     (early_header_mutation_extensions, earlyHeaderMutations);
+//   - runs the listeners' pre-routing filters (Listener.filters.requests,
+//     listenerfilter.go: each disabled, enabled on its own listener's
+//     virtual hosts), then the HTTP filters cors, then ext_proc when
+//     opts.InferenceEnabled
 //     (see extProcBaseFilter: disabled and inert until a route enables it),
 //     then router. CORS first (Istio puts ext_proc first) so that a reply
 //     ext_proc makes while decoding a CORS request (an EPP error or
@@ -106,8 +111,8 @@ func BuildListeners(gw *model.Gateway, opts Options) ([]*listenerv3.Listener, er
 }
 
 func buildListener(g portGroup, opts Options) (*listenerv3.Listener, error) {
-	hcmFilters := func(rc string) ([]*listenerv3.Filter, error) {
-		hcm, err := buildHCM(rc, opts)
+	hcmFilters := func(rc string, chain int) ([]*listenerv3.Filter, error) {
+		hcm, err := buildHCM(rc, opts, hcmListenerFilters(g, chain))
 		if err != nil {
 			return nil, err
 		}
@@ -125,19 +130,19 @@ func buildListener(g portGroup, opts Options) (*listenerv3.Listener, error) {
 		}}},
 	}
 	if !g.tls {
-		filters, err := hcmFilters(RouteConfigName(g.port, false))
+		filters, err := hcmFilters(RouteConfigName(g.port, false), -1)
 		if err != nil {
 			return nil, err
 		}
 		l.FilterChains = []*listenerv3.FilterChain{{Filters: filters}}
 		return l, nil
 	}
-	for _, gl := range g.listeners {
+	for i, gl := range g.listeners {
 		ts, err := downstreamTLS(gl)
 		if err != nil {
 			return nil, err
 		}
-		filters, err := hcmFilters(ChainRouteConfigName(g.port, gl.Name))
+		filters, err := hcmFilters(ChainRouteConfigName(g.port, gl.Name), i)
 		if err != nil {
 			return nil, err
 		}
@@ -159,7 +164,7 @@ func buildListener(g portGroup, opts Options) (*listenerv3.Listener, error) {
 	return l, nil
 }
 
-func buildHCM(rc string, opts Options) (*hcmv3.HttpConnectionManager, error) {
+func buildHCM(rc string, opts Options, lfs []hcmListenerFilter) (*hcmv3.HttpConnectionManager, error) {
 	corsAny, err := toAny(&corsv3.Cors{})
 	if err != nil {
 		return nil, err
@@ -168,13 +173,30 @@ func buildHCM(rc string, opts Options) (*hcmv3.HttpConnectionManager, error) {
 	if err != nil {
 		return nil, err
 	}
-	filters := []*hcmv3.HttpFilter{{Name: FilterCORS, ConfigType: &hcmv3.HttpFilter_TypedConfig{TypedConfig: corsAny}}}
+	var filters []*hcmv3.HttpFilter
+	for _, lf := range lfs {
+		f, err := listenerHTTPFilter(lf)
+		if err != nil {
+			return nil, err
+		}
+		filters = append(filters, f)
+	}
+	filters = append(filters, &hcmv3.HttpFilter{Name: FilterCORS, ConfigType: &hcmv3.HttpFilter_TypedConfig{TypedConfig: corsAny}})
 	if opts.InferenceEnabled {
 		ep, err := extProcBaseFilter(opts.eppBodyMode)
 		if err != nil {
 			return nil, err
 		}
+		// A listener filter may change the request so that route
+		// selection finds a pool route only after the filters were
+		// created: the EPP's filter is then created for every request
+		// (without a pool route's override it sends nothing).
+		ep.Disabled = len(lfs) == 0
 		filters = append(filters, ep)
+	}
+	early, err := earlyHeaderMutations()
+	if err != nil {
+		return nil, err
 	}
 	filters = append(filters, &hcmv3.HttpFilter{Name: FilterRouter, ConfigType: &hcmv3.HttpFilter_TypedConfig{TypedConfig: routerAny}})
 	return &hcmv3.HttpConnectionManager{
@@ -191,6 +213,9 @@ func buildHCM(rc string, opts Options) (*hcmv3.HttpConnectionManager, error) {
 		UseRemoteAddress: wrapperspb.Bool(true),
 		NormalizePath:    wrapperspb.Bool(true),
 		HttpFilters:      filters,
+		// A client's X-Gateway-Model-Name is removed before route
+		// selection and every filter (earlyHeaderMutations).
+		EarlyHeaderMutationExtensions: early,
 	}, nil
 }
 
