@@ -181,7 +181,6 @@ func TestNodeMetadataRoundTripsThroughXDS(t *testing.T) {
 	srv, err := xds.NewServer(xds.Config{
 		Gateways:  krt.NewStaticCollection[model.Gateway](nil, nil, stop),
 		Endpoints: krt.NewStaticCollection[model.ClusterEndpoints](nil, nil, stop),
-		EPPTLS:    krt.NewStaticCollection[model.EPPTLS](nil, nil, stop),
 	})
 	if err != nil {
 		t.Fatal(err)

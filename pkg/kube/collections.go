@@ -54,9 +54,11 @@ func (c *Client) Namespaces() krt.Collection[*corev1.Namespace] {
 	})
 }
 
-// Secrets returns all Secrets, each cut down to its type and, for
-// kubernetes.io/tls Secrets, tls.crt and tls.key (TLSSecretTransform): the
-// certificates HTTPS listeners name.
+// Secrets returns all Secrets, each cut down to its type, for
+// kubernetes.io/tls Secrets tls.crt and tls.key, and for any Secret its CA
+// bundle keys cacert and ca.crt (TLSSecretTransform): the certificates
+// HTTPS listeners name, and the CA bundles DestinationRules name in
+// credentialName.
 func (c *Client) Secrets() krt.Collection[*corev1.Secret] {
 	return informerCollection[*corev1.Secret](c, "Secrets", func() cache.SharedIndexInformer {
 		return c.kubeInformers.Core().V1().Secrets().Informer()

@@ -29,6 +29,9 @@ var DestinationRuleGVR = destinationRuleCRD.gvr()
 type DestinationRule struct {
 	Name      string
 	Namespace string
+	// Created is metadata.creationTimestamp: of several rules for one
+	// host, the oldest wins (pilot/pkg/config/kube/upstreamtls).
+	Created time.Time
 	// Host is spec.host as written: a short Service name (relative to
 	// Namespace), a fully qualified name, or a wildcard.
 	Host string
@@ -46,8 +49,9 @@ type ClientTLS struct {
 	CACertificates string
 	// SNI is the server name to send.
 	SNI string
-	// CredentialName names a Secret, in the DestinationRule's namespace, with
-	// the client certificate and key and optionally the CA bundle.
+	// CredentialName names a Secret with the client certificate and key
+	// and the CA bundle; Istio reads it in the namespace of the proxy that
+	// uses it (a Gateway's).
 	CredentialName string
 	// SubjectAltNames are the names the server certificate must carry (one
 	// of them); empty means the rule names none.
@@ -77,7 +81,7 @@ var tlsModes = []string{TLSModeDisable, TLSModeSimple, TLSModeMutual, TLSModeIst
 // wrong type, when spec.host is missing, or when the TLS mode is unknown;
 // fields we do not read are never checked.
 func DestinationRuleFromUnstructured(u *unstructured.Unstructured) (DestinationRule, error) {
-	dr := DestinationRule{Name: u.GetName(), Namespace: u.GetNamespace()}
+	dr := DestinationRule{Name: u.GetName(), Namespace: u.GetNamespace(), Created: u.GetCreationTimestamp().Time}
 	if dr.Name == "" || dr.Namespace == "" {
 		return dr, fmt.Errorf("metadata.name and metadata.namespace are required")
 	}

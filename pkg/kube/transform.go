@@ -28,15 +28,18 @@ func StripManagedFields(obj any) (any, error) {
 var _ cache.TransformFunc = StripManagedFields
 
 // TLSSecretTransform keeps of a Secret only what the control plane reads:
-// its identity (namespace, name, UID, resourceVersion) and type, and, for
-// a Secret of type kubernetes.io/tls, the data keys tls.crt and tls.key
-// (an HTTPS listener's certificate; pilot/pkg/config/kube/gateway
-// certificates.go). Labels, annotations (kubectl's last-applied annotation
-// holds a copy of the whole Secret), other keys, and every key of other
-// Secret types (ServiceAccount tokens, Helm releases, ...) are dropped, so
-// the informer holds no credential it does not serve and little memory.
-// Anything that is not a Secret passes through unchanged. It is
-// idempotent, as client-go requires.
+// its identity (namespace, name, UID, resourceVersion) and type; for a
+// Secret of type kubernetes.io/tls, the data keys tls.crt and tls.key (an
+// HTTPS listener's certificate; pilot/pkg/config/kube/gateway
+// certificates.go); and for a Secret of any type, the CA bundle keys
+// cacert and ca.crt (a DestinationRule's credentialName,
+// pilot/pkg/config/kube/upstreamtls; CA certificates are public). Labels,
+// annotations (kubectl's last-applied annotation holds a copy of the whole
+// Secret) and every other key (ServiceAccount tokens, Helm releases, the
+// private keys of other types, ...) are dropped, so the informer holds no
+// credential it does not serve and little memory. Anything that is not a
+// Secret passes through unchanged. It is idempotent, as client-go
+// requires.
 func TLSSecretTransform(obj any) (any, error) {
 	s, ok := obj.(*corev1.Secret)
 	if !ok {
@@ -50,18 +53,26 @@ func TLSSecretTransform(obj any) (any, error) {
 		},
 		Type: s.Type,
 	}
-	if s.Type == corev1.SecretTypeTLS {
-		for _, k := range []string{corev1.TLSCertKey, corev1.TLSPrivateKeyKey} {
-			if v, ok := s.Data[k]; ok {
-				if out.Data == nil {
-					out.Data = map[string][]byte{}
-				}
-				out.Data[k] = v
+	keep := func(k string) {
+		if v, ok := s.Data[k]; ok {
+			if out.Data == nil {
+				out.Data = map[string][]byte{}
 			}
+			out.Data[k] = v
 		}
 	}
+	if s.Type == corev1.SecretTypeTLS {
+		keep(corev1.TLSCertKey)
+		keep(corev1.TLSPrivateKeyKey)
+	}
+	keep(SecretCAKey)
+	keep(corev1.ServiceAccountRootCAKey) // "ca.crt"
 	return out, nil
 }
+
+// SecretCAKey is the generic Secret key Istio reads a CA bundle from
+// first; ca.crt comes second.
+const SecretCAKey = "cacert"
 
 // keepAppliedFields returns the informers' managedFields transform:
 // StripManagedFields when managers is empty; else one that keeps, of an

@@ -59,7 +59,7 @@ func TestTLSSecretTransform(t *testing.T) {
 	}
 	s := got.(*corev1.Secret)
 	want := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "cert", UID: "u1", ResourceVersion: "7"},
-		Type: corev1.SecretTypeTLS, Data: map[string][]byte{"tls.crt": []byte("CRT"), "tls.key": []byte("KEY")}}
+		Type: corev1.SecretTypeTLS, Data: map[string][]byte{"tls.crt": []byte("CRT"), "tls.key": []byte("KEY"), "ca.crt": []byte("CA")}}
 	if d := cmp.Diff(want, s); d != "" {
 		t.Errorf("TLS Secret (-want +got):\n%s", d)
 	}
@@ -73,6 +73,13 @@ func TestTLSSecretTransform(t *testing.T) {
 	got, _ = coreTransform(opaque)
 	if s := got.(*corev1.Secret); s.Data != nil || s.Type != corev1.SecretTypeServiceAccountToken {
 		t.Errorf("other Secret types keep their type and no data: got type %q data keys %d", s.Type, len(s.Data))
+	}
+	// A credentialName Secret (Opaque): its CA bundle keys, nothing else.
+	generic := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "cred"}, Type: corev1.SecretTypeOpaque,
+		Data: map[string][]byte{"cacert": []byte("CA1"), "ca.crt": []byte("CA2"), "key": []byte("K"), "cert": []byte("C")}}
+	got, _ = coreTransform(generic)
+	if d := cmp.Diff(map[string][]byte{"cacert": []byte("CA1"), "ca.crt": []byte("CA2")}, got.(*corev1.Secret).Data); d != "" {
+		t.Errorf("Opaque Secret data (-want +got):\n%s", d)
 	}
 	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "p", Labels: map[string]string{"a": "b"}}}
 	if got, _ := coreTransform(pod); got != any(pod) || pod.Labels == nil {

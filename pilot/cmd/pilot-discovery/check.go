@@ -12,6 +12,7 @@ import (
 	"github.com/spf13/cobra"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
 	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
 
 	"github.com/infermesh/infermesh/pilot/pkg/config/file"
@@ -40,6 +41,8 @@ func newCheckCommand(a *app) *cobra.Command {
 			"  expired    an HTTPS listener whose certificate is expired (or not yet valid) now\n"+
 			"Lines starting with note are not problems: a parentRef to a Gateway of another class (its own\n"+
 			"controller judges it), a pool only workloads select in a folder of Pods (file mode serves it none).\n"+
+			"  invalid    a BackendTLSPolicy no route uses yet whose TLS cannot be honoured (a route\n"+
+			"             sending to its Services would get 500), with the field and why\n"+
 			"Gateways are never deployed offline, so Programmed=False/Pending is not a problem here.\n"+
 			"It exits 0 when there is none, 1 when there is one or the manifests cannot be read.",
 		func(cmd *cobra.Command, r *offlineResult) error {
@@ -148,8 +151,9 @@ func conditionFindings(object, parent string, conds []metav1.Condition) []findin
 func parentName(kind, ns, name string) string { return kind + " " + ns + "/" + name }
 
 // findingsOf walks the controller's outputs (synced) for problems, in a
-// stable order (sortFindings): classes, Gateways, ListenerSets, HTTPRoutes, GRPCRoutes,
-// pools, with shadow Service conflicts against services (the folder's Services).
+// stable order (sortFindings): classes, Gateways, ListenerSets, HTTPRoutes,
+// GRPCRoutes, pools, BackendTLSPolicies (backendTLSPolicyFindings), with
+// shadow Service conflicts against services (the folder's Services).
 func findingsOf(out gateway.Outputs, services krt.Collection[*corev1.Service]) []finding {
 	var fs []finding
 	if out.ClassStatuses != nil {
@@ -200,6 +204,7 @@ func findingsOf(out gateway.Outputs, services krt.Collection[*corev1.Service]) [
 			}
 		}
 	}
+	fs = append(fs, backendTLSPolicyFindings(out)...)
 	if out.ShadowServices != nil && services != nil {
 		for _, s := range out.ShadowServices.List() {
 			live := services.GetKey(s.ResourceName())
@@ -234,10 +239,46 @@ func kindOr(k *gwv1.Kind, def string) string {
 // kindRank orders findings by kind only (within a kind, the collections'
 // own order, by key, is kept).
 func kindRank(object string) int {
-	for i, k := range []string{"GatewayClass ", "Gateway ", "ListenerSet ", "HTTPRoute ", "GRPCRoute ", "InferencePool "} {
+	for i, k := range []string{"GatewayClass ", "Gateway ", "ListenerSet ", "HTTPRoute ", "GRPCRoute ", "InferencePool ", "BackendTLSPolicy "} {
 		if strings.HasPrefix(object, k) {
 			return i
 		}
 	}
 	return 99
+}
+
+// backendTLSPolicyFindings are the BackendTLSPolicy problems: the False
+// conditions of each status.ancestors entry we would write, and, for a
+// policy no route of ours uses (no entry), what makes it invalid: a route
+// sending to its Services would get 500.
+func backendTLSPolicyFindings(out gateway.Outputs) []finding {
+	var fs []finding
+	used := map[string]bool{}
+	if out.BackendTLSPolicyStatuses != nil {
+		for _, ps := range out.BackendTLSPolicyStatuses.List() {
+			used[ps.ResourceName()] = true
+			obj := parentName("BackendTLSPolicy", ps.Namespace, ps.Name)
+			for _, a := range ps.Parents {
+				fs = append(fs, conditionFindings(obj, parentName(kindOr(a.AncestorRef.Kind, "Gateway"),
+					string(ptr.Deref(a.AncestorRef.Namespace, "")), string(a.AncestorRef.Name)), a.Conditions)...)
+			}
+		}
+	}
+	if out.BackendTLSPolicies != nil {
+		for _, p := range out.BackendTLSPolicies.List() {
+			if used[p.ResourceName()] {
+				continue
+			}
+			obj := parentName("BackendTLSPolicy", p.Namespace, p.Name)
+			switch {
+			case p.Invalid != "":
+				fs = append(fs, finding{what: "invalid", object: obj, text: fmt.Sprintf("%s (%s): %s; no route of ours uses it yet, "+
+					"and one sending to %s would get 500", "Accepted=False", p.InvalidReason, p.Invalid, strings.Join(p.TargetServices(), ", "))})
+			case p.RefsMessage != "":
+				fs = append(fs, finding{what: "invalid", object: obj, text: fmt.Sprintf("%s (%s): %s; no route of ours uses it yet",
+					"ResolvedRefs=False", p.RefsReason, p.RefsMessage)})
+			}
+		}
+	}
+	return fs
 }

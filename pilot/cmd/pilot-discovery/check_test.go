@@ -112,6 +112,44 @@ func TestCheck(t *testing.T) {
 				`whose hostname "llm.ssup2.com" is more specific`,
 			"2 problem(s) found",
 		}},
+		{"epp-tls-missing-ca", nil, []string{
+			`condition  HTTPRoute llm-namespace/llm-route (parent Gateway gateway-namespace/gateway): ResolvedRefs=False (InvalidBackendTLS): ` +
+				`InferencePool llm-namespace/vllm-llama3-8b: Endpoint Picker Service llm-namespace/vllm-llama3-8b-epp port 9002: ` +
+				`BackendTLSPolicy llm-namespace/epp-tls is not accepted: spec.validation.caCertificateRefs[0]: ConfigMap "epp-ca" not found`,
+			`condition  InferencePool llm-namespace/vllm-llama3-8b (parent Gateway gateway-namespace/gateway): ResolvedRefs=False (InvalidExtensionRef): ` +
+				`Endpoint Picker Service llm-namespace/vllm-llama3-8b-epp port 9002: BackendTLSPolicy llm-namespace/epp-tls is not accepted`,
+			`condition  BackendTLSPolicy llm-namespace/epp-tls (parent Gateway gateway-namespace/gateway): Accepted=False (NoValidCACertificate): ` +
+				`spec.validation.caCertificateRefs[0]: ConfigMap "epp-ca" not found`,
+			`condition  BackendTLSPolicy llm-namespace/epp-tls (parent Gateway gateway-namespace/gateway): ResolvedRefs=False (InvalidCACertificateRef): ` +
+				`spec.validation.caCertificateRefs[0]: ConfigMap "epp-ca" not found`,
+		}},
+		{"epp-tls-wrong-kind", nil, []string{
+			`condition  HTTPRoute llm-namespace/llm-route (parent Gateway gateway-namespace/gateway): ResolvedRefs=False (InvalidBackendTLS)`,
+			`condition  BackendTLSPolicy llm-namespace/epp-tls (parent Gateway gateway-namespace/gateway): ResolvedRefs=False (InvalidKind): ` +
+				`spec.validation.caCertificateRefs[0]: kind "Secret" in group "" is not supported (only ConfigMap)`,
+		}},
+		{"epp-tls-bad-pem", nil, []string{
+			`condition  InferencePool llm-namespace/vllm-llama3-8b (parent Gateway gateway-namespace/gateway): ResolvedRefs=False (InvalidExtensionRef)`,
+			`condition  BackendTLSPolicy llm-namespace/epp-tls (parent Gateway gateway-namespace/gateway): ResolvedRefs=False (InvalidCACertificateRef): ` +
+				`spec.validation.caCertificateRefs[0]: ConfigMap "epp-ca" key ca.crt: PEM block 1 is not a certificate`,
+		}},
+		{"epp-credential-missing", []string{"20-endpoint-picker.yaml"}, []string{
+			`condition  HTTPRoute llm-namespace/llm-route (parent Gateway gateway-namespace/gateway): ResolvedRefs=False (InvalidBackendTLS): ` +
+				`InferencePool llm-namespace/vllm-llama3-8b: Endpoint Picker Service llm-namespace/vllm-llama3-8b-epp port 9002: ` +
+				`DestinationRule llm-namespace/vllm-llama3-8b-epp-tls: spec.trafficPolicy.tls.credentialName: ` +
+				`neither Secret gateway-namespace/epp-ca-cacert nor gateway-namespace/epp-ca exists (the CA is read in the Gateway's namespace, gateway-namespace)`,
+			`condition  InferencePool llm-namespace/vllm-llama3-8b (parent Gateway gateway-namespace/gateway): ResolvedRefs=False (InvalidExtensionRef): ` +
+				`Endpoint Picker Service llm-namespace/vllm-llama3-8b-epp port 9002: DestinationRule llm-namespace/vllm-llama3-8b-epp-tls: spec.trafficPolicy.tls.credentialName`,
+		}},
+		{"service-tls-missing-ca", nil, []string{
+			`condition  HTTPRoute llm-namespace/web (parent Gateway gateway-namespace/gateway): ResolvedRefs=False (InvalidBackendTLS): ` +
+				`Service llm-namespace/web port 443: BackendTLSPolicy llm-namespace/web-tls is not accepted: spec.validation.caCertificateRefs[0]: ConfigMap "web-ca" not found`,
+			`condition  BackendTLSPolicy llm-namespace/web-tls (parent Gateway gateway-namespace/gateway): Accepted=False (NoValidCACertificate)`,
+		}},
+		{"unused-invalid-policy", nil, []string{
+			`invalid    BackendTLSPolicy llm-namespace/later-tls: Accepted=False (NoValidCACertificate): spec.validation.caCertificateRefs[0]: ` +
+				`ConfigMap "later-ca" not found; no route of ours uses it yet, and one sending to llm-namespace/later would get 500`,
+		}},
 		{"foreign-service", nil, []string{
 			"conflict   InferencePool llm-namespace/vllm-llama3-8b: its shadow Service name is taken: Service llm-namespace/vllm-llama3-8b-ip-22dc7de1 exists without the istio.io/inferencepool-name label",
 		}},
@@ -123,10 +161,15 @@ func TestCheck(t *testing.T) {
 			if !errors.Is(err, errCheckFailed) {
 				t.Fatalf("err = %v, want errCheckFailed; output:\n%s", err, out)
 			}
+			rejectedExpected := false
 			for _, w := range tc.want {
 				if !strings.Contains(out, w) {
 					t.Errorf("output lacks %q:\n%s", w, out)
 				}
+				rejectedExpected = rejectedExpected || strings.HasPrefix(w, "rejected")
+			}
+			if !rejectedExpected && strings.Contains(out, "rejected ") {
+				t.Errorf("a manifest of the case was rejected; it must break only what it says:\n%s", out)
 			}
 			if !strings.Contains(out, "problem(s) found") {
 				t.Errorf("output lacks the summary:\n%s", out)

@@ -44,6 +44,12 @@ type printedDoc struct {
 			} `json:"parentRef"`
 			Conditions []metav1.Condition `json:"conditions"`
 		} `json:"parents"`
+		Ancestors []struct {
+			AncestorRef struct {
+				Group, Kind, Namespace, Name string
+			} `json:"ancestorRef"`
+			Conditions []metav1.Condition `json:"conditions"`
+		} `json:"ancestors"`
 		Conditions []metav1.Condition `json:"conditions"`
 	} `json:"status"`
 	Spec corev1.ServiceSpec `json:"spec"`
@@ -144,6 +150,48 @@ func TestStatusInferenceOff(t *testing.T) {
 	route := findDoc(docs, "HTTPRoute", "llm-namespace", "llm-route")
 	if route == nil || condition(route.Status.Parents[0].Conditions, "ResolvedRefs") != "False/InvalidKind" {
 		t.Errorf("route status = %+v, want ResolvedRefs False/InvalidKind", route)
+	}
+}
+
+// TestStatusBackendTLSPolicy: status -f prints our status.ancestors entry
+// of a BackendTLSPolicy (before, it printed none), here one on the seed's
+// EPP Service whose CA ConfigMap is missing: the seed Gateway is its
+// ancestor (a route calls the EPP through it), Accepted=False/
+// NoValidCACertificate, ResolvedRefs=False/InvalidCACertificateRef; and
+// the route and pool through it say so.
+func TestStatusBackendTLSPolicy(t *testing.T) {
+	dir := copySeed(t)
+	b, err := os.ReadFile("testdata/check/epp-tls-missing-ca/50-backendtlspolicy.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "50-backendtlspolicy.yaml"), b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	docs, stderr, err := statusOf(t, dir, inference...)
+	if err != nil {
+		t.Fatalf("status: %v\nstderr: %s", err, stderr)
+	}
+	p := findDoc(docs, "BackendTLSPolicy", "llm-namespace", "epp-tls")
+	if p == nil || p.APIVersion != "gateway.networking.k8s.io/v1" || len(p.Status.Ancestors) != 1 {
+		t.Fatalf("BackendTLSPolicy status = %+v", p)
+	}
+	a := p.Status.Ancestors[0]
+	if a.AncestorRef.Kind != "Gateway" || a.AncestorRef.Namespace != "gateway-namespace" || a.AncestorRef.Name != "gateway" {
+		t.Errorf("ancestorRef = %+v", a.AncestorRef)
+	}
+	for typ, want := range map[string]string{"Accepted": "False/NoValidCACertificate", "ResolvedRefs": "False/InvalidCACertificateRef"} {
+		if got := condition(a.Conditions, typ); got != want {
+			t.Errorf("policy %s = %s, want %s", typ, got, want)
+		}
+	}
+	route := findDoc(docs, "HTTPRoute", "llm-namespace", "llm-route")
+	if route == nil || condition(route.Status.Parents[0].Conditions, "ResolvedRefs") != "False/InvalidBackendTLS" {
+		t.Errorf("route status = %+v, want ResolvedRefs False/InvalidBackendTLS", route)
+	}
+	pool := findDoc(docs, "InferencePool", "llm-namespace", "vllm-llama3-8b")
+	if pool == nil || condition(pool.Status.Parents[0].Conditions, "ResolvedRefs") != "False/InvalidExtensionRef" {
+		t.Errorf("pool status = %+v, want ResolvedRefs False/InvalidExtensionRef", pool)
 	}
 }
 

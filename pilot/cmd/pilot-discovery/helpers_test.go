@@ -66,9 +66,8 @@ func startXDS(t *testing.T, grpcOpts ...grpc.ServerOption) *xdsEnv {
 	stop := make(chan struct{})
 	gws := krt.NewStaticCollection(nil, []model.Gateway{seedModel()}, krt.WithStop(stop))
 	eps := krt.NewStaticCollection(nil, seedEndpoints(), krt.WithStop(stop))
-	tls := krt.NewStaticCollection[model.EPPTLS](nil, nil, krt.WithStop(stop))
 	srv, err := xds.NewServer(xds.Config{
-		Gateways: gws, Endpoints: eps, EPPTLS: tls, Translate: seedTranslate,
+		Gateways: gws, Endpoints: eps, Translate: seedTranslate,
 		Debounce: 10 * time.Millisecond, MaxDelay: 50 * time.Millisecond,
 		Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), GRPCOptions: grpcOpts,
 	})

@@ -35,8 +35,9 @@ func newStatusCommand(a *app) *cobra.Command {
 		"Print the statuses and shadow Services the controller would write for a set of manifests",
 		"status reads manifests as discovery -f does and prints, as YAML documents, what the\n"+
 			"controller would write to a cluster holding them: the status of each GatewayClass and Gateway\n"+
-			"of ours, our status.parents entries of each HTTPRoute, GRPCRoute and InferencePool, and the\n"+
-			"shadow Service of each InferencePool (as the server-side apply configuration). Nothing is\n"+
+			"of ours, our status.parents entries of each HTTPRoute, GRPCRoute and InferencePool, our\n"+
+			"status.ancestors entries of each BackendTLSPolicy a route of ours uses, and the shadow\n"+
+			"Service of each InferencePool (as the server-side apply configuration). Nothing is\n"+
 			"written anywhere. lastTransitionTime is the time of the run.\n\n"+
 			"Manifests that would be rejected are listed on stderr (file, document, field) and left out,\n"+
 			"with the problems no status can say, as check names them (a parentRef to a Gateway or\n"+
@@ -59,8 +60,9 @@ func runStatus(ctx context.Context, w, errw io.Writer, dir string, lookupEnv fun
 }
 
 // printStatus writes r's documents to w as YAML documents: GatewayClasses,
-// Gateways, HTTPRoutes, GRPCRoutes, InferencePools, then shadow Services,
-// each kind by namespace/name. Problems go to errw.
+// Gateways, ListenerSets, HTTPRoutes, GRPCRoutes, InferencePools,
+// BackendTLSPolicies, then shadow Services, each kind by namespace/name.
+// Problems go to errw.
 func printStatus(w, errw io.Writer, r *offlineResult) error {
 	for _, d := range r.docs {
 		out, err := yaml.Marshal(d)
@@ -115,6 +117,8 @@ func statusDocuments(ctx context.Context, out gateway.Outputs, now metav1.Time) 
 	add(out.GRPCRouteStatuses, out.GRPCRouteStatuses != nil)
 	add(out.ListenerSetStatuses, out.ListenerSetStatuses != nil)
 	add(out.PoolStatuses, out.PoolStatuses != nil)
+	add(out.BackendTLSPolicies, out.BackendTLSPolicies != nil)
+	add(out.BackendTLSPolicyStatuses, out.BackendTLSPolicyStatuses != nil)
 	add(out.ShadowServices, out.ShadowServices != nil)
 	for _, s := range syncers {
 		if !s.WaitUntilSynced(ctx.Done()) {
@@ -176,6 +180,19 @@ func statusDocuments(ctx context.Context, out gateway.Outputs, now metav1.Time) 
 			}
 			docs = append(docs, statusDoc{APIVersion: inferencev1.GroupVersion.String(), Kind: "InferencePool",
 				Metadata: meta(ps.Namespace, ps.Name), Status: inferencev1.InferencePoolStatus{Parents: parents}})
+		}
+	}
+	if out.BackendTLSPolicyStatuses != nil {
+		// Our status.ancestors entries: one per Gateway through which a
+		// route sends to, mirrors to or calls as an EPP a targeted Service.
+		for _, ps := range out.BackendTLSPolicyStatuses.List() {
+			ancestors := make([]gwv1.PolicyAncestorStatus, len(ps.Parents))
+			for i, a := range ps.Parents {
+				a.Conditions = status.StampTransitionTimes(a.Conditions, now)
+				ancestors[i] = a
+			}
+			docs = append(docs, statusDoc{APIVersion: gwGroup, Kind: "BackendTLSPolicy", Metadata: meta(ps.Namespace, ps.Name),
+				Status: gwv1.PolicyStatus{Ancestors: ancestors}})
 		}
 	}
 	if out.ShadowServices != nil {

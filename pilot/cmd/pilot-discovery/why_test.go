@@ -13,6 +13,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"runtime/debug"
 	"strings"
 	"testing"
 	"time"
@@ -212,7 +213,21 @@ func TestWhyCheckGatesAMerge(t *testing.T) {
 // examples/README.md install the GIE CRDs with the same command, and name
 // no other way.
 func TestDocsGiveOneGIECRDCommand(t *testing.T) {
-	const want = "kubectl apply --server-side -k 'https://github.com/kubernetes-sigs/gateway-api-inference-extension/config/crd?ref=v1.6.0'"
+	// The version is the GIE module's in go.mod, so the docs follow a bump.
+	bi, ok := debug.ReadBuildInfo()
+	if !ok {
+		t.Fatal("no build information in the test binary")
+	}
+	version := ""
+	for _, d := range bi.Deps {
+		if d.Path == "sigs.k8s.io/gateway-api-inference-extension" {
+			version = d.Version
+		}
+	}
+	if version == "" {
+		t.Fatal("the test binary does not depend on sigs.k8s.io/gateway-api-inference-extension")
+	}
+	want := "kubectl apply --server-side -k 'https://github.com/kubernetes-sigs/gateway-api-inference-extension/config/crd?ref=" + version + "'"
 	for _, doc := range []string{"../../../README.md", "../../../manifests/README.md", "../../../examples/README.md"} {
 		b, err := os.ReadFile(doc)
 		if err != nil {

@@ -34,6 +34,7 @@ func FileInputs(src *file.Source) gateway.Inputs {
 		ConfigMaps:         src.ConfigMaps(),
 		Secrets:            src.Secrets(),
 		BackendTLSPolicies: src.BackendTLSPolicies(),
+		DestinationRules:   src.DestinationRules(),
 		ListenerSets:       src.ListenerSets(),
 	}
 }
@@ -60,9 +61,7 @@ func fileMode(src *file.Source, f features.Features, opts []krt.CollectionOption
 	}
 	slices := endpointslice.Collection(services, src.Pods(), src.EndpointSlices(),
 		append(opts, krt.WithName("file/EndpointSlices"))...)
-	reg := registry.Build(registry.Inputs{
-		Services: services, EndpointSlices: slices, DestinationRules: src.DestinationRules(),
-		BackendTLSPolicies: src.BackendTLSPolicies(), ConfigMaps: src.ConfigMaps(),
-	}, registry.Options{ClusterDomain: f.ClusterDomain, Krt: opts})
+	reg := registry.Build(registry.Inputs{Services: services, EndpointSlices: slices},
+		registry.Options{ClusterDomain: f.ClusterDomain, Krt: opts})
 	return c, reg
 }

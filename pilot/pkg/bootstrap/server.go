@@ -120,7 +120,7 @@ func NewServer(args Args) (*Server, error) {
 		secrets = args.Client.Secrets()
 	}
 	s.xds, err = xds.NewServer(xds.Config{
-		Gateways: gateways, Endpoints: reg.Endpoints, EPPTLS: reg.EPPTLS, Translate: translate, Secrets: secrets,
+		Gateways: gateways, Endpoints: reg.Endpoints, Translate: translate, Secrets: secrets,
 		Debounce: args.Debounce, MaxDelay: args.MaxDelay, Registry: s.registry, KrtDebug: s.krtDebug,
 		GRPCOptions: args.GRPCOptions, Serving: s.serving, Logger: args.XDSLogger,
 	})
@@ -168,10 +168,8 @@ func (s *Server) clusterMode(opts []krt.CollectionOption) (*gateway.Controller, 
 		return nil, registry.Outputs{}, err
 	}
 	kc := args.Client
-	reg := registry.Build(registry.Inputs{
-		Services: kc.Services(), EndpointSlices: kc.EndpointSlices(), DestinationRules: kc.DestinationRules(),
-		BackendTLSPolicies: kc.BackendTLSPolicies(), ConfigMaps: kc.ConfigMaps(),
-	}, registry.Options{ClusterDomain: args.Features.ClusterDomain, Krt: opts})
+	reg := registry.Build(registry.Inputs{Services: kc.Services(), EndpointSlices: kc.EndpointSlices()},
+		registry.Options{ClusterDomain: args.Features.ClusterDomain, Krt: opts})
 	return c, reg, nil
 }
 

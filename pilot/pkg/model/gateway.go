@@ -153,6 +153,11 @@ type ExternalProcessor struct {
 	FailOpen bool
 	// MessageTimeout is spec.messageTimeout; 0 is Envoy's default.
 	MessageTimeout time.Duration
+	// TLS is client TLS to the Service port (a BackendTLSPolicy's),
+	// resolved as for an EPP; nil means plaintext HTTP/2. A processor
+	// whose TLS cannot be honoured is never resolved: its listener is
+	// refused.
+	TLS *EPPTLS
 }
 
 // ListenerTLS is an HTTPS listener's TLS termination.
@@ -204,6 +209,11 @@ type Rule struct {
 	// backendRefs has none (the Gateway API then returns 500, unless a
 	// filter such as a redirect answers).
 	Backends []Backend
+	// Mirrors are the Services the rule's RequestMirror filters send to,
+	// by cluster name (outbound|<port>||<host>), for their client TLS
+	// (ServiceBackend.TLS). A mirror the controller could not resolve is
+	// not in the filters the rule carries.
+	Mirrors map[string]*ServiceBackend
 }
 
 // Backend is one resolved backendRef of a rule. Exactly one of Service and
@@ -234,12 +244,12 @@ type ServiceBackend struct {
 	// (ServicePortHTTP2). The port's cluster is shared by every route that
 	// sends to it, so its protocol is the port's, never a route's.
 	HTTP2 bool
-	// TLS is client TLS to the Service port, from the BackendTLSPolicy that
-	// applies to it (Host is the Service host); nil means plaintext.
+	// TLS is client TLS to the Service port, from the BackendTLSPolicy or
+	// DestinationRule that applies to it (Host is the Service host); nil
+	// means plaintext. A port whose TLS setting cannot be honoured is never
+	// a ServiceBackend: the controller resolves it as an invalid backend
+	// (Backend.Invalid, HTTP 500).
 	TLS *EPPTLS
-	// TLSProblem is set when the BackendTLSPolicy that applies to the port
-	// is invalid: the backend's share gets HTTP 500, never plaintext.
-	TLSProblem string
 }
 
 // ServicePortHTTP2 reports whether a Service port declares HTTP/2: its
@@ -310,4 +320,10 @@ type EPPBackend struct {
 	// FailureMode is endpointPickerRef.failureMode: FailOpen, or FailClose
 	// (the default).
 	FailureMode inferencev1.EndpointPickerFailureMode
+	// TLS is client TLS to the EPP Service port, resolved as for any
+	// Service port; nil means plaintext HTTP/2. An EPP whose TLS setting
+	// cannot be honoured makes the pool backend invalid (HTTP 500 whatever
+	// the FailureMode: FailOpen is for an EPP that does not answer, not a
+	// configuration that would send requests to it in plaintext).
+	TLS *EPPTLS
 }

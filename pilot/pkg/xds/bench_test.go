@@ -193,9 +193,8 @@ func runBenchServer(b *testing.B, gws []model.Gateway, eps []model.ClusterEndpoi
 	stop := make(chan struct{})
 	gateways := krt.NewStaticCollection(nil, gws, krt.WithStop(stop))
 	endpoints := krt.NewStaticCollection(nil, eps, krt.WithStop(stop))
-	epptls := krt.NewStaticCollection[model.EPPTLS](nil, nil, krt.WithStop(stop))
 	srv, err := NewServer(Config{
-		Gateways: gateways, Endpoints: endpoints, EPPTLS: epptls,
+		Gateways: gateways, Endpoints: endpoints,
 		Translate: core.Options{InferenceEnabled: true},
 		Debounce:  time.Nanosecond, MaxDelay: time.Nanosecond,
 		Registry: reg, KrtDebug: debug,

@@ -29,7 +29,7 @@ func TestDeltaNACKNotResent(t *testing.T) {
 	if n := counterValue(t, e, "infermesh_xds_nacks_total", "cds"); n != 1 {
 		t.Errorf("nacks_total{cds} = %v", n)
 	}
-	e.epptls.UpdateObject(model.EPPTLS{Host: seedEPPHost, InsecureSkipVerify: true})
+	e.gateways.UpdateObject(seedmodel.GatewayEPPTLS(model.EPPTLS{InsecureSkipVerify: true}))
 	r2 := d.recv()
 	if len(r2.GetResources()) != 1 || r2.GetResources()[0].GetName() != seedEPPCluster {
 		t.Fatalf("want only the EPP cluster, got %d resources", len(r2.GetResources()))

@@ -9,10 +9,10 @@
 //
 // # Inputs and outputs
 //
-// Inputs are four krt collections: model.Gateway per Gateway (from the
-// controller), model.ClusterEndpoints per EDS cluster and model.EPPTLS per
-// Endpoint Picker host (from the service registry), and the Kubernetes
-// Secrets (HTTPS listeners' certificates). Outputs are LDS, RDS, CDS, EDS
+// Inputs are three krt collections: model.Gateway per Gateway (from the
+// controller, client TLS of every upstream included), model.ClusterEndpoints
+// per EDS cluster (from the service registry), and the Kubernetes Secrets
+// (HTTPS listeners' certificates). Outputs are LDS, RDS, CDS, EDS
 // and SDS resources on the gRPC port, and the debug endpoints of
 // Server.Handler (/debug/config_dump, /debug/syncz, /debug/krtz, /metrics,
 // /ready, /healthz/config), and per Gateway what of its translation is not
@@ -23,8 +23,7 @@
 //  1. resources.go: two derived krt collections. GatewayResources per
 //     Gateway: listeners, route configurations and clusters from the
 //     pilot/pkg/networking/core builders, plus the EDS names its clusters
-//     use; it fetches only the EPPTLS entries of the EPP hosts the Gateway
-//     calls (FilterKeys). EndpointResources per cluster: the
+//     use; it fetches nothing else. EndpointResources per cluster: the
 //     ClusterLoadAssignment (core.BuildClusterLoadAssignment). krt reruns a
 //     transformation only when its input or something it fetched changed,
 //     so an endpoint change rebuilds one assignment and no Gateway.

@@ -42,7 +42,7 @@ func TestRouteConfigurationFromVirtualHostBytes(t *testing.T) {
 		tr := core.NewTranslator(core.Options{InferenceEnabled: true})
 		for range 30 {
 			w.Step()
-			res, err := tr.Build(w.Gateway(), core.Inputs{EPPTLS: w.EPPTLS()})
+			res, err := tr.Build(w.Gateway(), core.Inputs{})
 			if err == nil {
 				rcs = append(rcs, res.Routes...)
 			}

@@ -53,7 +53,7 @@ func TestRouteConfigurationsEqualAsProtoEqual(t *testing.T) {
 		var last []*routev3.RouteConfiguration
 		for step := range 60 {
 			what := w.Step()
-			res, err := tr.Build(w.Gateway(), core.Inputs{EPPTLS: w.EPPTLS()})
+			res, err := tr.Build(w.Gateway(), core.Inputs{})
 			if err != nil {
 				continue
 			}

@@ -83,7 +83,6 @@ type env struct {
 	srv       *Server
 	gateways  krt.StaticCollection[model.Gateway]
 	endpoints krt.StaticCollection[model.ClusterEndpoints]
-	epptls    krt.StaticCollection[model.EPPTLS]
 	secrets   krt.StaticCollection[*corev1.Secret]
 	registry  *prometheus.Registry
 	conn      *grpc.ClientConn
@@ -114,10 +113,9 @@ func newEnv(t *testing.T, o envOptions) *env {
 	}
 	e.gateways = krt.NewStaticCollection(nil, o.gateways, krt.WithStop(stop))
 	e.endpoints = krt.NewStaticCollection(o.endpointsSynced, o.endpoints, krt.WithStop(stop))
-	e.epptls = krt.NewStaticCollection[model.EPPTLS](nil, nil, krt.WithStop(stop))
 	e.secrets = krt.NewStaticCollection(nil, o.secrets, krt.WithStop(stop))
 	srv, err := NewServer(Config{
-		Gateways: e.gateways, Endpoints: e.endpoints, EPPTLS: e.epptls, Secrets: e.secrets,
+		Gateways: e.gateways, Endpoints: e.endpoints, Secrets: e.secrets,
 		Translate: core.Options{InferenceEnabled: true},
 		Debounce:  20 * time.Millisecond, MaxDelay: 100 * time.Millisecond,
 		Registry: e.registry, KrtDebug: krt.NewDebugHandler(),

@@ -48,7 +48,7 @@ func runPushModel(t *testing.T, seed uint64, steps int) {
 			what = w.Step()
 		}
 		gw := w.Gateway()
-		in := core.Inputs{EPPTLS: w.EPPTLS(), Endpoints: w.Endpoints()}
+		in := core.Inputs{Endpoints: w.Endpoints()}
 		res, err := tr.Build(gw, in)
 		gr := GatewayResources{Gateway: gw.ResourceName(), Listeners: res.Listeners, Routes: res.Routes, Clusters: res.Clusters}
 		if err != nil {

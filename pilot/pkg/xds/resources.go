@@ -4,7 +4,6 @@
 package xds
 
 import (
-	"slices"
 	"sort"
 	"sync"
 
@@ -67,23 +66,14 @@ func (e EndpointResources) Equals(o EndpointResources) bool {
 }
 
 // GatewayBuilder returns the transformation from a Gateway to its
-// resources. It fetches, by key, only the EPPTLS entries of the Endpoint
-// Picker hosts the Gateway's clusters use, so a TLS policy change rebuilds
-// only the Gateways that call that EPP (above fetchByKeyLimit hosts, the
-// whole collection, filtered). opts are the translator's knobs. Each
-// Gateway is translated incrementally (core.Translator): what a change
-// leaves equal keeps its message from the Gateway's previous translation.
-func GatewayBuilder(eppTLS krt.Collection[model.EPPTLS], opts core.Options) krt.TransformationSingle[model.Gateway, GatewayResources] {
-	return newGatewayTranslators(opts).builder(eppTLS)
+// resources; opts are the translator's knobs. Each Gateway is translated
+// incrementally (core.Translator): what a change leaves equal keeps its
+// message from the Gateway's previous translation. Everything it needs is
+// in the model.Gateway, client TLS included (the controller resolves it),
+// so it fetches nothing.
+func GatewayBuilder(opts core.Options) krt.TransformationSingle[model.Gateway, GatewayResources] {
+	return newGatewayTranslators(opts).builder()
 }
-
-// fetchByKeyLimit is the number of EPP hosts up to which a Gateway fetches
-// their TLS by key (a dependency per key); above it, it fetches the whole
-// EPPTLS collection, which costs its size rather than a key filter of
-// thousands on every translation (the output is the same; a TLS change
-// then reaches every Gateway with that many EPPs, which translates it
-// incrementally).
-const fetchByKeyLimit = 256
 
 // gatewayTranslators are the Translator of each Gateway, by key.
 type gatewayTranslators struct {
@@ -122,32 +112,11 @@ func (g *gatewayTranslators) forget(key string) {
 	delete(g.byKey, key)
 }
 
-func (g *gatewayTranslators) builder(eppTLS krt.Collection[model.EPPTLS]) krt.TransformationSingle[model.Gateway, GatewayResources] {
-	return func(ctx krt.HandlerContext, gw model.Gateway) *GatewayResources {
+func (g *gatewayTranslators) builder() krt.TransformationSingle[model.Gateway, GatewayResources] {
+	return func(_ krt.HandlerContext, gw model.Gateway) *GatewayResources {
 		out := &GatewayResources{Gateway: gw.ResourceName()}
-		inputs := func(hosts []string) core.Inputs {
-			in := core.Inputs{}
-			if len(hosts) == 0 {
-				return in
-			}
-			in.EPPTLS = map[string]*model.EPPTLS{}
-			if len(hosts) <= fetchByKeyLimit {
-				for _, t := range krt.Fetch(ctx, eppTLS, krt.FilterKeys(hosts...)) {
-					in.EPPTLS[t.Host] = &t
-				}
-				return in
-			}
-			// Many hosts: the whole collection (it holds only EPPs with
-			// TLS), kept when the Gateway uses the host.
-			for _, t := range krt.Fetch(ctx, eppTLS) {
-				if _, ok := slices.BinarySearch(hosts, t.Host); ok {
-					in.EPPTLS[t.Host] = &t
-				}
-			}
-			return in
-		}
 		gt := g.get(out.Gateway)
-		res, err := gt.t.BuildWith(&gw, inputs)
+		res, err := gt.t.Build(&gw, core.Inputs{})
 		if err != nil {
 			return &GatewayResources{Gateway: out.Gateway, Err: err.Error()}
 		}

@@ -31,7 +31,7 @@ const (
 	DefaultMaxDelay = time.Second
 )
 
-// Config configures a Server. Gateways, Endpoints and EPPTLS are required.
+// Config configures a Server. Gateways and Endpoints are required.
 type Config struct {
 	// Gateways are the controller's translated Gateways, keyed
 	// "namespace/name".
@@ -39,8 +39,6 @@ type Config struct {
 	// Endpoints are the service registry's ready endpoints per EDS cluster,
 	// keyed by cluster name.
 	Endpoints krt.Collection[model.ClusterEndpoints]
-	// EPPTLS is TLS towards Endpoint Pickers, keyed by EPP host.
-	EPPTLS krt.Collection[model.EPPTLS]
 	// Secrets are the Kubernetes Secrets, keyed namespace/name: the
 	// certificates of HTTPS listeners, served over SDS to the proxies of
 	// the Gateways whose listeners name them. nil serves none (an HTTPS
@@ -79,9 +77,6 @@ func (c *Config) validate() error {
 	}
 	if c.Endpoints == nil {
 		errs = append(errs, errors.New("field Endpoints is required"))
-	}
-	if c.EPPTLS == nil {
-		errs = append(errs, errors.New("field EPPTLS is required"))
 	}
 	if c.Debounce < 0 || c.MaxDelay < 0 {
 		errs = append(errs, errors.New("fields Debounce and MaxDelay must not be negative"))
@@ -171,7 +166,7 @@ func (s *Server) Run(ctx context.Context, lis net.Listener) error {
 		opts = append(opts, krt.WithDebugging(s.cfg.KrtDebug))
 	}
 	translators := newGatewayTranslators(s.cfg.Translate)
-	gateways := krt.NewCollection(s.cfg.Gateways, translators.builder(s.cfg.EPPTLS),
+	gateways := krt.NewCollection(s.cfg.Gateways, translators.builder(),
 		append(opts, krt.WithName("xds/GatewayResources"))...)
 	endpoints := krt.NewCollection(s.cfg.Endpoints, EndpointBuilder(),
 		append(opts, krt.WithName("xds/EndpointResources"))...)
@@ -190,7 +185,7 @@ func (s *Server) Run(ctx context.Context, lis net.Listener) error {
 	defer gwReg.UnregisterHandler()
 	defer epReg.UnregisterHandler()
 	defer sdsReg.UnregisterHandler()
-	syncers := []krt.Syncer{s.cfg.Gateways, s.cfg.Endpoints, s.cfg.EPPTLS, secrets, gateways, endpoints, gwReg, epReg, sdsReg}
+	syncers := []krt.Syncer{s.cfg.Gateways, s.cfg.Endpoints, secrets, gateways, endpoints, gwReg, epReg, sdsReg}
 	d := &debouncer{quiet: s.cfg.Debounce, maxDelay: s.cfg.MaxDelay, clock: s.cfg.Clock}
 	pushDone := make(chan struct{})
 	go func() {

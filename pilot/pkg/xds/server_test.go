@@ -28,6 +28,7 @@ import (
 
 	"github.com/infermesh/infermesh/pilot/pkg/model"
 	"github.com/infermesh/infermesh/pilot/pkg/networking/core"
+	"github.com/infermesh/infermesh/pilot/test/seedmodel"
 	"github.com/infermesh/infermesh/pkg/kube/krt"
 )
 
@@ -229,7 +230,7 @@ func TestNACKNotResent(t *testing.T) {
 	}
 
 	// TLS towards the EPP changes only CDS.
-	e.epptls.UpdateObject(model.EPPTLS{Host: seedEPPHost, InsecureSkipVerify: true})
+	e.gateways.UpdateObject(seedmodel.GatewayEPPTLS(model.EPPTLS{InsecureSkipVerify: true}))
 	v2 := c.recv()
 	if v2.GetVersionInfo() == v1.GetVersionInfo() {
 		t.Fatalf("got version %s again", v2.GetVersionInfo())

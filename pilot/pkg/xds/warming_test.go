@@ -19,13 +19,14 @@ import (
 
 	"github.com/infermesh/infermesh/pilot/pkg/model"
 	"github.com/infermesh/infermesh/pilot/pkg/networking/core"
+	"github.com/infermesh/infermesh/pilot/test/seedmodel"
 )
 
 // replaceEPPCluster changes the seed EPP cluster's content (a
 // DestinationRule on the EPP host turning TLS on) and nothing else: its
 // endpoints stay as they are.
 func replaceEPPCluster(e *env) {
-	e.epptls.UpdateObject(model.EPPTLS{Host: seedEPPHost, InsecureSkipVerify: true})
+	e.gateways.UpdateObject(seedmodel.GatewayEPPTLS(model.EPPTLS{InsecureSkipVerify: true}))
 }
 
 // TestSotWReplacedClusterGetsItsAssignmentAgain: when CDS replaces the EPP

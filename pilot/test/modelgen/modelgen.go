@@ -31,10 +31,12 @@ var (
 
 // World is the generator's state.
 type World struct {
-	rnd       *rand.Rand
-	services  []*model.ServiceBackend
+	rnd      *rand.Rand
+	services []*model.ServiceBackend
+	// mirrors are the Services as mirror targets (port 8000), with the
+	// same TLS.
+	mirrors   []*model.ServiceBackend
 	pools     []*model.PoolBackend
-	eppTLS    map[string]*model.EPPTLS
 	endpoints map[string][]model.Endpoint
 	listeners []model.Listener // without routes
 	routes    []*routeSrc
@@ -77,10 +79,10 @@ type backendSrc struct {
 // New is a world from seed: two or three listeners, numRoutes routes,
 // Services and pools.
 func New(seed uint64) *World {
-	w := &World{rnd: rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15)), eppTLS: map[string]*model.EPPTLS{},
-		endpoints: map[string][]model.Endpoint{}}
+	w := &World{rnd: rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15)), endpoints: map[string][]model.Endpoint{},
+		services: make([]*model.ServiceBackend, numServices), mirrors: make([]*model.ServiceBackend, numServices)}
 	for i := range numServices {
-		w.services = append(w.services, w.newService(i))
+		w.setService(i)
 	}
 	for i := range numPools {
 		w.pools = append(w.pools, w.newPool(i))
@@ -119,16 +121,36 @@ func (w *World) addListener() {
 	w.listeners = append(w.listeners, l)
 }
 
-func (w *World) newService(i int) *model.ServiceBackend {
+// setService gives Service i a new random port, protocol and TLS, as a
+// backend and as a mirror target.
+func (w *World) setService(i int) {
 	s := &model.ServiceBackend{Host: fmt.Sprintf("svc-%d.%s.svc.cluster.local", i, ns), Port: int32(8000 + w.rnd.IntN(2)),
 		HTTP2: w.rnd.IntN(3) == 0}
-	switch w.rnd.IntN(5) {
+	s.TLS = w.randomTLS(s.Host)
+	m := *s
+	m.Port = 8000
+	w.services[i], w.mirrors[i] = s, &m
+}
+
+// randomTLS is no TLS, TLS with an inline CA, or TLS whose CA comes from a
+// credentialName that this Gateway's namespace has or lacks (a Gateway
+// lacking it answers 500 for the upstream).
+func (w *World) randomTLS(host string) *model.EPPTLS {
+	switch w.rnd.IntN(6) {
 	case 0:
-		s.TLS = &model.EPPTLS{Host: s.Host, SubjectAltNames: []string{fmt.Sprintf("n%d", w.rnd.IntN(2))}}
+		return &model.EPPTLS{Host: host, CACertificates: []byte("ca"), SubjectAltNames: []string{fmt.Sprintf("n%d", w.rnd.IntN(2))}}
 	case 1:
-		s.TLSProblem = "the policy's CA ConfigMap is missing"
+		return &model.EPPTLS{Host: host, InsecureSkipVerify: true}
+	case 2:
+		t := &model.EPPTLS{Host: host, CredentialName: "cred", CredentialCAs: map[string]model.CredentialCA{"other": {PEM: []byte("x")}}}
+		if w.rnd.IntN(2) == 0 {
+			t.CredentialCAs[ns] = model.CredentialCA{PEM: []byte("ca-from-secret")}
+		} else {
+			t.CredentialCAs[ns] = model.CredentialCA{Problem: "the Secret is missing"}
+		}
+		return t
 	}
-	return s
+	return nil
 }
 
 func (w *World) newPool(i int) *model.PoolBackend {
@@ -138,6 +160,7 @@ func (w *World) newPool(i int) *model.PoolBackend {
 		Port: 54321, TargetPorts: []int32{8000}, AppProtocol: inferencev1.AppProtocolHTTP,
 		EPP: &model.EPPBackend{Service: name + "-epp", Host: name + "-epp." + ns + ".svc.cluster.local",
 			Port: int32(9002 + w.rnd.IntN(2)), AppProtocol: "http2", FailureMode: modes[w.rnd.IntN(2)]}}
+	p.EPP.TLS = w.randomTLS(p.EPP.Host)
 	if w.rnd.IntN(3) == 0 {
 		p.AppProtocol = inferencev1.AppProtocolH2C
 	}
@@ -216,6 +239,10 @@ func (w *World) materialize(r *routeSrc) {
 			ru.http = rule
 		}
 		mr.HTTP, mr.GRPC = ru.http, ru.grpc
+		if ru.mirror > 0 && !r.grpc {
+			sb := w.mirrors[ru.mirror-1]
+			mr.Mirrors = map[string]*model.ServiceBackend{fmt.Sprintf("outbound|%d||%s", sb.Port, sb.Host): sb}
+		}
 		for _, b := range ru.backends {
 			mb := model.Backend{Weight: b.weight}
 			switch {
@@ -272,7 +299,7 @@ func (w *World) Step() string {
 		return "attachment of " + r.name
 	case n < 60:
 		i := w.rnd.IntN(numServices)
-		w.services[i] = w.newService(i)
+		w.setService(i)
 		w.rematerializeIf(func(ru ruleSrc) bool {
 			return ru.mirror == i+1 || slices.ContainsFunc(ru.backends, func(b backendSrc) bool { return b.service == i })
 		})
@@ -285,13 +312,22 @@ func (w *World) Step() string {
 		})
 		return fmt.Sprintf("pool %d", i)
 	case n < 80:
-		host := fmt.Sprintf("pool-%d-epp.%s.svc.cluster.local", w.rnd.IntN(numPools), ns)
-		if w.eppTLS[host] != nil {
-			delete(w.eppTLS, host)
-		} else {
-			w.eppTLS[host] = &model.EPPTLS{Host: host, InsecureSkipVerify: w.rnd.IntN(2) == 0}
+		// The EPP's TLS changes (a policy, rule, ConfigMap or Secret): the
+		// controller gives the pool a new value, and every route using
+		// it a new model.
+		i := w.rnd.IntN(numPools)
+		if w.pools[i].EPP == nil {
+			return "EPP TLS of a pool without EPP"
 		}
-		return "EPP TLS of " + host
+		p := *w.pools[i]
+		epp := *p.EPP
+		epp.TLS = w.randomTLS(epp.Host)
+		p.EPP = &epp
+		w.pools[i] = &p
+		w.rematerializeIf(func(ru ruleSrc) bool {
+			return slices.ContainsFunc(ru.backends, func(b backendSrc) bool { return b.service < 0 && b.pool == i })
+		})
+		return "EPP TLS of " + p.Name
 	case n < 88:
 		p := w.pools[w.rnd.IntN(numPools)]
 		c := fmt.Sprintf("outbound|%d||%s", p.Port, p.Host)
@@ -375,16 +411,6 @@ func (w *World) Gateway() *model.Gateway {
 		gw.Listeners = append(gw.Listeners, l)
 	}
 	return gw
-}
-
-// EPPTLS is the current TLS per EPP host (a copy).
-func (w *World) EPPTLS() map[string]*model.EPPTLS {
-	out := map[string]*model.EPPTLS{}
-	for k, v := range w.eppTLS {
-		c := *v
-		out[k] = &c
-	}
-	return out
 }
 
 // Endpoints are the current endpoints per cluster name.

@@ -58,3 +58,13 @@ func GatewayWith(ns, name, routeNS, routeName, host string, pool *model.PoolBack
 func Gateway() model.Gateway {
 	return GatewayWith(seed.GatewayNamespace, seed.GatewayName, seed.Namespace, seed.RouteName, seed.Hostname, Pool())
 }
+
+// GatewayEPPTLS is Gateway with the seed EPP reached over client TLS t
+// (as the controller resolves a DestinationRule or BackendTLSPolicy on the
+// EPP Service; t.Host is set to the EPP host).
+func GatewayEPPTLS(t model.EPPTLS) model.Gateway {
+	pool := Pool()
+	t.Host = pool.EPP.Host
+	pool.EPP.TLS = &t
+	return GatewayWith(seed.GatewayNamespace, seed.GatewayName, seed.Namespace, seed.RouteName, seed.Hostname, pool)
+}

@@ -70,35 +70,40 @@ func serviceBackendResources(t *testing.T, svc *model.ServiceBackend, clientCert
 // UpstreamTlsContext.sni sent as the server name). A backend whose
 // certificate fails is a connection failure, 503 (Envoy's
 // upstream_reset_before_response_started{connection_failure}); a backend
-// whose policy is invalid (TLSProblem) is 500 without a connection.
+// whose CA the Gateway cannot have (a credentialName read only in another
+// namespace) is 500 without a connection. (An invalid policy never reaches
+// the model: the controller makes the backend invalid,
+// TestEndToEndUpstreamTLSFailsClosed.)
 func TestServiceBackendTLS(t *testing.T) {
 	ca, other := newTestCA(t), newTestCA(t)
 	const host = "tls-backend.ns.svc.cluster.local"
 	for _, tc := range []struct {
-		name    string
-		cert    tls.Certificate
-		tls     *model.EPPTLS
-		problem string
-		want    int
+		name string
+		cert tls.Certificate
+		tls  *model.EPPTLS
+		want int
 	}{
 		{"hostname is SNI and SAN", ca.serverCert(t, "abc.example.com"),
-			&model.EPPTLS{SNI: "abc.example.com", CACertificates: ca.pem, SubjectAltNames: []string{"abc.example.com"}}, "", 200},
+			&model.EPPTLS{SNI: "abc.example.com", CACertificates: ca.pem, SubjectAltNames: []string{"abc.example.com"}}, 200},
 		{"certificate for another name", ca.serverCert(t, "other.example.com"),
-			&model.EPPTLS{SNI: "abc.example.com", CACertificates: ca.pem, SubjectAltNames: []string{"abc.example.com"}}, "", 503},
+			&model.EPPTLS{SNI: "abc.example.com", CACertificates: ca.pem, SubjectAltNames: []string{"abc.example.com"}}, 503},
 		{"certificate of another CA", other.serverCert(t, "abc.example.com"),
-			&model.EPPTLS{SNI: "abc.example.com", CACertificates: ca.pem, SubjectAltNames: []string{"abc.example.com"}}, "", 503},
+			&model.EPPTLS{SNI: "abc.example.com", CACertificates: ca.pem, SubjectAltNames: []string{"abc.example.com"}}, 503},
 		{"URI SAN matches", ca.serverCertWithURIs(t, []string{"spiffe://abc.example.com/test-identity"}, "abc.example.com"),
-			&model.EPPTLS{SNI: "abc.example.com", CACertificates: ca.pem, URISubjectAltNames: []string{"spiffe://abc.example.com/test-identity"}}, "", 200},
+			&model.EPPTLS{SNI: "abc.example.com", CACertificates: ca.pem, URISubjectAltNames: []string{"spiffe://abc.example.com/test-identity"}}, 200},
 		{"URI SAN differs", ca.serverCertWithURIs(t, []string{"spiffe://abc.example.com/test-identity"}, "abc.example.com"),
-			&model.EPPTLS{SNI: "abc.example.com", CACertificates: ca.pem, URISubjectAltNames: []string{"spiffe://def.example.com/test-identity"}}, "", 503},
+			&model.EPPTLS{SNI: "abc.example.com", CACertificates: ca.pem, URISubjectAltNames: []string{"spiffe://def.example.com/test-identity"}}, 503},
 		{"one of a DNS and a URI SAN", ca.serverCert(t, "abc.example.com"),
 			&model.EPPTLS{SNI: "abc.example.com", CACertificates: ca.pem, SubjectAltNames: []string{"abc.example.com"},
-				URISubjectAltNames: []string{"spiffe://def.example.com/x"}}, "", 200},
-		{"invalid policy", ca.serverCert(t, "abc.example.com"), nil, "BackendTLSPolicy ns/p is invalid", 500},
+				URISubjectAltNames: []string{"spiffe://def.example.com/x"}}, 200},
+		{"a credentialName CA read in another namespace only", ca.serverCert(t, "abc.example.com"),
+			&model.EPPTLS{SNI: "abc.example.com", CredentialName: "cred", CredentialCAs: map[string]model.CredentialCA{"other": {PEM: ca.pem}}}, 500},
+		{"a credentialName CA read in the Gateway's namespace", ca.serverCert(t, "abc.example.com"),
+			&model.EPPTLS{SNI: "abc.example.com", CredentialName: "cred", CredentialCAs: map[string]model.CredentialCA{"ns": {PEM: ca.pem}}}, 200},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			be := tlsBackend(t, tc.cert)
-			svc := &model.ServiceBackend{Host: host, Port: 443, TLS: tc.tls, TLSProblem: tc.problem}
+			svc := &model.ServiceBackend{Host: host, Port: 443, TLS: tc.tls}
 			if tc.tls != nil {
 				svc.TLS.Host = host
 			}

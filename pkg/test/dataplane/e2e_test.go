@@ -53,9 +53,8 @@ func serveXDS(t *testing.T, lis net.Listener, gw model.Gateway, endpoints []mode
 	done := make(chan struct{})
 	gws := krt.NewStaticCollection(nil, []model.Gateway{gw}, krt.WithStop(done))
 	eps := krt.NewStaticCollection(nil, endpoints, krt.WithStop(done))
-	tlsCol := krt.NewStaticCollection[model.EPPTLS](nil, nil, krt.WithStop(done))
 	srv, err := xds.NewServer(xds.Config{
-		Gateways: gws, Endpoints: eps, EPPTLS: tlsCol, Translate: core.Options{InferenceEnabled: true},
+		Gateways: gws, Endpoints: eps, Translate: core.Options{InferenceEnabled: true},
 		Debounce: 10 * time.Millisecond, MaxDelay: 50 * time.Millisecond,
 		Logger:      slog.New(slog.NewTextHandler(io.Discard, nil)),
 		GRPCOptions: grpcOpts,

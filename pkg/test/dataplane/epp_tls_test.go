@@ -15,9 +15,11 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/protobuf/proto"
+	"k8s.io/apimachinery/pkg/types"
 
+	"github.com/infermesh/infermesh/pilot/pkg/config/kube/upstreamtls"
 	"github.com/infermesh/infermesh/pilot/pkg/networking/core"
-	"github.com/infermesh/infermesh/pilot/pkg/serviceregistry/kube"
+	"github.com/infermesh/infermesh/pilot/test/seedmodel"
 	kubelib "github.com/infermesh/infermesh/pkg/kube"
 )
 
@@ -63,7 +65,7 @@ func serveEPP(t *testing.T, cert tls.Certificate) (*answeringEPP, string) {
 // subjectAltNames, else the SNI sent (the rule's sni, else the EPP host).
 // A certificate from the trusted CA for another name is refused: the seed
 // pool (FailOpen) then falls back to a model server without the EPP. The
-// rule goes through the product path: kube.DestinationRuleTLS, then core's
+// rule goes through the product path: upstreamtls.ResolveRule and Resolve, then core's
 // clusters, served by the data plane, whose TLS checks SANs as Envoy's
 // default validator does.
 func TestEPPNameVerified(t *testing.T) {
@@ -89,24 +91,27 @@ func TestEPPNameVerified(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			epp, eppAddr := serveEPP(t, ca.serverCert(t, tc.certFor...))
-			eppTLS := kube.DestinationRuleTLS(kubelib.DestinationRule{Namespace: "llm-namespace", Name: "epp", Host: "vllm-llama3-8b-epp", TLS: tc.tls})
-			eppTLS.Host = seedEPPHost
+			rule := upstreamtls.ResolveRule(kubelib.DestinationRule{Namespace: "llm-namespace", Name: "epp", Host: "vllm-llama3-8b-epp", TLS: tc.tls}, "cluster.local")
+			res := upstreamtls.Resolve(upstreamtls.Port{Service: types.NamespacedName{Namespace: "llm-namespace", Name: "vllm-llama3-8b-epp"}, Host: seedEPPHost},
+				upstreamtls.Sources{Rules: []upstreamtls.Rule{rule}})
+			if res.Problem != "" || res.TLS == nil {
+				t.Fatalf("resolution %+v", res)
+			}
 			model := backend(t, "model")
 			dp := newTestDP(t, Options{Dial: redirect(map[string]string{
 				"10.244.0.16:9002": eppAddr, "10.244.0.13:8000": model.Listener.Addr().String(),
 			})})
-			gw := seedGateway()
-			res, err := core.BuildGateway(&gw, core.Inputs{
+			gw := seedmodel.GatewayEPPTLS(*res.TLS)
+			built, err := core.BuildGateway(&gw, core.Inputs{
 				Endpoints: map[string][]core.Endpoint{
 					seedShadowCluster: {{Address: "10.244.0.13", Port: 8000}},
 					seedEPPCluster:    {{Address: "10.244.0.16", Port: 9002}},
 				},
-				EPPTLS: map[string]*core.EPPTLS{seedEPPHost: eppTLS},
 			}, core.Options{InferenceEnabled: true, SystemCAFile: caFile})
 			if err != nil {
 				t.Fatal(err)
 			}
-			load(t, dp, resourcesOf(res)...)
+			load(t, dp, resourcesOf(built)...)
 
 			resp := get(t, dp, 80, "GET", "llm.ssup2.com", "/v1/models", nil)
 			if tc.reachEPP {

@@ -17,6 +17,7 @@ import (
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/anypb"
 
+	"github.com/infermesh/infermesh/pilot/pkg/model"
 	"github.com/infermesh/infermesh/pilot/pkg/networking/core"
 	"github.com/infermesh/infermesh/pilot/test/seedmodel"
 )
@@ -130,11 +131,8 @@ func TestSeedShell8ClusterAccepted(t *testing.T) {
 
 // Everything pilot/pkg/networking/core builds for the seed is accepted.
 func TestCoreSeedAccepted(t *testing.T) {
-	gw := seedmodel.Gateway()
-	res, err := core.BuildGateway(&gw, core.Inputs{
-		Endpoints: map[string][]core.Endpoint{},
-		EPPTLS:    map[string]*core.EPPTLS{"vllm-llama3-8b-epp.llm-namespace.svc.cluster.local": {InsecureSkipVerify: true}},
-	}, core.Options{InferenceEnabled: true})
+	gw := seedmodel.GatewayEPPTLS(model.EPPTLS{InsecureSkipVerify: true})
+	res, err := core.BuildGateway(&gw, core.Inputs{Endpoints: map[string][]core.Endpoint{}}, core.Options{InferenceEnabled: true})
 	if err != nil {
 		t.Fatal(err)
 	}

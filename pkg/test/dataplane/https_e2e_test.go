@@ -124,7 +124,7 @@ func testEndToEndHTTPS(t *testing.T, delta bool) {
 		Cluster: core.ClusterName(8080, "echo."+gw.Namespace+".svc.cluster.local"), Endpoints: []model.Endpoint{{Address: "10.244.60.10", Port: 8080}},
 	}}, stop)
 	srv, err := xds.NewServer(xds.Config{
-		Gateways: ctrl.Translator, Endpoints: eps, EPPTLS: krt.NewStaticCollection[model.EPPTLS](nil, nil, stop), Secrets: secrets,
+		Gateways: ctrl.Translator, Endpoints: eps, Secrets: secrets,
 		Debounce: 10 * time.Millisecond, MaxDelay: 50 * time.Millisecond, Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
 	})
 	if err != nil {

@@ -200,9 +200,8 @@ func runXDSGateways(t *testing.T) (krt.StaticCollection[model.Gateway], string) 
 		}},
 		{Cluster: seedEPPCluster, Endpoints: []model.Endpoint{{Address: "10.244.0.16", Port: 9002}}},
 	}, krt.WithStop(done))
-	tlsCol := krt.NewStaticCollection[model.EPPTLS](nil, nil, krt.WithStop(done))
 	srv, err := xds.NewServer(xds.Config{
-		Gateways: gws, Endpoints: eps, EPPTLS: tlsCol, Translate: core.Options{InferenceEnabled: true},
+		Gateways: gws, Endpoints: eps, Translate: core.Options{InferenceEnabled: true},
 		Debounce: 10 * time.Millisecond, MaxDelay: 50 * time.Millisecond,
 		Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
 	})

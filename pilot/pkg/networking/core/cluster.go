@@ -4,6 +4,7 @@
 package core
 
 import (
+	"fmt"
 	"sort"
 
 	clusterv3 "github.com/envoyproxy/go-control-plane/envoy/config/cluster/v3"
@@ -34,13 +35,15 @@ type clusterSpec struct {
 	overrideHost bool
 	// raiseLimits sets Options.CircuitBreakers (inference and EPP clusters).
 	raiseLimits bool
-	// eppHost is set for an EPP cluster: the key of Inputs.EPPTLS.
-	eppHost string
-	// tls is a Service cluster's client TLS (ServiceBackend.TLS, from a
-	// BackendTLSPolicy); nil for plaintext.
+	// epp marks an Endpoint Picker cluster.
+	epp bool
+	// tls is the cluster's client TLS (ServiceBackend.TLS or
+	// EPPBackend.TLS, from a BackendTLSPolicy or DestinationRule); nil
+	// for plaintext.
 	tls *EPPTLS
 	// clientCert is the Gateway's client certificate for tls
-	// (model.Gateway.BackendClientCertificate), "" for none.
+	// (model.Gateway.BackendClientCertificate), "" for none (always for
+	// an EPP).
 	clientCert string
 }
 
@@ -53,7 +56,7 @@ func clusterSpecs(gw *model.Gateway, opts Options) map[string]*clusterSpec {
 		for _, f := range l.Filters {
 			if p := f.Processor; p != nil {
 				// An ExternalProcessor speaks ext_proc, as an EPP does.
-				op := clusterOp{name: ProcessorClusterName(p), kind: opEPP, eppHost: p.Host}
+				op := clusterOp{name: ProcessorClusterName(p), kind: opEPP, tls: p.TLS}
 				s := specs[op.name]
 				if s == nil {
 					s = &clusterSpec{name: op.name}
@@ -63,7 +66,7 @@ func clusterSpecs(gw *model.Gateway, opts Options) map[string]*clusterSpec {
 			}
 		}
 		for _, r := range l.Routes {
-			for _, op := range routeClusterOps(l.Hostname, r, opts) {
+			for _, op := range routeClusterOps(l.Hostname, r, gw.Namespace, opts) {
 				s := specs[op.name]
 				if s == nil {
 					s = &clusterSpec{name: op.name}
@@ -89,21 +92,22 @@ const (
 // clusterOp is one reference of a route to a cluster, in the order the
 // route's rules, backends and mirrors make them.
 type clusterOp struct {
-	name    string
-	kind    clusterOpKind
-	http2   bool
-	tls     *EPPTLS // opService: the Service port's BackendTLSPolicy TLS
-	eppHost string  // opEPP
+	name  string
+	kind  clusterOpKind
+	http2 bool
+	tls   *EPPTLS // opService, opEPP, opMirror: the Service port's client TLS
 }
 
 // routeClusterOps are the cluster references of route r attached to a
-// listener with hostname listenerHost: none when the route serves no
-// hostname through it; else, per rule, each valid backend (a pool's
-// shadow cluster, then its EPP cluster) and then each mirror.
-func routeClusterOps(listenerHost string, r *model.Route, opts Options) []clusterOp {
+// listener with hostname listenerHost, in a Gateway of namespace
+// gatewayNamespace: none when the route serves no hostname through it;
+// else, per rule, each valid backend (a pool's shadow cluster, then its
+// EPP cluster) and then each mirror that is sent (mirrorReachable).
+func routeClusterOps(listenerHost string, r *model.Route, gatewayNamespace string, opts Options) []clusterOp {
 	if len(routeHostnames(listenerHost, r.Hostnames)) == 0 {
 		return nil
 	}
+	opts.gatewayNamespace = gatewayNamespace
 	var ops []clusterOp
 	for ri := range r.Rules {
 		rule := &r.Rules[ri]
@@ -113,7 +117,7 @@ func routeClusterOps(listenerHost string, r *model.Route, opts Options) []cluste
 		grpc := rule.GRPC != nil
 		for bi := range rule.Backends {
 			b := &rule.Backends[bi]
-			name, epp, ok := backendCluster(b, grpc)
+			name, epp, ok := backendCluster(b, grpc, opts)
 			if !ok {
 				continue
 			}
@@ -122,11 +126,15 @@ func routeClusterOps(listenerHost string, r *model.Route, opts Options) []cluste
 				continue
 			}
 			ops = append(ops, clusterOp{name: name, kind: opPool, http2: b.Pool.HTTP2()},
-				clusterOp{name: eppClusterName(epp), kind: opEPP, eppHost: epp.Host})
+				clusterOp{name: eppClusterName(epp), kind: opEPP, tls: epp.TLS})
 		}
 		for _, m := range ruleFiltersOf(rule).mirrors {
-			if name, err := mirrorService(m.BackendRef, r.Namespace, opts.ClusterDomain); err == nil {
-				ops = append(ops, clusterOp{name: name, kind: opMirror, http2: grpc})
+			if name, err := mirrorService(m.BackendRef, r.Namespace, opts.ClusterDomain); err == nil && mirrorReachable(rule, name, opts) {
+				op := clusterOp{name: name, kind: opMirror, http2: grpc}
+				if sb := rule.Mirrors[name]; sb != nil {
+					op.tls = sb.TLS
+				}
+				ops = append(ops, op)
 			}
 		}
 	}
@@ -137,10 +145,13 @@ func routeClusterOps(listenerHost string, r *model.Route, opts Options) []cluste
 // is the Gateway's backend client certificate.
 func applyClusterOp(s *clusterSpec, op clusterOp, clientCert string) {
 	switch op.kind {
-	case opService:
-		// The Service port's protocol and TLS, never the route's.
+	case opService, opMirror:
+		// The Service port's protocol and TLS, never the route's. A
+		// GRPCRoute's mirrors reach the model only when their Service port
+		// declares HTTP/2 (the controller resolves them as backendRefs),
+		// so a mirror's protocol is the port's too.
 		s.http2 = s.http2 || op.http2
-		if s.tls == nil && op.tls != nil {
+		if s.tls == nil && op.tls != nil && !s.epp {
 			s.tls, s.clientCert = op.tls, clientCert
 		}
 	case opPool:
@@ -150,13 +161,14 @@ func applyClusterOp(s *clusterSpec, op clusterOp, clientCert string) {
 	case opEPP:
 		// The EPP speaks gRPC (ext_proc), which needs HTTP/2, whatever its
 		// Service port's appProtocol says (http2, grpc and
-		// kubernetes.io/h2c all mean it).
-		s.http2, s.raiseLimits, s.eppHost = true, true, op.eppHost
-	case opMirror:
-		// A GRPCRoute's mirrors reach the model only when their Service
-		// port declares HTTP/2 (the controller resolves them as
-		// backendRefs), so this is the port's protocol too.
-		s.http2 = s.http2 || op.http2
+		// kubernetes.io/h2c all mean it). It presents no client
+		// certificate: it is reached with its own TLS, and a certificate
+		// it did not ask for could fail its handshake.
+		s.http2, s.raiseLimits, s.epp = true, true, true
+		if s.tls == nil && op.tls != nil {
+			s.tls = op.tls
+		}
+		s.clientCert = ""
 	}
 }
 
@@ -181,18 +193,25 @@ func applyClusterOp(s *clusterSpec, op clusterOp, clientCert string) {
 //     to a pool that is not h2c is answered 500, see backendCluster).
 //     Circuit breakers raised.
 //   - Endpoint Picker (outbound|<port>||<epp host>): always HTTP/2 (gRPC);
-//     TLS when in.EPPTLS has the host: UpstreamTlsContext with sni, ALPN
-//     h2 (gRPC servers refuse TLS without it), and either a validation
-//     context (trusted_ca from CACertificates or the system store, and the
-//     name: match_typed_subject_alt_names DNS exact of SubjectAltNames, else
-//     of the SNI) or, with InsecureSkipVerify, none. Circuit
-//     breakers raised: under FailOpen an overflowing EPP cluster would skip
-//     the EPP without an error.
+//     TLS when EPPBackend.TLS is set. Circuit breakers raised: under
+//     FailOpen an overflowing EPP cluster would skip the EPP without an
+//     error.
+//   - Client TLS, on any of them whose Service port has it
+//     (ServiceBackend.TLS, EPPBackend.TLS, Rule.Mirrors):
+//     UpstreamTlsContext with sni, ALPN h2 on an HTTP/2 cluster (gRPC
+//     servers refuse TLS without it; none on HTTP/1.1, Envoy's default),
+//     and either a validation context (trusted_ca: the CA bundle the
+//     Gateway has for it, model.EPPTLS.CAFor, or the system store when
+//     none was named; the name: match_typed_subject_alt_names DNS exact
+//     of SubjectAltNames, else of the SNI) or, with InsecureSkipVerify,
+//     none. A cluster whose CA the Gateway cannot have is never built
+//     (its backends are answered 500, backendCluster).
 //
 // HTTP/2 is set through typed_extension_protocol_options
 // envoy.extensions.upstreams.http.v3.HttpProtocolOptions explicit_http_config.
 func BuildClusters(gw *model.Gateway, in Inputs, opts Options) ([]*clusterv3.Cluster, error) {
 	opts = opts.WithDefaults()
+	opts.gatewayNamespace = gw.Namespace
 	specs := clusterSpecs(gw, opts)
 	names := make([]string, 0, len(specs))
 	for n := range specs {
@@ -280,22 +299,18 @@ func buildCluster(s *clusterSpec, in Inputs, opts Options, packed packedClusterC
 		if s.http2 {
 			alpn = []string{"h2"}
 		}
-		ts, err := upstreamTransportSocket(s.tls.Host, s.tls, alpn, opts.SystemCAFile, s.clientCert)
+		ca, ok, problem := s.tls.CAFor(opts.gatewayNamespace)
+		if !ok {
+			// backendCluster keeps every reference to such a cluster out;
+			// a cluster without its CA is an error, never plaintext.
+			return nil, fmt.Errorf("cluster %s: no CA for its TLS: %s", s.name, problem)
+		}
+		ts, err := upstreamTransportSocket(s.tls.Host, s.tls, ca, alpn, opts.SystemCAFile, s.clientCert)
 		if err != nil {
 			return nil, err
 		}
 		c.TransportSocket = ts
 		c.Metadata = configMetadata(s.tls.Source)
-	}
-	if s.eppHost != "" {
-		if t := in.EPPTLS[s.eppHost]; t != nil {
-			ts, err := upstreamTransportSocket(s.eppHost, t, []string{"h2"}, opts.SystemCAFile, "")
-			if err != nil {
-				return nil, err
-			}
-			c.TransportSocket = ts
-			c.Metadata = configMetadata(t.Source)
-		}
 	}
 	return c, nil
 }
@@ -347,16 +362,16 @@ func overrideHostPolicy() (*clusterv3.LoadBalancingPolicy, error) {
 	}}}, nil
 }
 
-// upstreamTransportSocket is TLS towards an Endpoint Picker or a Service
-// port a BackendTLSPolicy targets (transport socket
+// upstreamTransportSocket is TLS towards an upstream (transport socket
 // envoy.transport_sockets.tls, UpstreamTlsContext), offering alpn and
 // presenting the client certificate of the SDS secret clientCert (a
-// Secret key) when set. The server certificate
-// is verified against CACertificates (inline trusted_ca) when given, not at
-// all when InsecureSkipVerify, and otherwise against the proxy's system
-// trust store, the file systemCA (trusted_ca.filename): what a DestinationRule
-// in SIMPLE mode without caCertificates and a BackendTLSPolicy with
-// wellKnownCACertificates System both mean.
+// Secret key) when set. The server certificate is verified against ca
+// (inline trusted_ca, the bundle t.CAFor gave) when given, not at all when
+// InsecureSkipVerify, and otherwise against the proxy's system trust
+// store, the file systemCA (trusted_ca.filename): what a DestinationRule
+// in SIMPLE mode naming no CA and a BackendTLSPolicy with
+// wellKnownCACertificates System both mean, and nothing else (a CA that
+// was named but could not be read never reaches here).
 //
 // A verified certificate must also name the backend: Envoy checks only the
 // chain unless the validation context has SAN matchers (source/common/tls/
@@ -366,7 +381,7 @@ func overrideHostPolicy() (*clusterv3.LoadBalancingPolicy, error) {
 // name auto_san_validation would check against auto_sni's SNI in Istio; the
 // EPP cluster cannot use auto_sni, whose SNI would be the gRPC stream's
 // :authority, the cluster name.
-func upstreamTransportSocket(host string, t *EPPTLS, alpn []string, systemCA, clientCert string) (*corev3.TransportSocket, error) {
+func upstreamTransportSocket(host string, t *EPPTLS, ca []byte, alpn []string, systemCA, clientCert string) (*corev3.TransportSocket, error) {
 	sni := t.SNI
 	if sni == "" {
 		sni = host
@@ -380,11 +395,11 @@ func upstreamTransportSocket(host string, t *EPPTLS, alpn []string, systemCA, cl
 		// Envoy warms the cluster until it arrives.
 		ctx.CommonTlsContext.TlsCertificateSdsSecretConfigs = []*tlsv3.SdsSecretConfig{{Name: SecretName(clientCert), SdsConfig: adsConfigSource()}}
 	}
-	if len(t.CACertificates) > 0 || !t.InsecureSkipVerify {
+	if len(ca) > 0 || !t.InsecureSkipVerify {
 		vc := &tlsv3.CertificateValidationContext{
-			TrustedCa: &corev3.DataSource{Specifier: &corev3.DataSource_InlineBytes{InlineBytes: t.CACertificates}},
+			TrustedCa: &corev3.DataSource{Specifier: &corev3.DataSource_InlineBytes{InlineBytes: ca}},
 		}
-		if len(t.CACertificates) == 0 {
+		if len(ca) == 0 {
 			vc.TrustedCa = &corev3.DataSource{Specifier: &corev3.DataSource_Filename{Filename: systemCA}}
 		}
 		sans := t.SubjectAltNames

@@ -65,9 +65,8 @@ func TestClusterCircuitBreakersConfigurable(t *testing.T) {
 }
 
 func TestEPPTLS(t *testing.T) {
-	in := seedInputs()
-	in.EPPTLS[seedEPPHost] = &EPPTLS{SNI: "epp.internal", CACertificates: []byte("-----BEGIN CERTIFICATE-----\n"), SubjectAltNames: []string{"epp.internal"}}
-	res := build(t, seedGateway(), in, inferenceOn)
+	res := build(t, seedGatewayEPPTLS(EPPTLS{SNI: "epp.internal", CACertificates: []byte("-----BEGIN CERTIFICATE-----\n"),
+		SubjectAltNames: []string{"epp.internal"}}), seedInputs(), inferenceOn)
 	ctx := &tlsv3.UpstreamTlsContext{}
 	if err := clusterNamed(t, res, seedEPPCluster).GetTransportSocket().GetTypedConfig().UnmarshalTo(ctx); err != nil {
 		t.Fatal(err)
@@ -77,15 +76,16 @@ func TestEPPTLS(t *testing.T) {
 		string(vc.GetTrustedCa().GetInlineBytes()) != "-----BEGIN CERTIFICATE-----\n" || len(vc.GetMatchTypedSubjectAltNames()) != 1 {
 		t.Errorf("TLS context %v", ctx)
 	}
-	// Plaintext without an entry.
-	if c := clusterNamed(t, build(t, seedGateway(), Inputs{}, inferenceOn), seedEPPCluster); c.TransportSocket != nil {
-		t.Errorf("EPP without TLS input has a transport socket")
+	// Plaintext without TLS on the EPP.
+	plain := seedGateway()
+	plain.Listeners[0].Routes[0].Rules[0].Backends[0].Pool.EPP.TLS = nil
+	if c := clusterNamed(t, build(t, plain, Inputs{}, inferenceOn), seedEPPCluster); c.TransportSocket != nil {
+		t.Errorf("EPP without TLS has a transport socket")
 	}
 	// TLS naming no CA and not skipping verification verifies against the
 	// proxy's system trust store.
-	in.EPPTLS[seedEPPHost] = &EPPTLS{}
 	ctx = &tlsv3.UpstreamTlsContext{}
-	if err := clusterNamed(t, build(t, seedGateway(), in, inferenceOn), seedEPPCluster).GetTransportSocket().GetTypedConfig().UnmarshalTo(ctx); err != nil {
+	if err := clusterNamed(t, build(t, seedGatewayEPPTLS(EPPTLS{}), seedInputs(), inferenceOn), seedEPPCluster).GetTransportSocket().GetTypedConfig().UnmarshalTo(ctx); err != nil {
 		t.Fatal(err)
 	}
 	if got := ctx.GetCommonTlsContext().GetValidationContext().GetTrustedCa().GetFilename(); got != DefaultSystemCAFile {
@@ -172,10 +172,8 @@ func TestEPPTLSVerifiesName(t *testing.T) {
 		{"insecureSkipVerify: nothing verified", EPPTLS{InsecureSkipVerify: true}, nil},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			in := seedInputs()
-			in.EPPTLS[seedEPPHost] = &tc.tls
 			ctx := &tlsv3.UpstreamTlsContext{}
-			if err := clusterNamed(t, build(t, seedGateway(), in, inferenceOn), seedEPPCluster).GetTransportSocket().GetTypedConfig().UnmarshalTo(ctx); err != nil {
+			if err := clusterNamed(t, build(t, seedGatewayEPPTLS(tc.tls), seedInputs(), inferenceOn), seedEPPCluster).GetTransportSocket().GetTypedConfig().UnmarshalTo(ctx); err != nil {
 				t.Fatal(err)
 			}
 			vc := ctx.GetCommonTlsContext().GetValidationContext()

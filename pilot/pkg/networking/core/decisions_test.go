@@ -155,3 +155,25 @@ func TestDecisionsRE2ProgramSizeLimit(t *testing.T) {
 		t.Error("a regex over the limit was accepted")
 	}
 }
+
+// Decision: an EPP whose client TLS this Gateway cannot have (its
+// DestinationRule's credentialName CA missing in the Gateway's namespace;
+// an invalid BackendTLSPolicy never reaches the model, the controller
+// makes the backend invalid) is a direct 500 on the seed's FailOpen pool,
+// with no ext_proc call and no EPP or shadow cluster: FailOpen is for an
+// Endpoint Picker that does not answer, not for a configuration error.
+// Istio points such a cluster at a credential that never arrives, so a
+// FailOpen pool routes around its EPP.
+func TestDecisionsUpstreamTLSFailsClosed(t *testing.T) {
+	gw := seedGatewayEPPTLS(EPPTLS{CredentialName: "epp-ca", CredentialCAs: map[string]model.CredentialCA{
+		"elsewhere": {PEM: []byte("ca")},
+	}})
+	res := build(t, gw, seedInputs(), inferenceOn)
+	r := routesOf(t, res, "http.80", "llm.ssup2.com:80")[0]
+	if r.GetDirectResponse().GetStatus() != 500 || r.GetTypedPerFilterConfig()[FilterExtProc] != nil {
+		t.Errorf("route %v, want a direct 500 and no ext_proc override", r)
+	}
+	if len(res.Clusters) != 0 {
+		t.Errorf("%d clusters, want none: nothing may be sent to the pool or its EPP", len(res.Clusters))
+	}
+}

@@ -31,10 +31,13 @@
 //
 // The ADS server (pilot/pkg/xds) holds one of each per Gateway.
 //
-// Inputs that the model does not carry yet (endpoints, TLS towards an
-// Endpoint Picker, knobs) are plain values in Inputs and Options, so the
-// service registry and the DestinationRule / BackendTLSPolicy code can feed
-// them without this package knowing where they come from.
+// What the model does not carry (endpoints, knobs) is plain values in
+// Inputs and Options, so the service registry can feed them without this
+// package knowing where they come from. Client TLS of every upstream is in
+// the model (ServiceBackend.TLS, EPPBackend.TLS, Rule.Mirrors), resolved by
+// the controller; a Gateway gets the CA read in its own namespace
+// (model.EPPTLS.CAFor), and an upstream whose CA it cannot have is
+// answered 500 there, never built as a cluster (upstream_tls_test.go).
 //
 // Callers keep two rules: model values are not mutated after they are handed
 // in, and every Resources value is passed through Validate (or a
@@ -113,8 +116,8 @@
 //     while the Gateway without its routes is equal, and route configurations
 //     rebuilt per changed route and hostname.
 //   - incremental_clusters.go: the Translator's clusters, each kept while the
-//     references that shape it are equal, and EPPHosts, the Endpoint Picker
-//     hosts of a Gateway's pools (whose TLS BuildWith asks for).
+//     references that shape it are equal (a Gateway with listener filters
+//     gets its clusters built whole).
 //   - routediff.go: routeList.diff, which lines up a listener's current routes
 //     with the last translation's: kept, changed, added, removed.
 //   - vhlist.go: spliceVHosts, the sorted list of virtual hosts updated in one

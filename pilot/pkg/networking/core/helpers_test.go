@@ -41,8 +41,14 @@ func pool(ns, name string, mode inferencev1.EndpointPickerFailureMode) *model.Po
 	return seedmodel.PoolBackend(ns, name, name+"-ip-00000000", mode)
 }
 
-// seedPool is the seed's pool vllm-llama3-8b (EPP FailOpen).
-func seedPool() *model.PoolBackend { return seedmodel.Pool() }
+// seedPool is the seed's pool vllm-llama3-8b (EPP FailOpen), its EPP
+// reached with the TLS of the seed's DestinationRule (SIMPLE,
+// insecureSkipVerify), as the controller resolves it.
+func seedPool() *model.PoolBackend {
+	p := seedmodel.Pool()
+	p.EPP.TLS = &EPPTLS{Host: seedEPPHost, InsecureSkipVerify: true}
+	return p
+}
 
 func svc(ns, name string, port int32) *model.ServiceBackend {
 	return &model.ServiceBackend{Host: name + "." + ns + ".svc.cluster.local", Port: port}
@@ -87,16 +93,22 @@ func seedGateway() *model.Gateway {
 }
 
 // seedInputs: the model servers 10.244.0.13-15:8000 behind the shadow
-// Service, the EPP pod 10.244.0.16:9002, and the seed's DestinationRule
-// (TLS SIMPLE, insecureSkipVerify) on the EPP host.
+// Service and the EPP pod 10.244.0.16:9002.
 func seedInputs() Inputs {
 	return Inputs{
 		Endpoints: map[string][]Endpoint{
 			seedShadowCluster: {{Address: "10.244.0.15", Port: 8000}, {Address: "10.244.0.13", Port: 8000}, {Address: "10.244.0.14", Port: 8000}},
 			seedEPPCluster:    {{Address: "10.244.0.16", Port: 9002}},
 		},
-		EPPTLS: map[string]*EPPTLS{seedEPPHost: {InsecureSkipVerify: true}},
 	}
+}
+
+// seedGatewayEPPTLS is seedGateway with its EPP reached over TLS t.
+func seedGatewayEPPTLS(t EPPTLS) *model.Gateway {
+	gw := seedGateway()
+	t.Host = seedEPPHost
+	gw.Listeners[0].Routes[0].Rules[0].Backends[0].Pool.EPP.TLS = &t
+	return gw
 }
 
 // build runs BuildGateway and fails the test on error. BuildGateway runs

@@ -36,7 +36,7 @@ import (
 //
 // What "a route did not change" means (sameRoute): the same *model.Route,
 // or one with equal scalar fields whose rules hold the same rule,
-// Service, pool and filter values (pointers). The model is immutable once
+// Service, pool, mirror and filter values (pointers). The model is immutable once
 // built, so equal pointers mean equal content; equal content behind new
 // pointers is translated again, which gives equal output.
 //
@@ -68,17 +68,9 @@ func NewTranslator(opts Options) *Translator {
 // "routes: " or "clusters: ", exactly as the full builders would report
 // it; after an error the next Build starts from scratch.
 func (t *Translator) Build(gw *model.Gateway, in Inputs) (Resources, error) {
-	return t.BuildWith(gw, func([]string) Inputs { return in })
-}
-
-// BuildWith is Build with the Inputs asked for once the Translator knows
-// the Endpoint Picker hosts gw's clusters use (sorted; kept up to date
-// with the routes, so asking costs what changed): inputs need only hold
-// their TLS.
-func (t *Translator) BuildWith(gw *model.Gateway, inputs func(eppHosts []string) Inputs) (Resources, error) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	res, err := t.build(gw, inputs)
+	res, err := t.build(gw, in)
 	if err != nil {
 		t.lisGW, t.listeners, t.rcs, t.routes, t.cl = nil, nil, map[string]*rcState{}, nil, nil
 		return Resources{}, err
@@ -86,7 +78,7 @@ func (t *Translator) BuildWith(gw *model.Gateway, inputs func(eppHosts []string)
 	return res, nil
 }
 
-func (t *Translator) build(gw *model.Gateway, inputs func([]string) Inputs) (Resources, error) {
+func (t *Translator) build(gw *model.Gateway, in Inputs) (Resources, error) {
 	var res Resources
 	var err error
 	if res.Listeners, err = t.buildListeners(gw); err != nil {
@@ -95,7 +87,7 @@ func (t *Translator) build(gw *model.Gateway, inputs func([]string) Inputs) (Res
 	if res.Routes, err = t.buildRoutes(gw); err != nil {
 		return res, fmt.Errorf("routes: %w", err)
 	}
-	if res.Clusters, err = t.buildClusters(gw, inputs); err != nil {
+	if res.Clusters, err = t.buildClusters(gw, in); err != nil {
 		return res, fmt.Errorf("clusters: %w", err)
 	}
 	return res, nil
@@ -155,7 +147,8 @@ func sameRoute(a, b *model.Route) bool {
 	}
 	for i := range a.Rules {
 		x, y := &a.Rules[i], &b.Rules[i]
-		if x.Index != y.Index || x.HTTP != y.HTTP || x.GRPC != y.GRPC || len(x.Backends) != len(y.Backends) {
+		if x.Index != y.Index || x.HTTP != y.HTTP || x.GRPC != y.GRPC || len(x.Backends) != len(y.Backends) ||
+			!maps.Equal(x.Mirrors, y.Mirrors) {
 			return false
 		}
 		for j := range x.Backends {
@@ -182,6 +175,7 @@ func routeCmp(a, b *model.Route) int { return model.CompareRoutes(a, b) }
 // rcState is what the Translator keeps of one route configuration.
 type rcState struct {
 	// sig is the configuration's inputs other than routes: port, TLS,
+	// the Gateway namespace (credentialName CAs),
 	// chain, its port's listeners' names and hostnames, the body mode.
 	sig string
 	// lists are, per listener of the port (only the chain's on an HTTPS
@@ -229,8 +223,8 @@ func memberCmp(a vhMember, li int, r *model.Route) int {
 	return routeCmp(a.r, r)
 }
 
-func rcSig(g portGroup, chain int, body model.EPPBodyMode) string {
-	b := []byte(fmt.Sprintf("%d|%t|%d|%s", g.port, g.tls, chain, body))
+func rcSig(g portGroup, chain int, body model.EPPBodyMode, namespace string) string {
+	b := []byte(fmt.Sprintf("%d|%t|%d|%s|%q", g.port, g.tls, chain, body, namespace))
 	for _, l := range g.listeners {
 		b = strconv.AppendQuote(b, l.Name)
 		b = strconv.AppendQuote(b, l.Hostname)
@@ -240,7 +234,7 @@ func rcSig(g portGroup, chain int, body model.EPPBodyMode) string {
 
 func (t *Translator) buildRoutes(gw *model.Gateway) ([]*routev3.RouteConfiguration, error) {
 	opts := t.opts
-	opts.eppBodyMode = gw.EPPBodyMode
+	opts.eppBodyMode, opts.gatewayNamespace = gw.EPPBodyMode, gw.Namespace
 	groups, err := groupByPort(gw)
 	if err != nil {
 		return nil, err
@@ -273,7 +267,7 @@ func (t *Translator) buildRoutes(gw *model.Gateway) ([]*routev3.RouteConfigurati
 				out = append(out, rc)
 				continue
 			}
-			sig := rcSig(g, chain, gw.EPPBodyMode)
+			sig := rcSig(g, chain, gw.EPPBodyMode, gw.Namespace)
 			st := t.rcs[name]
 			if st == nil || st.sig != sig {
 				st = &rcState{sig: sig, lists: make([]routeList[rcRoute], len(g.listeners)), vhosts: map[string]*vhState{},

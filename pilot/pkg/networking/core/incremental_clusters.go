@@ -5,7 +5,6 @@ package core
 
 import (
 	"cmp"
-	"maps"
 	"reflect"
 	"slices"
 	"sort"
@@ -34,15 +33,7 @@ type clusterState struct {
 	specs  map[string]clusterSpec
 	msgs   map[string]*clusterv3.Cluster
 	sorted []string
-	// eppTLS is the Inputs.EPPTLS the EPP clusters were built with.
-	eppTLS map[string]*EPPTLS
-	// eppUses counts the references to each EPP host; eppHosts are those
-	// with some, sorted.
-	eppUses  map[string]int
-	eppHosts []string
-	// eppDelta are the changes of eppUses counted during a diff.
-	eppDelta map[string]int
-	out      []*clusterv3.Cluster
+	out    []*clusterv3.Cluster
 }
 
 type clRoute struct {
@@ -57,14 +48,17 @@ type clRef struct {
 }
 
 func clusterSig(gw *model.Gateway) string {
-	b := strconv.AppendQuote(nil, gw.BackendClientCertificate)
+	// The namespace decides which credentialName CAs the clusters get
+	// (model.EPPTLS.CAFor).
+	b := strconv.AppendQuote(nil, gw.Namespace)
+	b = strconv.AppendQuote(b, gw.BackendClientCertificate)
 	for _, l := range gw.Listeners {
 		b = strconv.AppendQuote(b, l.Hostname)
 	}
 	return string(b)
 }
 
-func (t *Translator) buildClusters(gw *model.Gateway, inputs func([]string) Inputs) ([]*clusterv3.Cluster, error) {
+func (t *Translator) buildClusters(gw *model.Gateway, in Inputs) ([]*clusterv3.Cluster, error) {
 	if t.packed == nil {
 		p, err := newPackedClusterConfig()
 		if err != nil {
@@ -76,13 +70,13 @@ func (t *Translator) buildClusters(gw *model.Gateway, inputs func([]string) Inpu
 		// Processor clusters come from listeners, not routes: a Gateway
 		// with listener filters gets its clusters built whole.
 		t.cl = nil
-		return BuildClusters(gw, inputs(EPPHosts(gw)), t.opts)
+		return BuildClusters(gw, in, t.opts)
 	}
 	sig := clusterSig(gw)
 	st := t.cl
 	if st == nil || st.sig != sig || len(st.lists) != len(gw.Listeners) {
 		st = &clusterState{sig: sig, lists: make([]routeList[clRoute], len(gw.Listeners)), refs: map[string][]clRef{},
-			specs: map[string]clusterSpec{}, msgs: map[string]*clusterv3.Cluster{}, eppUses: map[string]int{}}
+			specs: map[string]clusterSpec{}, msgs: map[string]*clusterv3.Cluster{}}
 		t.cl = st
 	}
 	changed := map[string]bool{}
@@ -101,27 +95,15 @@ func (t *Translator) buildClusters(gw *model.Gateway, inputs func([]string) Inpu
 				if o != nil {
 					st.dropRefs(o, li, changed)
 				}
-				nr := clRoute{r: r, ops: routeClusterOps(l.Hostname, r, t.opts)}
+				nr := clRoute{r: r, ops: routeClusterOps(l.Hostname, r, gw.Namespace, t.opts)}
 				st.addRefs(nr, li, changed)
 				return nr
 			},
 			func(o clRoute) { st.dropRefs(&o, li, changed) })
 		if !ok {
 			t.cl = nil
-			return BuildClusters(gw, inputs(EPPHosts(gw)), t.opts)
+			return BuildClusters(gw, in, t.opts)
 		}
-	}
-	st.applyEPP()
-	in := inputs(st.eppHosts)
-	// An EPP's TLS changed: its clusters are built again.
-	if !sameEPPTLS(st.eppTLS, in.EPPTLS) {
-		for n, s := range st.specs {
-			if s.eppHost != "" && !sameTLS(st.eppTLS[s.eppHost], in.EPPTLS[s.eppHost]) {
-				changed[n] = true
-				delete(st.specs, n) // forces the rebuild below
-			}
-		}
-		st.eppTLS = copyTLS(in.EPPTLS)
 	}
 	if len(changed) == 0 && st.out != nil {
 		return st.out, nil
@@ -162,10 +144,12 @@ func (t *Translator) buildClusters(gw *model.Gateway, inputs func([]string) Inpu
 		if had && sameSpec(prev, s) && st.msgs[n] != nil {
 			continue
 		}
-		c, err := buildCluster(&s, in, t.opts, *t.packed)
+		opts := t.opts
+		opts.gatewayNamespace = gw.Namespace
+		c, err := buildCluster(&s, in, opts, *t.packed)
 		if err != nil {
 			t.cl = nil
-			return BuildClusters(gw, inputs(EPPHosts(gw)), t.opts) // the full builder's error
+			return BuildClusters(gw, in, t.opts) // the full builder's error
 		}
 		st.specs[n], st.msgs[n] = s, c
 		modify()
@@ -201,57 +185,7 @@ func (t *Translator) buildClusters(gw *model.Gateway, inputs func([]string) Inpu
 	return out, nil
 }
 
-// countEPP adds d to the references of the EPP hosts ops call; the
-// change reaches eppHosts at applyEPP.
-func (st *clusterState) countEPP(ops []clusterOp, d int) {
-	for _, op := range ops {
-		if op.kind != opEPP {
-			continue
-		}
-		if st.eppDelta == nil {
-			st.eppDelta = map[string]int{}
-		}
-		st.eppDelta[op.eppHost] += d
-	}
-}
-
-// applyEPP adds the counted changes to eppUses, and to eppHosts the hosts
-// now used and not before, or the reverse. A route whose EPP stays (one
-// edited, or dropped and added back) leaves eppHosts alone: inserting into
-// and deleting from 10,000 sorted names moved them twice per route change.
-// Many hosts coming or going (a first translation) sort them all once.
-func (st *clusterState) applyEPP() {
-	var flipped []string
-	for h, d := range st.eppDelta {
-		was := st.eppUses[h]
-		n := was + d
-		if n > 0 {
-			st.eppUses[h] = n
-		} else {
-			delete(st.eppUses, h)
-		}
-		if (was > 0) != (n > 0) {
-			flipped = append(flipped, h)
-		}
-	}
-	clear(st.eppDelta)
-	if len(flipped) > 16 {
-		st.eppHosts = slices.Sorted(maps.Keys(st.eppUses))
-		return
-	}
-	for _, h := range flipped {
-		i, found := slices.BinarySearch(st.eppHosts, h)
-		switch _, used := st.eppUses[h]; {
-		case used && !found:
-			st.eppHosts = slices.Insert(st.eppHosts, i, h)
-		case !used && found:
-			st.eppHosts = slices.Delete(st.eppHosts, i, i+1)
-		}
-	}
-}
-
 func (st *clusterState) addRefs(nr clRoute, li int, changed map[string]bool) {
-	st.countEPP(nr.ops, 1)
 	for i, op := range nr.ops {
 		if slices.ContainsFunc(nr.ops[:i], func(o clusterOp) bool { return o.name == op.name }) {
 			continue // gathered with the first
@@ -286,7 +220,6 @@ func ref(refs []clRef, li int, r *model.Route) int {
 }
 
 func (st *clusterState) dropRefs(o *clRoute, li int, changed map[string]bool) {
-	st.countEPP(o.ops, -1)
 	for _, op := range o.ops {
 		changed[op.name] = true
 		refs := st.refs[op.name]
@@ -310,57 +243,7 @@ func (st *clusterState) setRefRoute(name string, li int, old, r *model.Route) {
 
 func sameSpec(a, b clusterSpec) bool {
 	return a.name == b.name && a.http2 == b.http2 && a.overrideHost == b.overrideHost && a.raiseLimits == b.raiseLimits &&
-		a.eppHost == b.eppHost && a.clientCert == b.clientCert && sameTLS(a.tls, b.tls)
+		a.epp == b.epp && a.clientCert == b.clientCert && sameTLS(a.tls, b.tls)
 }
 
 func sameTLS(a, b *EPPTLS) bool { return a == b || (a != nil && b != nil && reflect.DeepEqual(*a, *b)) }
-
-func sameEPPTLS(a, b map[string]*EPPTLS) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for k, v := range b {
-		if !sameTLS(a[k], v) {
-			return false
-		}
-	}
-	return true
-}
-
-// copyTLS is a shallow copy of m.
-func copyTLS(m map[string]*EPPTLS) map[string]*EPPTLS {
-	out := make(map[string]*EPPTLS, len(m))
-	for k, v := range m {
-		out[k] = v
-	}
-	return out
-}
-
-// EPPHosts are the Endpoint Picker hosts of every pool backend of gw and
-// the hosts of its listeners' ExternalProcessors (whose clusters take
-// their TLS from the same Inputs.EPPTLS), sorted and unique: a superset
-// of those its clusters use.
-func EPPHosts(gw *model.Gateway) []string {
-	seen := map[string]bool{}
-	var out []string
-	for _, l := range gw.Listeners {
-		for _, f := range l.Filters {
-			if p := f.Processor; p != nil && !seen[p.Host] {
-				seen[p.Host] = true
-				out = append(out, p.Host)
-			}
-		}
-		for _, r := range l.Routes {
-			for _, rule := range r.Rules {
-				for _, b := range rule.Backends {
-					if b.Pool != nil && b.Pool.EPP != nil && !seen[b.Pool.EPP.Host] {
-						seen[b.Pool.EPP.Host] = true
-						out = append(out, b.Pool.EPP.Host)
-					}
-				}
-			}
-		}
-	}
-	sort.Strings(out)
-	return out
-}

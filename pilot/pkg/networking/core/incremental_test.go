@@ -87,7 +87,7 @@ func runTranslatorModel(t *testing.T, seed uint64, steps int) {
 			what = w.Step()
 		}
 		gw := w.Gateway()
-		in := Inputs{EPPTLS: w.EPPTLS(), Endpoints: w.Endpoints()}
+		in := Inputs{Endpoints: w.Endpoints()}
 		got, gotErr := tr.Build(gw, in)
 		want, wantErr := fullTranslation(gw, in, inferenceOn)
 		if fmt.Sprint(gotErr) != fmt.Sprint(wantErr) {
@@ -163,7 +163,7 @@ func runValidatorModel(t *testing.T, seed uint64, steps int) {
 			what = w.Step()
 		}
 		gw := w.Gateway()
-		in := Inputs{EPPTLS: w.EPPTLS(), Endpoints: w.Endpoints()}
+		in := Inputs{Endpoints: w.Endpoints()}
 		res, err := tr.Build(gw, in)
 		if err != nil {
 			continue

@@ -9,23 +9,21 @@ import (
 	"github.com/infermesh/infermesh/pilot/pkg/model"
 )
 
-// Endpoint and EPPTLS are defined in the model, which the service registry
-// fills.
+// Endpoint and EPPTLS are defined in the model: the service registry
+// fills endpoints, the controller TLS.
 type (
 	Endpoint = model.Endpoint
 	EPPTLS   = model.EPPTLS
 )
 
-// Inputs are the facts the model does not carry. Both are keyed so that
-// another package (the service registry, the DestinationRule /
-// BackendTLSPolicy code) can fill them without knowing about xDS.
+// Inputs are the facts the model does not carry, keyed so that another
+// package (the service registry) can fill them without knowing about xDS.
+// Client TLS is in the model (ServiceBackend.TLS, EPPBackend.TLS,
+// Rule.Mirrors).
 type Inputs struct {
 	// Endpoints are the ready endpoints per cluster name (ClusterName). A
 	// cluster without an entry gets an empty ClusterLoadAssignment.
 	Endpoints map[string][]Endpoint
-	// EPPTLS is TLS per EPP host (EPPBackend.Host); no entry means
-	// plaintext HTTP/2.
-	EPPTLS map[string]*EPPTLS
 }
 
 // CircuitBreakers are the DEFAULT-priority thresholds put on inference
@@ -61,8 +59,10 @@ type Options struct {
 	CircuitBreakers CircuitBreakers
 	// ConnectTimeout is Cluster.connect_timeout; default 10s.
 	ConnectTimeout time.Duration
-	// SystemCAFile is the proxy's system trust store, used to verify an EPP
-	// whose TLS names no CA and does not skip verification; default
+	// SystemCAFile is the proxy's system trust store, used to verify an
+	// upstream whose TLS names no CA and does not skip verification (asked
+	// for explicitly: wellKnownCACertificates System, or a DestinationRule
+	// naming no CA); default
 	// /etc/ssl/certs/ca-certificates.crt (Debian and Ubuntu, the Envoy
 	// image's base).
 	SystemCAFile string
@@ -73,6 +73,11 @@ type Options struct {
 	// eppBodyMode is the Gateway's model.Gateway.EPPBodyMode, set by
 	// BuildListeners and BuildRouteConfigurations for their builders.
 	eppBodyMode model.EPPBodyMode
+	// gatewayNamespace is the translated Gateway's namespace, where its
+	// proxies read a DestinationRule credentialName's CA
+	// (model.EPPTLS.CAFor); set by BuildRouteConfigurations and
+	// BuildClusters.
+	gatewayNamespace string
 }
 
 // WithDefaults returns o with every unset field set to its default.

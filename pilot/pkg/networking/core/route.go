@@ -59,7 +59,7 @@ type routeEntry struct {
 // that answers CORS preflights without the EPP (preflightRoute).
 func BuildRouteConfigurations(gw *model.Gateway, opts Options) ([]*routev3.RouteConfiguration, error) {
 	opts = opts.WithDefaults()
-	opts.eppBodyMode = gw.EPPBodyMode
+	opts.eppBodyMode, opts.gatewayNamespace = gw.EPPBodyMode, gw.Namespace
 	groups, err := groupByPort(gw)
 	if err != nil {
 		return nil, err
@@ -429,6 +429,9 @@ func forwardAction(rt *routev3.Route, perFilter map[string]*anypb.Any, r *model.
 		if err != nil {
 			return err
 		}
+		if !mirrorReachable(rule, c, opts) {
+			continue // no copy at all rather than one without its TLS
+		}
 		ra.RequestMirrorPolicies = append(ra.RequestMirrorPolicies, mirrorPolicy(mf, c))
 	}
 	timeout, err := ruleTimeout(rule)
@@ -558,26 +561,45 @@ type backendShare struct {
 // endpointPickerRef, or port 0), or a Service port or a pool that speaks
 // HTTP/1.1 behind a GRPCRoute (gRPC needs HTTP/2; the controller reports
 // it as ResolvedRefs=False/UnsupportedProtocol and sets Invalid, this is
-// the same rule for a model built without it), or a Service port whose
-// BackendTLSPolicy is invalid (TLSProblem: plaintext would ignore the
-// policy).
-func backendCluster(b *model.Backend, grpc bool) (cluster string, epp *model.EPPBackend, ok bool) {
+// the same rule for a model built without it), or a Service port or EPP
+// whose client TLS this Gateway cannot have (a DestinationRule
+// credentialName CA missing in the Gateway's namespace, tlsReachable):
+// plaintext or another trust store would ignore what the TLS asks.
+func backendCluster(b *model.Backend, grpc bool, opts Options) (cluster string, epp *model.EPPBackend, ok bool) {
 	switch {
 	case b.Invalid != "":
 		return "", nil, false
 	case b.Service != nil:
-		if (grpc && !b.Service.HTTP2) || b.Service.TLSProblem != "" {
+		if (grpc && !b.Service.HTTP2) || !tlsReachable(b.Service.TLS, opts) {
 			return "", nil, false
 		}
 		return ClusterName(uint32(b.Service.Port), b.Service.Host), nil, true
 	case b.Pool != nil:
 		p := b.Pool
-		if p.EPP == nil || p.EPP.Port == 0 || p.EPP.Host == "" || (grpc && !p.HTTP2()) {
+		if p.EPP == nil || p.EPP.Port == 0 || p.EPP.Host == "" || (grpc && !p.HTTP2()) || !tlsReachable(p.EPP.TLS, opts) {
 			return "", nil, false
 		}
 		return ClusterName(uint32(p.Port), p.Host), p.EPP, true
 	}
 	return "", nil, false
+}
+
+// tlsReachable reports whether the Gateway being translated
+// (opts.gatewayNamespace) can verify an upstream with client TLS t: no
+// TLS, or TLS whose CA it has (model.EPPTLS.CAFor).
+func tlsReachable(t *model.EPPTLS, opts Options) bool {
+	if t == nil {
+		return true
+	}
+	_, ok, _ := t.CAFor(opts.gatewayNamespace)
+	return ok
+}
+
+// mirrorReachable reports whether rule's mirror to cluster may be sent:
+// its Service's TLS (rule.Mirrors) is one this Gateway can have.
+func mirrorReachable(rule *model.Rule, cluster string, opts Options) bool {
+	sb := rule.Mirrors[cluster]
+	return sb == nil || tlsReachable(sb.TLS, opts)
 }
 
 // backendAction sends a rule's traffic (a GRPCRoute rule's when grpc) to
@@ -615,7 +637,7 @@ func backendAction(backends []model.Backend, ruleSetsHost, grpc bool, opts Optio
 		if b.Weight <= 0 {
 			continue
 		}
-		cluster, epp, ok := backendCluster(b, grpc)
+		cluster, epp, ok := backendCluster(b, grpc, opts)
 		if !ok {
 			invalidWeight += uint32(b.Weight)
 			continue

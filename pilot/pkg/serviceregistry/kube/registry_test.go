@@ -11,11 +11,8 @@ import (
 	"github.com/google/go-cmp/cmp"
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
 
 	"github.com/infermesh/infermesh/pilot/pkg/model"
-	kubelib "github.com/infermesh/infermesh/pkg/kube"
 	"github.com/infermesh/infermesh/pkg/kube/krt"
 	"github.com/infermesh/infermesh/pkg/test/poll"
 	"github.com/infermesh/infermesh/pkg/test/seed"
@@ -23,35 +20,26 @@ import (
 
 // registry is Build over static input collections that a test edits.
 type registry struct {
-	t          *testing.T
-	services   krt.StaticCollection[*corev1.Service]
-	slices     krt.StaticCollection[*discoveryv1.EndpointSlice]
-	rules      krt.StaticCollection[kubelib.DestinationRule]
-	policies   krt.StaticCollection[*gwv1.BackendTLSPolicy]
-	configMaps krt.StaticCollection[*corev1.ConfigMap]
-	out        Outputs
-	markers    int
+	t        *testing.T
+	services krt.StaticCollection[*corev1.Service]
+	slices   krt.StaticCollection[*discoveryv1.EndpointSlice]
+	out      Outputs
+	markers  int
 }
 
 func newRegistry(t *testing.T, objs ...any) *registry {
 	t.Helper()
 	stop := krt.WithStop(t.Context().Done())
 	r := &registry{
-		t:          t,
-		services:   krt.NewStaticCollection[*corev1.Service](nil, nil, stop),
-		slices:     krt.NewStaticCollection[*discoveryv1.EndpointSlice](nil, nil, stop),
-		rules:      krt.NewStaticCollection[kubelib.DestinationRule](nil, nil, stop),
-		policies:   krt.NewStaticCollection[*gwv1.BackendTLSPolicy](nil, nil, stop),
-		configMaps: krt.NewStaticCollection[*corev1.ConfigMap](nil, nil, stop),
+		t:        t,
+		services: krt.NewStaticCollection[*corev1.Service](nil, nil, stop),
+		slices:   krt.NewStaticCollection[*discoveryv1.EndpointSlice](nil, nil, stop),
 	}
 	r.apply(objs...)
-	r.out = Build(Inputs{Services: r.services, EndpointSlices: r.slices, DestinationRules: r.rules,
-		BackendTLSPolicies: r.policies, ConfigMaps: r.configMaps},
+	r.out = Build(Inputs{Services: r.services, EndpointSlices: r.slices},
 		Options{ClusterDomain: domain, Krt: []krt.CollectionOption{stop}})
-	for _, c := range []krt.Syncer{r.out.Endpoints, r.out.EPPTLS, r.out.BackendTLSPolicies} {
-		if !c.WaitUntilSynced(t.Context().Done()) {
-			t.Fatal("registry did not sync")
-		}
+	if !r.out.Endpoints.WaitUntilSynced(t.Context().Done()) {
+		t.Fatal("registry did not sync")
 	}
 	return r
 }
@@ -65,12 +53,6 @@ func (r *registry) apply(objs ...any) {
 			r.services.UpdateObject(o)
 		case *discoveryv1.EndpointSlice:
 			r.slices.UpdateObject(o)
-		case kubelib.DestinationRule:
-			r.rules.UpdateObject(o)
-		case *gwv1.BackendTLSPolicy:
-			r.policies.UpdateObject(o)
-		case *corev1.ConfigMap:
-			r.configMaps.UpdateObject(o)
 		case []*discoveryv1.EndpointSlice:
 			for _, s := range o {
 				r.slices.UpdateObject(s)
@@ -111,29 +93,13 @@ func (r *registry) waitEndpoints(cluster string, want []model.Endpoint) {
 		func() string { return cmp.Diff(want, r.endpoints(cluster)) })
 }
 
-func (r *registry) eppTLS(host string) *model.EPPTLS { return r.out.EPPTLS.GetKey(host) }
-
-// waitTLS waits until the EPPTLS of host is want (nil: absent).
-func (r *registry) waitTLS(host string, want *model.EPPTLS) {
-	r.t.Helper()
-	r.eventually("EPPTLS "+host, func() bool { return cmp.Equal(r.eppTLS(host), want) },
-		func() string { return cmp.Diff(want, r.eppTLS(host)) })
-}
-
 const (
 	shadowCluster = "outbound|54321||" + shadowHost
 	eppCluster    = "outbound|9002||" + eppHost
 )
 
-// seedRule is the seed's DestinationRule: TLS SIMPLE with
-// insecureSkipVerify towards the EPP.
-func seedRule() kubelib.DestinationRule {
-	return kubelib.DestinationRule{Namespace: seed.Namespace, Name: seed.EPPName, Host: seed.EPPName,
-		TLS: &kubelib.ClientTLS{Mode: kubelib.TLSModeSimple, InsecureSkipVerify: true}}
-}
-
 func seedObjects() []any {
-	return []any{shadowService(shadowName, 8000), seed.EPPService(), seedSlices(), seedRule()}
+	return []any{shadowService(shadowName, 8000), seed.EPPService(), seedSlices()}
 }
 
 func TestSeedScenario(t *testing.T) {
@@ -144,9 +110,6 @@ func TestSeedScenario(t *testing.T) {
 	}
 	r.eventually("seed endpoints", func() bool { return cmp.Equal(r.out.Endpoints.List(), want) },
 		func() string { return cmp.Diff(want, r.out.Endpoints.List()) })
-	wantTLS := []model.EPPTLS{{Host: eppHost, InsecureSkipVerify: true, Source: seedRuleSource}}
-	r.eventually("seed EPP TLS", func() bool { return cmp.Equal(r.out.EPPTLS.List(), wantTLS) },
-		func() string { return cmp.Diff(wantTLS, r.out.EPPTLS.List()) })
 }
 
 // Scaling the model servers from 3 to 5 and losing readiness on one change
@@ -220,105 +183,12 @@ func TestThreeTargetPorts(t *testing.T) {
 	r.waitEndpoints("outbound|54323||"+shadowHost, eps("10.244.0.13:8002", "10.244.0.14:8002", "10.244.0.15:8002"))
 }
 
-// seedRuleSource is the seed DestinationRule's config path
-// (model.EPPTLS.Source).
-var seedRuleSource = DestinationRuleSource(seed.Namespace, seed.EPPName)
-
-// BackendTLSPolicy: valid with its CA ConfigMap, left out while the
-// ConfigMap is missing (without falling back to the DestinationRule), and
-// winning over the seed's DestinationRule.
-func TestEPPTLSFromBackendTLSPolicy(t *testing.T) {
-	r := newRegistry(t, seedObjects()...)
-	r.waitTLS(eppHost, &model.EPPTLS{Host: eppHost, InsecureSkipVerify: true, Source: seedRuleSource})
-
-	r.apply(backendTLSPolicy("epp-tls", nil)) // its ConfigMap does not exist yet
-	r.waitTLS(eppHost, nil)
-	r.eventually("policy invalid", func() bool {
-		p := r.out.BackendTLSPolicies.GetKey(seed.Namespace + "/epp-tls")
-		return p != nil && p.TLS == nil && p.Invalid != ""
-	}, nil)
-
-	r.apply(caConfigMap("epp-ca", testCA("one")))
-	want := &model.EPPTLS{Host: eppHost, SNI: "epp.example.com", CACertificates: []byte(testCA("one")),
-		SubjectAltNames: []string{"epp.example.com"}, Source: BackendTLSPolicySource(seed.Namespace, "epp-tls")}
-	r.waitTLS(eppHost, want)
-
-	// Rotating the CA follows.
-	r.apply(caConfigMap("epp-ca", testCA("two")))
-	want.CACertificates = []byte(testCA("two"))
-	r.waitTLS(eppHost, want)
-
-	// A younger policy for the same Service loses; an older one wins.
-	created := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
-	first := backendTLSPolicy("epp-tls", nil)
-	first.CreationTimestamp = metav1.NewTime(created)
-	younger := backendTLSPolicy("a-younger", func(v *gwv1.BackendTLSPolicyValidation) { v.Hostname = "younger.example.com" })
-	younger.CreationTimestamp = metav1.NewTime(created.Add(time.Hour))
-	r.apply(first, younger)
-	r.settle()
-	r.waitTLS(eppHost, want)
-	older := backendTLSPolicy("z-older", func(v *gwv1.BackendTLSPolicyValidation) { v.Hostname = "older.example.com" })
-	older.CreationTimestamp = metav1.NewTime(created.Add(-time.Hour))
-	r.apply(older)
-	r.waitTLS(eppHost, &model.EPPTLS{Host: eppHost, SNI: "older.example.com", CACertificates: []byte(testCA("two")),
-		SubjectAltNames: []string{"older.example.com"}, Source: BackendTLSPolicySource(seed.Namespace, "z-older")})
-
-	// Without policies the DestinationRule applies again.
-	for _, n := range []string{"epp-tls", "a-younger", "z-older"} {
-		r.policies.DeleteObject(seed.Namespace + "/" + n)
-	}
-	r.waitTLS(eppHost, &model.EPPTLS{Host: eppHost, InsecureSkipVerify: true, Source: seedRuleSource})
-}
-
-// DestinationRules: one in the Service's namespace wins over one elsewhere
-// naming the FQDN; a rule for a host without a Service gives nothing.
-func TestEPPTLSFromDestinationRules(t *testing.T) {
-	elsewhere := kubelib.DestinationRule{Namespace: "istio-system", Name: "epp", Host: eppHost,
-		TLS: &kubelib.ClientTLS{Mode: kubelib.TLSModeSimple, SNI: "elsewhere.example.com"}}
-	noService := kubelib.DestinationRule{Namespace: seed.Namespace, Name: "ghost", Host: "ghost",
-		TLS: &kubelib.ClientTLS{Mode: kubelib.TLSModeSimple, InsecureSkipVerify: true}}
-	r := newRegistry(t, shadowService(shadowName, 8000), seed.EPPService(), elsewhere, noService)
-	r.waitTLS(eppHost, &model.EPPTLS{Host: eppHost, SNI: "elsewhere.example.com", Source: DestinationRuleSource("istio-system", "epp")})
-
-	r.apply(seedRule())
-	r.waitTLS(eppHost, &model.EPPTLS{Host: eppHost, InsecureSkipVerify: true, Source: seedRuleSource})
-
-	disabled := seedRule()
-	disabled.TLS = &kubelib.ClientTLS{Mode: kubelib.TLSModeDisable}
-	r.apply(disabled)
-	r.waitTLS(eppHost, nil)
-	r.settle()
-	if got := r.out.EPPTLS.List(); len(got) != 0 {
-		t.Errorf("EPPTLS = %+v, want none", got)
-	}
-}
-
-// Without TLS inputs, Build still serves endpoints and no TLS.
-func TestBuildWithoutTLSInputs(t *testing.T) {
-	stop := krt.WithStop(t.Context().Done())
-	services := krt.NewStaticCollection(nil, []*corev1.Service{seed.EPPService()}, stop)
-	slices := krt.NewStaticCollection(nil, seedSlices()[1:], stop)
-	out := Build(Inputs{Services: services, EndpointSlices: slices}, Options{ClusterDomain: domain, Krt: []krt.CollectionOption{stop}})
-	if out.BackendTLSPolicies != nil {
-		t.Error("BackendTLSPolicies built without input")
-	}
-	poll.Until(t, 10*time.Second, "EPP endpoints", func() bool {
-		c := out.Endpoints.GetKey(eppCluster)
-		return c != nil && cmp.Equal(c.Endpoints, eps("10.244.0.16:9002"))
-	})
-	if !out.EPPTLS.WaitUntilSynced(t.Context().Done()) || len(out.EPPTLS.List()) != 0 {
-		t.Errorf("EPPTLS = %+v, want none", out.EPPTLS.List())
-	}
-}
-
 func TestBuildPanicsOnMissingInputs(t *testing.T) {
 	services := krt.NewStaticCollection[*corev1.Service](nil, nil)
 	slices := krt.NewStaticCollection[*discoveryv1.EndpointSlice](nil, nil)
-	policies := krt.NewStaticCollection[*gwv1.BackendTLSPolicy](nil, nil)
 	for name, in := range map[string]Inputs{
-		"no Services":                 {EndpointSlices: slices},
-		"no EndpointSlices":           {Services: services},
-		"policies without ConfigMaps": {Services: services, EndpointSlices: slices, BackendTLSPolicies: policies},
+		"no Services":       {EndpointSlices: slices},
+		"no EndpointSlices": {Services: services},
 	} {
 		t.Run(name, func(t *testing.T) {
 			defer func() {

@@ -13,6 +13,7 @@ import (
 	inferencev1 "sigs.k8s.io/gateway-api-inference-extension/api/v1"
 	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
 
+	"github.com/infermesh/infermesh/pilot/pkg/config/kube/upstreamtls"
 	"github.com/infermesh/infermesh/pilot/pkg/model"
 )
 
@@ -41,10 +42,11 @@ type BackendLookups struct {
 	Pool    func(key types.NamespacedName) *inferencev1.InferencePool
 	// ReferenceGrants returns the ReferenceGrants in namespace.
 	ReferenceGrants func(namespace string) []*gwv1.ReferenceGrant
-	// ServiceTLS returns the client TLS the BackendTLSPolicies give port
-	// portName of Service svc (host is its FQDN), or why the policy that
-	// applies is invalid; nil and "" for plaintext. nil: no policies.
-	ServiceTLS func(svc types.NamespacedName, portName, host string) (*model.EPPTLS, string)
+	// UpstreamTLS is the client TLS of a Service port, EPPs included
+	// (upstreamtls.Resolve with the route's Gateway namespaces); nil: no
+	// BackendTLSPolicies or DestinationRules exist, every port is
+	// plaintext.
+	UpstreamTLS func(port upstreamtls.Port) upstreamtls.Result
 }
 
 // BackendOptions are the settings ResolveBackendRef follows.
@@ -70,6 +72,11 @@ type ResolvedBackend struct {
 	ResolvedRefs bool
 	Reason       gwv1.RouteConditionReason
 	Message      string
+	// Upstream is the Service whose client TLS was resolved for this
+	// backend: the Service itself, or a pool's Endpoint Picker Service;
+	// set whether or not that TLS could be honoured (BackendTLSPolicy
+	// status names the Gateways of such routes).
+	Upstream types.NamespacedName
 	// Service is set for a resolved Service backend.
 	Service *ServiceBackend
 	// Pool is set for a resolved InferencePool backend.
@@ -91,7 +98,9 @@ type (
 // Group and kind default to core Service. Supported: Service in the core
 // group and InferencePool in InferencePoolGroup; anything else is
 // InvalidKind. A Service needs a ReferenceGrant when it is in another
-// namespace (RefNotPermitted) and must exist (BackendNotFound). For an
+// namespace (RefNotPermitted) and must exist (BackendNotFound); the
+// client TLS of its port (lk.UpstreamTLS) must be one that can be
+// honoured (RouteReasonInvalidBackendTLS otherwise). For an
 // InferencePool, in Istio's check order: the inference extension disabled is
 // InvalidKind with InferencePoolNotEnabledMessage; a name with a dot is
 // RouteReasonInvalidDestination with InferencePoolHostnameMessage; a
@@ -99,7 +108,10 @@ type (
 // missing pool is BackendNotFound, and so is a pool whose Endpoint Picker
 // does not resolve (no endpointPickerRef, or one that names no usable
 // Service: poolEPPNotResolved), with a message naming the pool and its
-// reference; then, from a GRPCRoute, a pool whose appProtocol is not
+// reference; a pool whose Endpoint Picker's client TLS cannot be honoured
+// is RouteReasonInvalidBackendTLS (FailOpen or not: a configuration
+// error is not an Endpoint Picker that does not answer, and routing
+// around it would hide the error); then, from a GRPCRoute, a pool whose appProtocol is not
 // kubernetes.io/h2c is UnsupportedProtocol (Gateway API GRPCBackendRef: a
 // backend the route cannot reach in its declared protocol is invalid, and
 // gRPC needs HTTP/2; the pool's one cluster keeps the pool's protocol for
@@ -147,8 +159,13 @@ func ResolveBackendRef(routeKind, routeNamespace string, ref gwv1.BackendRef, lk
 			sb.Port = int32(*ref.Port)
 		}
 		sb.HTTP2 = servicePortHTTP2(svc, sb.Port)
-		if lk.ServiceTLS != nil {
-			sb.TLS, sb.TLSProblem = lk.ServiceTLS(rb.Key, servicePortName(svc, sb.Port), sb.Host)
+		rb.Upstream = rb.Key
+		if lk.UpstreamTLS != nil {
+			res := lk.UpstreamTLS(servicePort(svc, sb.Port, sb.Host))
+			if res.Problem != "" {
+				return fail(RouteReasonInvalidBackendTLS, "%s", tlsMessage(fmt.Sprintf("Service %s port %d", rb.Key, sb.Port), res.Problem))
+			}
+			sb.TLS = res.TLS
 		}
 		if routeKind == GRPCRouteKind && !sb.HTTP2 {
 			return fail(gwv1.RouteReasonUnsupportedProtocol, "%s", grpcToHTTP1ServiceMessage(svc, sb.Port))
@@ -177,6 +194,15 @@ func ResolveBackendRef(routeKind, routeNamespace string, ref gwv1.BackendRef, lk
 			return fail(gwv1.RouteReasonBackendNotFound, "%s", msg)
 		}
 		pb := poolBackend(pool, epp, opts.ClusterDomain)
+		rb.Upstream = types.NamespacedName{Namespace: epp.Namespace, Name: epp.Name}
+		if lk.UpstreamTLS != nil {
+			res := lk.UpstreamTLS(servicePort(epp, pb.EPP.Port, pb.EPP.Host))
+			if res.Problem != "" {
+				return fail(RouteReasonInvalidBackendTLS, "%s", tlsMessage(
+					fmt.Sprintf("InferencePool %s: Endpoint Picker Service %s port %d", rb.Key, rb.Upstream, pb.EPP.Port), res.Problem))
+			}
+			pb.EPP.TLS = res.TLS
+		}
 		if routeKind == GRPCRouteKind && !pb.HTTP2() {
 			return fail(gwv1.RouteReasonUnsupportedProtocol, "%s", grpcToHTTP1PoolMessage(pool))
 		}

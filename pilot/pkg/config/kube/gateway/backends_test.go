@@ -87,6 +87,7 @@ func TestResolveSeedPool(t *testing.T) {
 	want := ResolvedBackend{
 		Group: InferencePoolGroup, Kind: InferencePoolKind, Key: types.NamespacedName{Namespace: "llm-namespace", Name: "vllm-llama3-8b"},
 		Weight: 30, ResolvedRefs: true, Reason: gwv1.RouteReasonResolvedRefs,
+		Upstream: types.NamespacedName{Namespace: "llm-namespace", Name: "vllm-llama3-8b-epp"},
 		Pool: &PoolBackend{
 			Namespace:     "llm-namespace",
 			Name:          "vllm-llama3-8b",

@@ -4,6 +4,7 @@
 package gateway
 
 import (
+	"encoding/pem"
 	"fmt"
 	"strings"
 	"testing"
@@ -16,6 +17,11 @@ import (
 
 	"github.com/infermesh/infermesh/pkg/test/seed"
 )
+
+// garbageCertPEM is a PEM CERTIFICATE block whose contents are not a
+// certificate: Envoy would refuse it as trusted_ca, and with it the whole
+// CDS update of the Gateway.
+var garbageCertPEM = string(pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: []byte("not a certificate")}))
 
 func backendTLSPolicy(name string, created time.Time, section, caKind, caName string) *gwv1.BackendTLSPolicy {
 	target := gwv1.LocalPolicyTargetReferenceWithSectionName{LocalPolicyTargetReference: gwv1.LocalPolicyTargetReference{Kind: "Service", Name: "tls-backend"}}
@@ -43,10 +49,10 @@ func backendTLSPolicy(name string, created time.Time, section, caKind, caName st
 // the older wins and the other is Accepted=False/Conflicted; an invalid
 // policy (a CA kind other than ConfigMap, a missing ConfigMap) is
 // Accepted=False/NoValidCACertificate with ResolvedRefs=False/InvalidKind or
-// InvalidCACertificateRef, and the ports it applies to get 500
-// (TLSProblem), never plaintext; status.ancestors names the Gateway the
-// route attaches to, with the policy's generation; a CA ConfigMap's change
-// follows.
+// InvalidCACertificateRef, and the ports it applies to are invalid backends
+// (500, never plaintext) with the route ResolvedRefs=False/InvalidBackendTLS
+// naming the policy; status.ancestors names the Gateway the route attaches
+// to, with the policy's generation; a CA ConfigMap's change follows.
 func TestBackendTLSPolicyForServices(t *testing.T) {
 	gw := seed.Gateway()
 	svc := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: "apps", Name: "tls-backend"}, Spec: corev1.ServiceSpec{Ports: []corev1.ServicePort{
@@ -78,12 +84,13 @@ func TestBackendTLSPolicyForServices(t *testing.T) {
 		}
 		var out []string
 		for _, rule := range m.Listeners[0].Routes[0].Rules {
-			sb := rule.Backends[0].Service
+			b := rule.Backends[0]
+			sb := b.Service
 			switch {
+			case b.Invalid != "" && sb == nil:
+				out = append(out, "problem")
 			case sb == nil:
 				out = append(out, "none")
-			case sb.TLSProblem != "":
-				out = append(out, "problem")
 			case sb.TLS != nil:
 				out = append(out, fmt.Sprintf("%s(%s)", sb.TLS.SNI, sb.TLS.Source[strings.LastIndex(sb.TLS.Source, "/")+1:]))
 			default:
@@ -112,6 +119,16 @@ func TestBackendTLSPolicyForServices(t *testing.T) {
 		p.eventually(what, func() bool { return got() == want }, got)
 	}
 	expect("backends", backends, "abc.example.com(older),problem")
+	routeRefs := func() string {
+		st := p.routeStatus("apps", "r")
+		if len(st) != 1 {
+			return "no status"
+		}
+		c := findCondition(st[0].Conditions, "ResolvedRefs")
+		return fmt.Sprintf("%s/%s: %s", c.Status, c.Reason, c.Message)
+	}
+	expect("route ResolvedRefs", routeRefs, "False/InvalidBackendTLS: Service apps/tls-backend port 8443: BackendTLSPolicy apps/whole is not accepted: "+
+		`spec.validation.caCertificateRefs[0]: kind "Secret" in group "" is not supported (only ConfigMap); its requests are answered 500, never sent without TLS`)
 	anc := gwKey + ":"
 	expect("older", func() string { return status("older") }, anc+" Accepted=True/Accepted@3 ResolvedRefs=True/ResolvedRefs@3")
 	expect("newer", func() string { return status("newer") }, anc+" Accepted=False/Conflicted@3 ResolvedRefs=True/ResolvedRefs@3")
@@ -122,8 +139,14 @@ func TestBackendTLSPolicyForServices(t *testing.T) {
 	expect("older without its CA", func() string { return status("older") },
 		anc+" Accepted=False/NoValidCACertificate@3 ResolvedRefs=False/InvalidCACertificateRef@3")
 	expect("backends without the CA", backends, "problem,problem")
+	// A bundle that is a CERTIFICATE block with garbage inside is not a CA.
+	p.add(&corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "apps", Name: "ca"}, Data: map[string]string{"ca.crt": garbageCertPEM}})
+	expect("older with garbage for a CA", func() string { return status("older") },
+		anc+" Accepted=False/NoValidCACertificate@3 ResolvedRefs=False/InvalidCACertificateRef@3")
+	expect("backends with garbage for a CA", backends, "problem,problem")
 	p.add(ca)
 	expect("backends with the CA again", backends, "abc.example.com(older),problem")
+	expect("route ResolvedRefs with the CA again", func() string { return routeRefs()[:strings.Index(routeRefs(), ":")] }, "False/InvalidBackendTLS")
 
 	// Without the port policies, the Service's policy applies to both ports;
 	// a valid one gives both TLS.
@@ -131,6 +154,7 @@ func TestBackendTLSPolicyForServices(t *testing.T) {
 	p.policies.DeleteObject("apps/newer")
 	p.add(backendTLSPolicy("whole", t0, "", "ConfigMap", "ca"))
 	expect("backends from the Service's policy", backends, "abc.example.com(whole),abc.example.com(whole)")
+	expect("route ResolvedRefs with valid policies", routeRefs, "True/ResolvedRefs: all references resolved")
 
 	// A policy for a Service no route uses has no ancestors.
 	unused := backendTLSPolicy("unused", t0, "", "ConfigMap", "ca")

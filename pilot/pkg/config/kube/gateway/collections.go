@@ -4,9 +4,8 @@
 package gateway
 
 import (
-	"cmp"
+	"log/slog"
 	"slices"
-	"strings"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -17,8 +16,10 @@ import (
 	inferencev1 "sigs.k8s.io/gateway-api-inference-extension/api/v1"
 	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
 
+	"github.com/infermesh/infermesh/pilot/pkg/config/kube/upstreamtls"
 	"github.com/infermesh/infermesh/pilot/pkg/model"
 	"github.com/infermesh/infermesh/pilot/pkg/networking/core"
+	kubelib "github.com/infermesh/infermesh/pkg/kube"
 	"github.com/infermesh/infermesh/pkg/kube/krt"
 	"github.com/infermesh/infermesh/pkg/kube/writer"
 )
@@ -41,12 +42,17 @@ type Inputs struct {
 	// means none exist.
 	ConfigMaps krt.Collection[*corev1.ConfigMap]
 	// Secrets are read for HTTPS listeners' tls.certificateRefs
-	// (certificates.go); nil means none exist. Only a Secret's type and its
-	// tls.crt and tls.key are used (kube.TLSSecretTransform keeps no more).
+	// (certificates.go) and DestinationRules' credentialName CA bundles
+	// (upstreamtls.CredentialCA); nil means none exist. Only a Secret's
+	// type, tls.crt, tls.key, cacert and ca.crt are used
+	// (kube.TLSSecretTransform keeps no more).
 	Secrets krt.Collection[*corev1.Secret]
-	// BackendTLSPolicies give Service backends client TLS (backendtls.go),
-	// reading their CA ConfigMaps from ConfigMaps; nil means none exist.
+	// BackendTLSPolicies and DestinationRules give Service ports client
+	// TLS, EPPs included (backendtls.go, pilot/pkg/config/kube/upstreamtls),
+	// reading their CA bundles from ConfigMaps and, for a DestinationRule's
+	// credentialName, Secrets; nil means none exist.
 	BackendTLSPolicies krt.Collection[*gwv1.BackendTLSPolicy]
+	DestinationRules   krt.Collection[kubelib.DestinationRule]
 	// ListenerSets add listeners to the Gateways that admit them
 	// (listenerset.go); nil means none exist.
 	ListenerSets krt.Collection[*gwv1.ListenerSet]
@@ -66,6 +72,11 @@ type Options struct {
 	// Krt are options for every collection built (stop channel, debug
 	// handler).
 	Krt []krt.CollectionOption
+	// Logger, when set, gets a warning, with the object's key, each time a
+	// BackendTLSPolicy or DestinationRule resolves to TLS that cannot be
+	// honoured or a setting that is not applied; nil logs nothing (status
+	// -f and check -f print these problems themselves).
+	Logger *slog.Logger
 }
 
 // Types of the desired state the writers consume.
@@ -108,9 +119,13 @@ type Outputs struct {
 	ShadowServices krt.Collection[ShadowServiceApply]
 	// Translator is, per Gateway of ours, what the xDS translator needs.
 	Translator krt.Collection[model.Gateway]
+	// BackendTLSPolicies is every BackendTLSPolicy resolved (its TLS, or
+	// why it is invalid), whether or not a route uses it; nil without
+	// Inputs.BackendTLSPolicies.
+	BackendTLSPolicies krt.Collection[upstreamtls.Policy]
 	// BackendTLSPolicyStatuses are our status.ancestors entries of each
-	// BackendTLSPolicy that targets a Service our routes send to; nil
-	// without Inputs.BackendTLSPolicies.
+	// BackendTLSPolicy that targets a Service our routes send to, mirror
+	// to or call as an EPP; nil without Inputs.BackendTLSPolicies.
 	BackendTLSPolicyStatuses krt.Collection[BackendTLSPolicyStatus]
 	// ListenerSetStatuses is the status of each ListenerSet whose parent is
 	// a Gateway of ours, Programmed still Pending (WithListenerSetProgrammed
@@ -180,8 +195,10 @@ type RuleResult struct {
 	GRPC     *gwv1.GRPCRouteRule
 	Backends []ResolvedBackend
 	// MirrorErrors are the RequestMirror backendRefs that did not resolve;
-	// they count in the route's ResolvedRefs condition.
+	// they count in the route's ResolvedRefs condition. Mirrors are those
+	// that did (their Service's client TLS reaches the model).
 	MirrorErrors []ResolvedBackend
+	Mirrors      []ResolvedBackend
 	// Filters are the backendRefs' own filters, per backend.
 	HTTPFilters [][]gwv1.HTTPRouteFilter
 	GRPCFilters [][]gwv1.GRPCRouteFilter
@@ -209,12 +226,14 @@ type GatewayParents struct {
 func (g GatewayParents) ResourceName() string { return g.Pool.String() }
 
 // InferencePoolObject is a pool with at least one gatewayParent: the pool,
-// its parents and its Endpoint Picker Service (nil when endpointPickerRef
-// is unset or names no Service that exists).
+// its parents, its Endpoint Picker Service (nil when endpointPickerRef is
+// unset or names no Service that exists) and that Service port's client
+// TLS as the parents' Gateways would use it.
 type InferencePoolObject struct {
 	Pool    *inferencev1.InferencePool
 	Parents []PoolParent
 	EPP     *corev1.Service
+	EPPTLS  upstreamtls.Result
 }
 
 // ResourceName is the pool's namespace/name.
@@ -367,22 +386,8 @@ func Build(in Inputs, opts Options) Outputs {
 		return v
 	}, with("Gateways")...)
 
-	var policiesByService krt.Index[string, BackendTLSPolicyView]
-	if in.BackendTLSPolicies != nil {
-		policies := krt.NewCollection(in.BackendTLSPolicies, func(ctx krt.HandlerContext, p *gwv1.BackendTLSPolicy) *BackendTLSPolicyView {
-			v := resolveBackendTLSPolicy(p, func(name string) *corev1.ConfigMap {
-				if in.ConfigMaps == nil {
-					return nil
-				}
-				if cm := krt.FetchOne(ctx, in.ConfigMaps, krt.FilterKey(p.Namespace+"/"+name)); cm != nil {
-					return *cm
-				}
-				return nil
-			})
-			return &v
-		}, with("BackendTLSPolicies")...)
-		policiesByService = krt.NewIndex(policies, "backendtlspolicies-by-service", policyTargetsService)
-	}
+	tlsSources := buildUpstreamTLS(in, opts, with)
+	out.BackendTLSPolicies = tlsSources.policies
 
 	// sets resolves a route's ListenerSet parentRef to the ListenerSet's
 	// Gateway; nil without ListenerSets.
@@ -399,7 +404,7 @@ func Build(in Inputs, opts Options) Outputs {
 		}
 	}
 
-	lookups := func(ctx krt.HandlerContext) (GatewayLookup, NamespaceLabels, BackendLookups) {
+	lookups := func(ctx krt.HandlerContext, gatewayNamespaces func() []string) (GatewayLookup, NamespaceLabels, BackendLookups) {
 		gateways := func(key types.NamespacedName) *GatewayView {
 			return krt.FetchOne(ctx, out.Gateways, krt.FilterKey(key.String()))
 		}
@@ -420,11 +425,7 @@ func Build(in Inputs, opts Options) Outputs {
 				return krt.Fetch(ctx, in.ReferenceGrants, krt.FilterNamespace(ns))
 			},
 		}
-		if policiesByService != nil {
-			backends.ServiceTLS = func(svc types.NamespacedName, portName, host string) (*model.EPPTLS, string) {
-				return serviceTLS(fetchPolicies(ctx, policiesByService, svc), svc, portName, host)
-			}
-		}
+		backends.UpstreamTLS = tlsSources.lookup(ctx, gatewayNamespaces)
 		if pools != nil {
 			backends.Pool = func(key types.NamespacedName) *inferencev1.InferencePool {
 				if p := krt.FetchOne(ctx, pools, krt.FilterKey(key.String())); p != nil {
@@ -442,8 +443,11 @@ func Build(in Inputs, opts Options) Outputs {
 	resolve := func(ctx krt.HandlerContext, route Route, meta *metav1.ObjectMeta, rules []RuleResult,
 		refs func(i int) []gwv1.BackendRef,
 	) *RouteResult {
-		gateways, nsLabels, lk := lookups(ctx)
-		parents := AttachRouteWithListenerSets(route, gateways, sets(ctx), nsLabels)
+		var parents []ParentResult
+		// A DestinationRule's credentialName CA is read in the namespace
+		// of each Gateway that will use it: the parents'.
+		gateways, nsLabels, lk := lookups(ctx, func() []string { return gatewayNamespaces(parents) })
+		parents = AttachRouteWithListenerSets(route, gateways, sets(ctx), nsLabels)
 		if len(parents) == 0 {
 			return nil
 		}
@@ -601,38 +605,9 @@ func Build(in Inputs, opts Options) Outputs {
 		}, with("ListenerSetStatuses")...)
 	}
 
-	if in.BackendTLSPolicies != nil {
-		routesByService := krt.NewIndex(out.Routes, "routes-by-service", backendServices)
-		out.BackendTLSPolicyStatuses = krt.NewCollection(in.BackendTLSPolicies, func(ctx krt.HandlerContext, p *gwv1.BackendTLSPolicy) *BackendTLSPolicyStatus {
-			var gateways []types.NamespacedName
-			var related []BackendTLSPolicyView
-			var self *BackendTLSPolicyView
-			for _, key := range policyTargetsService(resolveTargetsOnly(p)) {
-				ns, name, _ := strings.Cut(key, "/")
-				svc := types.NamespacedName{Namespace: ns, Name: name}
-				for _, r := range routesByService.Fetch(ctx, key) {
-					for _, parent := range r.Parents {
-						if parent.Accepted && !slices.Contains(gateways, parent.Gateway) {
-							gateways = append(gateways, parent.Gateway)
-						}
-					}
-				}
-				for _, o := range fetchPolicies(ctx, policiesByService, svc) {
-					if o.ResourceName() == p.Namespace+"/"+p.Name {
-						self = &o
-					}
-					if !slices.ContainsFunc(related, func(x BackendTLSPolicyView) bool { return x.ResourceName() == o.ResourceName() }) {
-						related = append(related, o)
-					}
-				}
-			}
-			if len(gateways) == 0 || self == nil {
-				return nil
-			}
-			slices.SortFunc(gateways, func(a, b types.NamespacedName) int { return cmp.Compare(a.String(), b.String()) })
-			return &BackendTLSPolicyStatus{Namespace: p.Namespace, Name: p.Name,
-				Parents: backendTLSPolicyAncestors(gateways, opts.ControllerName, backendTLSPolicyConditions(*self, related))}
-		}, with("BackendTLSPolicyStatuses")...)
+	if tlsSources.policies != nil {
+		out.BackendTLSPolicyStatuses = backendTLSPolicyStatuses(in.BackendTLSPolicies, tlsSources, out.Routes, opts.ControllerName,
+			with("BackendTLSPolicyStatuses"))
 	}
 
 	if pools == nil {
@@ -659,6 +634,18 @@ func Build(in Inputs, opts Options) Outputs {
 		if ref := (*pool).Spec.EndpointPickerRef; ref != nil && ref.Name != "" {
 			if svc := krt.FetchOne(ctx, in.Services, krt.FilterKey(gp.Pool.Namespace+"/"+string(ref.Name))); svc != nil {
 				obj.EPP = *svc
+				namespaces := func() []string {
+					var out []string
+					for _, p := range gp.Parents {
+						if !slices.Contains(out, p.Gateway.Namespace) {
+							out = append(out, p.Gateway.Namespace)
+						}
+					}
+					return out
+				}
+				if resolve := tlsSources.lookup(ctx, namespaces); resolve != nil && eppRefProblem(*pool, obj.EPP) == "" {
+					obj.EPPTLS = resolve(servicePort(obj.EPP, int32(ref.Port.Number), serviceFQDN(obj.EPP.Name, obj.EPP.Namespace, opts.ClusterDomain)))
+				}
 			}
 		}
 		return obj
@@ -667,7 +654,7 @@ func Build(in Inputs, opts Options) Outputs {
 	statuses, shadows := krt.NewStatusCollection(out.InferencePools,
 		func(ctx krt.HandlerContext, p InferencePoolObject) (*PoolStatus, *ShadowServiceApply) {
 			st := &PoolStatus{Namespace: p.Pool.Namespace, Name: p.Pool.Name,
-				Parents: PoolParentStatuses(p.Pool, p.Parents, p.EPP, opts.ControllerName, metav1.Time{})}
+				Parents: PoolParentStatuses(p.Pool, p.Parents, p.EPP, p.EPPTLS, opts.ControllerName, metav1.Time{})}
 			if !PoolAccepted(st.Parents) {
 				return st, nil
 			}
@@ -678,116 +665,6 @@ func Build(in Inputs, opts Options) Outputs {
 	out.PoolStatuses = krt.NewCollection(statuses, func(ctx krt.HandlerContext, s krt.ObjectWithStatus[InferencePoolObject, PoolStatus]) *PoolStatus {
 		return &s.Status
 	}, with("PoolStatuses")...)
-	return out
-}
-
-// referencedPools returns the pools that rules reference with a permitted
-// reference: resolved, only missing (BackendNotFound), or from a GRPCRoute
-// to a pool that is not h2c (UnsupportedProtocol: the pool exists and may
-// be used; the route's status says why this use is not served). A reference that
-// is not permitted (no ReferenceGrant), names a hostname, or is made while
-// the extension is off does not make the route's Gateways the pool's
-// parents: a route must not cause writes to a pool it may not use.
-func referencedPools(rules []RuleResult) []types.NamespacedName {
-	var out []types.NamespacedName
-	for _, r := range rules {
-		if r.Problem != "" {
-			continue // not served: the pool gets no parent from it
-		}
-		for _, b := range r.Backends {
-			if b.Group != InferencePoolGroup || b.Kind != InferencePoolKind {
-				continue
-			}
-			if b.ResolvedRefs || b.Reason == gwv1.RouteReasonBackendNotFound || b.Reason == gwv1.RouteReasonUnsupportedProtocol {
-				if !slices.Contains(out, b.Key) {
-					out = append(out, b.Key)
-				}
-			}
-		}
-	}
-	slices.SortFunc(out, func(a, b types.NamespacedName) int { return strings.Compare(a.String(), b.String()) })
-	return out
-}
-
-// PoolGatewayParents folds the attachment results of routes (those that
-// reference pool) into the pool's gatewayParents: one PoolParent per
-// Gateway of ours that any of them names, accepted or not, sorted by
-// Gateway, with each route's attachment to it.
-func PoolGatewayParents(pool types.NamespacedName, routes []RouteResult) []PoolParent {
-	byGateway := map[types.NamespacedName]*PoolParent{}
-	var order []types.NamespacedName
-	for _, r := range routes {
-		if !slices.Contains(r.Pools, pool) {
-			continue
-		}
-		for _, p := range r.Parents {
-			pp := byGateway[p.Gateway]
-			if pp == nil {
-				pp = &PoolParent{Gateway: p.Gateway}
-				byGateway[p.Gateway] = pp
-				order = append(order, p.Gateway)
-			}
-			pp.Routes = append(pp.Routes, p.RouteAttachment(r.Route))
-		}
-	}
-	slices.SortFunc(order, func(a, b types.NamespacedName) int { return strings.Compare(a.String(), b.String()) })
-	out := make([]PoolParent, 0, len(order))
-	for _, g := range order {
-		out = append(out, *byGateway[g])
-	}
-	return out
-}
-
-// routeStatuses derives our status.parents entries of each route in routes.
-func routeStatuses(routes krt.Collection[RouteResult], controller string, opts []krt.CollectionOption) krt.Collection[RouteStatus] {
-	return krt.NewCollection(routes, func(ctx krt.HandlerContext, r RouteResult) *RouteStatus {
-		return &RouteStatus{Namespace: r.Route.Namespace, Name: r.Route.Name, Parents: RouteParentStatuses(r, controller)}
-	}, opts...)
-}
-
-// RouteParentStatuses returns our entries of the route's status.parents
-// (Gateway API RouteParentStatus), one per parentRef naming a Gateway of
-// ours, in parentRef order: parentRef as written, controllerName, and the
-// Accepted condition of the attachment and the route's ResolvedRefs
-// condition (RouteResolvedRefs over every rule's backends), both with the
-// route's generation; on an accepted parent of a route with some rules
-// left out (and some served), PartiallyInvalid=True/UnsupportedValue with
-// DroppedRulesMessage. A route with no rule served is not accepted at all
-// (checkRules), so it never gets PartiallyInvalid, as the Gateway API
-// requires. lastTransitionTime is left zero for the writer.
-func RouteParentStatuses(r RouteResult, controller string) []gwv1.RouteParentStatus {
-	var all []ResolvedBackend
-	for _, rule := range r.Rules {
-		all = append(all, rule.Backends...)
-		all = append(all, rule.MirrorErrors...)
-	}
-	refsOK, refsReason, refsMsg := RouteResolvedRefs(all)
-	cond := func(typ string, ok bool, reason, msg string) metav1.Condition {
-		st := metav1.ConditionFalse
-		if ok {
-			st = metav1.ConditionTrue
-		}
-		return metav1.Condition{Type: typ, Status: st, Reason: reason, Message: msg, ObservedGeneration: r.Generation}
-	}
-	dropped := DroppedRulesMessage(r.Rules)
-	out := make([]gwv1.RouteParentStatus, 0, len(r.Parents))
-	for _, p := range r.Parents {
-		conds := []metav1.Condition{
-			cond(string(gwv1.RouteConditionAccepted), p.Accepted, string(p.Reason), p.Message),
-			cond(string(gwv1.RouteConditionResolvedRefs), refsOK, string(refsReason), refsMsg),
-		}
-		if p.Accepted && dropped != "" {
-			conds = append(conds, cond(string(gwv1.RouteConditionPartiallyInvalid), true, string(gwv1.RouteReasonUnsupportedValue), dropped))
-		}
-		if p.Accepted && len(p.Taken) > 0 {
-			conds = append(conds, cond(RouteConflictedCondition, true, string(gwv1.ListenerReasonHostnameConflict), takenMessage(p.Gateway, p.Taken)))
-		}
-		out = append(out, gwv1.RouteParentStatus{
-			ParentRef:      p.ParentRef,
-			ControllerName: gwv1.GatewayController(controller),
-			Conditions:     conds,
-		})
-	}
 	return out
 }
 
@@ -874,6 +751,15 @@ func modelRoute(r *RouteResult) *model.Route {
 			continue // left out; RouteParentStatuses says why
 		}
 		rr := model.Rule{Index: i, HTTP: rule.HTTP, GRPC: rule.GRPC}
+		for _, m := range rule.Mirrors {
+			if m.Service == nil {
+				continue
+			}
+			if rr.Mirrors == nil {
+				rr.Mirrors = map[string]*model.ServiceBackend{}
+			}
+			rr.Mirrors[core.ClusterName(uint32(m.Service.Port), m.Service.Host)] = m.Service
+		}
 		for j, b := range rule.Backends {
 			mb := model.Backend{Weight: b.Weight, Service: b.Service, Pool: b.Pool}
 			if !b.ResolvedRefs {
@@ -890,45 +776,4 @@ func modelRoute(r *RouteResult) *model.Route {
 		mr.Rules = append(mr.Rules, rr)
 	}
 	return mr
-}
-
-// dropUnresolvedMirrors removes from rule the RequestMirror filters (of the
-// rule and of its backendRefs) whose backendRef does not resolve, recording
-// why in rule.MirrorErrors. The rule is copied before it is changed: it
-// points into the informer's object.
-func dropUnresolvedMirrors(rule *RuleResult, route Route, resolve func(kind, ns string, ref gwv1.BackendRef) ResolvedBackend) {
-	switch {
-	case rule.HTTP != nil:
-		fs, failed := permittedFilters(route.Kind, route.Namespace, rule.HTTP.Filters, httpMirror, resolve)
-		if failed != nil {
-			cp := *rule.HTTP
-			cp.Filters = fs
-			rule.HTTP = &cp
-			rule.MirrorErrors = append(rule.MirrorErrors, failed...)
-		}
-		for j, bfs := range rule.HTTPFilters {
-			fs, failed := permittedFilters(route.Kind, route.Namespace, bfs, httpMirror, resolve)
-			if failed != nil {
-				rule.HTTPFilters = slices.Clone(rule.HTTPFilters)
-				rule.HTTPFilters[j] = fs
-				rule.MirrorErrors = append(rule.MirrorErrors, failed...)
-			}
-		}
-	case rule.GRPC != nil:
-		fs, failed := permittedFilters(route.Kind, route.Namespace, rule.GRPC.Filters, grpcMirror, resolve)
-		if failed != nil {
-			cp := *rule.GRPC
-			cp.Filters = fs
-			rule.GRPC = &cp
-			rule.MirrorErrors = append(rule.MirrorErrors, failed...)
-		}
-		for j, bfs := range rule.GRPCFilters {
-			fs, failed := permittedFilters(route.Kind, route.Namespace, bfs, grpcMirror, resolve)
-			if failed != nil {
-				rule.GRPCFilters = slices.Clone(rule.GRPCFilters)
-				rule.GRPCFilters[j] = fs
-				rule.MirrorErrors = append(rule.MirrorErrors, failed...)
-			}
-		}
-	}
 }

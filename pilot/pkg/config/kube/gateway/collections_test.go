@@ -19,6 +19,7 @@ import (
 	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
 
 	"github.com/infermesh/infermesh/pilot/pkg/model"
+	kubelib "github.com/infermesh/infermesh/pkg/kube"
 	"github.com/infermesh/infermesh/pkg/kube/krt"
 	"github.com/infermesh/infermesh/pkg/test/poll"
 	"github.com/infermesh/infermesh/pkg/test/seed"
@@ -38,6 +39,7 @@ type pipeline struct {
 	cms      krt.StaticCollection[*corev1.ConfigMap]
 	secrets  krt.StaticCollection[*corev1.Secret]
 	policies krt.StaticCollection[*gwv1.BackendTLSPolicy]
+	rules    krt.StaticCollection[kubelib.DestinationRule]
 	sets     krt.StaticCollection[*gwv1.ListenerSet]
 	out      Outputs
 }
@@ -64,6 +66,7 @@ func newPipeline(t testing.TB, inference bool, objs ...any) *pipeline {
 		cms:      krt.NewStaticCollection[*corev1.ConfigMap](nil, nil, stop),
 		secrets:  krt.NewStaticCollection[*corev1.Secret](nil, nil, stop),
 		policies: krt.NewStaticCollection[*gwv1.BackendTLSPolicy](nil, nil, stop),
+		rules:    krt.NewStaticCollection[kubelib.DestinationRule](nil, nil, stop),
 		sets:     krt.NewStaticCollection[*gwv1.ListenerSet](nil, nil, stop),
 	}
 	for _, o := range objs {
@@ -72,7 +75,7 @@ func newPipeline(t testing.TB, inference bool, objs ...any) *pipeline {
 	p.out = Build(Inputs{
 		GatewayClasses: p.classes, Gateways: p.gateways, HTTPRoutes: p.http, GRPCRoutes: p.grpc,
 		ReferenceGrants: p.grants, Namespaces: p.ns, Services: p.services, InferencePools: p.pools,
-		ConfigMaps: p.cms, Secrets: p.secrets, BackendTLSPolicies: p.policies, ListenerSets: p.sets,
+		ConfigMaps: p.cms, Secrets: p.secrets, BackendTLSPolicies: p.policies, DestinationRules: p.rules, ListenerSets: p.sets,
 	}, Options{ControllerName: controller, ClusterDomain: "cluster.local", InferenceEnabled: inference,
 		Krt: []krt.CollectionOption{stop}})
 	p.settle()
@@ -106,6 +109,8 @@ func (p *pipeline) add(o any) {
 		p.policies.UpdateObject(o)
 	case *gwv1.ListenerSet:
 		p.sets.UpdateObject(o)
+	case kubelib.DestinationRule:
+		p.rules.UpdateObject(o)
 	default:
 		p.t.Fatalf("unsupported object %T", o)
 	}

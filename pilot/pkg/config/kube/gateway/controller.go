@@ -101,14 +101,14 @@ func NewController(cfg ControllerConfig) (*Controller, error) {
 		GatewayClasses: kc.GatewayClasses(), Gateways: kc.Gateways(), HTTPRoutes: kc.HTTPRoutes(),
 		GRPCRoutes: kc.GRPCRoutes(), ReferenceGrants: kc.ReferenceGrants(), Namespaces: kc.Namespaces(),
 		Services: kc.Services(), ConfigMaps: kc.ConfigMaps(), Secrets: kc.Secrets(),
-		BackendTLSPolicies: kc.BackendTLSPolicies(), ListenerSets: kc.ListenerSets(),
+		BackendTLSPolicies: kc.BackendTLSPolicies(), DestinationRules: kc.DestinationRules(), ListenerSets: kc.ListenerSets(),
 	}
 	if f.EnableInferenceExtension {
 		in.InferencePools = kc.InferencePools()
 	}
 	c.Outputs = Build(in, Options{
 		ControllerName: f.ControllerName, ClusterDomain: f.ClusterDomain,
-		InferenceEnabled: f.EnableInferenceExtension, Krt: cfg.Krt,
+		InferenceEnabled: f.EnableInferenceExtension, Krt: cfg.Krt, Logger: slog.Default(),
 	})
 
 	var errs []error

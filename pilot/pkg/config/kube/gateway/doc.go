@@ -63,8 +63,10 @@
 //     RouteResolvedRefs folds them per route.
 //   - mirrors.go: RequestMirror backendRefs resolved, and the mirrors that do
 //     not resolve left out.
-//   - backendtls.go: BackendTLSPolicy: targets, which policy wins for a Service
-//     port, the TLS it gives, and the policy's own status.
+//   - backendtls.go: the client TLS of every upstream (Service backends,
+//     mirrors, EPPs) from pilot/pkg/config/kube/upstreamtls, an upstream whose
+//     TLS cannot be honoured made an invalid backend (InvalidBackendTLS), and
+//     the BackendTLSPolicy's own status.
 //   - ruleproblems.go: the rules the translator cannot serve (core.CheckRoute),
 //     as the PartiallyInvalid message and as Warning Events on the route.
 //
@@ -72,9 +74,12 @@
 //
 //   - eppref.go: whether a pool's endpointPickerRef resolves, said the same way
 //     in the pool's ResolvedRefs and in those of routes to it.
-//   - inferencepool_status.go: PoolParentStatuses: a pool's status.parents
-//     entries, and whether the pool is accepted (only then does it get a shadow
-//     Service).
+//   - inferencepool_status.go: PoolGatewayParents, a pool's gatewayParents
+//     folded from the routes that reference it; PoolParentStatuses, its
+//     status.parents entries, and whether the pool is accepted (only then does
+//     it get a shadow Service).
+//   - routestatus.go: RouteParentStatuses: a route's status.parents entries
+//     (Accepted, ResolvedRefs per parent, PartiallyInvalid, Conflicted).
 //   - shadowservice.go: a pool's shadow Service (name, labels, ports) and its
 //     EPP failure mode.
 //

@@ -13,6 +13,9 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
 	inferencev1 "sigs.k8s.io/gateway-api-inference-extension/api/v1"
+	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
+
+	"github.com/infermesh/infermesh/pilot/pkg/config/kube/upstreamtls"
 )
 
 // GatewayGroup and GatewayKind are what every parentRef we write carries (GIE
@@ -47,7 +50,8 @@ type RouteAttachment struct {
 // the pool's generation and lastTransitionTime now (the writer keeps the live
 // time of a condition whose status did not change). epp is the Service that
 // spec.endpointPickerRef names, looked up in the pool's namespace, or nil if
-// there is none.
+// there is none, and eppTLS is the client TLS of its port
+// (upstreamtls.Resolve for the parents' Gateway namespaces).
 //
 // Accepted (GIE InferencePoolConditionAccepted): False/EndpointPickerRefMissing
 // when spec.endpointPickerRef is unset (infermesh routes a pool's requests only
@@ -56,15 +60,27 @@ type RouteAttachment struct {
 // and its reason. ResolvedRefs (InferencePoolConditionResolvedRefs):
 // False/InvalidExtensionRef for a group other than core, a kind other than
 // Service, an empty name, a missing Service, an ExternalName Service, or a
-// port the Service does not have; else True/ResolvedRefs.
-func PoolParentStatuses(pool *inferencev1.InferencePool, parents []PoolParent, epp *corev1.Service,
+// port the Service does not have; also False/InvalidExtensionRef (GIE:
+// "the Extension is invalid in some way") when the EPP's client TLS
+// cannot be honoured for that parent's Gateway (eppTLS.ProblemIn: an
+// invalid BackendTLSPolicy, a DestinationRule whose CA cannot be had):
+// requests through the pool are then answered 500, FailOpen or not; else
+// True/ResolvedRefs.
+func PoolParentStatuses(pool *inferencev1.InferencePool, parents []PoolParent, epp *corev1.Service, eppTLS upstreamtls.Result,
 	controller string, now metav1.Time,
 ) []inferencev1.ParentStatus {
 	resolved := resolvedRefsCondition(pool, epp)
 	out := make([]inferencev1.ParentStatus, 0, len(parents))
 	for _, p := range parents {
 		accepted := acceptedCondition(pool, p)
-		conds := []metav1.Condition{accepted, resolved}
+		refs := resolved
+		if problem := eppTLS.ProblemIn(p.Gateway.Namespace); problem != "" && resolved.Status == metav1.ConditionTrue {
+			ref := pool.Spec.EndpointPickerRef
+			refs = condition(inferencev1.InferencePoolConditionResolvedRefs, false, inferencev1.InferencePoolReasonInvalidExtensionRef,
+				tlsMessage(fmt.Sprintf("Endpoint Picker Service %s/%s port %d", pool.Namespace, ref.Name, ref.Port.Number), problem)+
+					" (FailOpen does not apply: a TLS setting that cannot be honoured is not an Endpoint Picker that fails to answer)")
+		}
+		conds := []metav1.Condition{accepted, refs}
 		for i := range conds {
 			conds[i].ObservedGeneration = pool.Generation
 			conds[i].LastTransitionTime = now
@@ -150,4 +166,64 @@ func PoolAccepted(parents []inferencev1.ParentStatus) bool {
 		}
 	}
 	return false
+}
+
+// referencedPools returns the pools that rules reference with a permitted
+// reference: resolved, only missing (BackendNotFound), from a GRPCRoute
+// to a pool that is not h2c (UnsupportedProtocol: the pool exists and may
+// be used; the route's status says why this use is not served), or whose
+// EPP's client TLS cannot be honoured (RouteReasonInvalidBackendTLS: the
+// pool's status says so too). A reference that
+// is not permitted (no ReferenceGrant), names a hostname, or is made while
+// the extension is off does not make the route's Gateways the pool's
+// parents: a route must not cause writes to a pool it may not use.
+func referencedPools(rules []RuleResult) []types.NamespacedName {
+	var out []types.NamespacedName
+	for _, r := range rules {
+		if r.Problem != "" {
+			continue // not served: the pool gets no parent from it
+		}
+		for _, b := range r.Backends {
+			if b.Group != InferencePoolGroup || b.Kind != InferencePoolKind {
+				continue
+			}
+			if b.ResolvedRefs || b.Reason == gwv1.RouteReasonBackendNotFound || b.Reason == gwv1.RouteReasonUnsupportedProtocol ||
+				b.Reason == RouteReasonInvalidBackendTLS {
+				if !slices.Contains(out, b.Key) {
+					out = append(out, b.Key)
+				}
+			}
+		}
+	}
+	slices.SortFunc(out, func(a, b types.NamespacedName) int { return strings.Compare(a.String(), b.String()) })
+	return out
+}
+
+// PoolGatewayParents folds the attachment results of routes (those that
+// reference pool) into the pool's gatewayParents: one PoolParent per
+// Gateway of ours that any of them names, accepted or not, sorted by
+// Gateway, with each route's attachment to it.
+func PoolGatewayParents(pool types.NamespacedName, routes []RouteResult) []PoolParent {
+	byGateway := map[types.NamespacedName]*PoolParent{}
+	var order []types.NamespacedName
+	for _, r := range routes {
+		if !slices.Contains(r.Pools, pool) {
+			continue
+		}
+		for _, p := range r.Parents {
+			pp := byGateway[p.Gateway]
+			if pp == nil {
+				pp = &PoolParent{Gateway: p.Gateway}
+				byGateway[p.Gateway] = pp
+				order = append(order, p.Gateway)
+			}
+			pp.Routes = append(pp.Routes, p.RouteAttachment(r.Route))
+		}
+	}
+	slices.SortFunc(order, func(a, b types.NamespacedName) int { return strings.Compare(a.String(), b.String()) })
+	out := make([]PoolParent, 0, len(order))
+	for _, g := range order {
+		out = append(out, *byGateway[g])
+	}
+	return out
 }

@@ -14,6 +14,8 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
 	inferencev1 "sigs.k8s.io/gateway-api-inference-extension/api/v1"
+
+	"github.com/infermesh/infermesh/pilot/pkg/config/kube/upstreamtls"
 )
 
 const controller = "istio.io/gateway-controller"
@@ -47,7 +49,7 @@ func conds(st inferencev1.ParentStatus) []string {
 func TestPoolStatusSeed(t *testing.T) {
 	pool := seedPool()
 	pool.Generation = 3
-	got := PoolParentStatuses(pool, []PoolParent{accepted(seedGW)}, seedEPP(), controller, now)
+	got := PoolParentStatuses(pool, []PoolParent{accepted(seedGW)}, seedEPP(), upstreamtls.Result{}, controller, now)
 	if len(got) != 1 {
 		t.Fatalf("%d entries, want 1", len(got))
 	}
@@ -72,7 +74,7 @@ func TestPoolStatusSeed(t *testing.T) {
 
 func TestPoolStatusTwoGatewaysTwoEntries(t *testing.T) {
 	other := types.NamespacedName{Namespace: "a-namespace", Name: "gw2"}
-	got := PoolParentStatuses(seedPool(), []PoolParent{accepted(seedGW), accepted(other)}, seedEPP(), controller, now)
+	got := PoolParentStatuses(seedPool(), []PoolParent{accepted(seedGW), accepted(other)}, seedEPP(), upstreamtls.Result{}, controller, now)
 	if len(got) != 2 || got[0].ParentRef.Name != "gw2" || got[1].ParentRef.Name != "gateway" {
 		t.Fatalf("entries = %+v, want gw2 then gateway (sorted by namespace/name)", got)
 	}
@@ -82,7 +84,7 @@ func TestPoolStatusAccepted(t *testing.T) {
 	rejected := PoolParent{Gateway: seedGW, Routes: []RouteAttachment{
 		{Kind: "HTTPRoute", Route: seedRoute, Reason: "NotAllowedByListeners", Message: "namespace llm-namespace is not allowed"},
 	}}
-	got := PoolParentStatuses(seedPool(), []PoolParent{rejected}, seedEPP(), controller, now)[0].Conditions[0]
+	got := PoolParentStatuses(seedPool(), []PoolParent{rejected}, seedEPP(), upstreamtls.Result{}, controller, now)[0].Conditions[0]
 	if got.Status != metav1.ConditionFalse || got.Reason != "HTTPRouteNotAccepted" ||
 		!strings.Contains(got.Message, "HTTPRoute llm-namespace/llm-route") || !strings.Contains(got.Message, "NotAllowedByListeners") {
 		t.Fatalf("Accepted = %+v, want False/HTTPRouteNotAccepted naming the route and its reason", got)
@@ -90,13 +92,13 @@ func TestPoolStatusAccepted(t *testing.T) {
 
 	mixed := rejected
 	mixed.Routes = append(mixed.Routes, RouteAttachment{Kind: "GRPCRoute", Route: seedRoute, Accepted: true})
-	if got := PoolParentStatuses(seedPool(), []PoolParent{mixed}, seedEPP(), controller, now)[0].Conditions[0]; got.Status != metav1.ConditionTrue {
+	if got := PoolParentStatuses(seedPool(), []PoolParent{mixed}, seedEPP(), upstreamtls.Result{}, controller, now)[0].Conditions[0]; got.Status != metav1.ConditionTrue {
 		t.Fatalf("one accepted route of two: Accepted = %+v, want True", got)
 	}
 
 	noEPP := seedPool()
 	noEPP.Spec.EndpointPickerRef = nil
-	st := PoolParentStatuses(noEPP, []PoolParent{accepted(seedGW)}, nil, controller, now)[0]
+	st := PoolParentStatuses(noEPP, []PoolParent{accepted(seedGW)}, nil, upstreamtls.Result{}, controller, now)[0]
 	if d := cmp.Diff([]string{"Accepted=False (EndpointPickerRefMissing)", "ResolvedRefs=True (ResolvedRefs)"}, conds(st)); d != "" {
 		t.Fatalf("pool without endpointPickerRef (-want +got):\n%s", d)
 	}
@@ -126,7 +128,7 @@ func TestPoolStatusResolvedRefs(t *testing.T) {
 			if tc.mutate != nil {
 				tc.mutate(pool.Spec.EndpointPickerRef)
 			}
-			got := PoolParentStatuses(pool, []PoolParent{accepted(seedGW)}, tc.epp, controller, now)[0].Conditions[1]
+			got := PoolParentStatuses(pool, []PoolParent{accepted(seedGW)}, tc.epp, upstreamtls.Result{}, controller, now)[0].Conditions[1]
 			if got.Type != "ResolvedRefs" {
 				t.Fatalf("second condition is %s", got.Type)
 			}

@@ -1,0 +1,62 @@
+// Copyright infermesh authors
+// SPDX-License-Identifier: Apache-2.0
+
+package upstreamtls
+
+import (
+	"encoding/pem"
+	"strings"
+	"testing"
+
+	"github.com/infermesh/infermesh/pkg/test/certs"
+)
+
+// testCert is a real self-signed certificate (PEM) for name.
+func testCert(t *testing.T, name string) string {
+	t.Helper()
+	crt, _, err := certs.SelfSigned(name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(crt)
+}
+
+// garbageCert is a PEM block of type CERTIFICATE whose contents are not a
+// certificate: what Envoy cannot load as trusted_ca.
+func garbageCert(what string) string {
+	return string(pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: []byte(what)}))
+}
+
+func TestParseCABundle(t *testing.T) {
+	one, two := testCert(t, "one"), testCert(t, "two")
+	key := string(pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: []byte("k")}))
+	for _, tc := range []struct {
+		name, in, want, wantErr string
+	}{
+		{name: "one certificate", in: one, want: one},
+		{name: "two, with comments around them and no final newline", in: "# Issuer: one\n" + one + "# Issuer: two\n" + strings.TrimSuffix(two, "\n"),
+			want: one + two},
+		{name: "a CERTIFICATE block with garbage inside", in: garbageCert("not a certificate"), wantErr: "PEM block 1 is not a certificate"},
+		{name: "garbage after a good certificate", in: one + garbageCert("x"), wantErr: "PEM block 2 is not a certificate"},
+		{name: "another block type", in: one + key, wantErr: `PEM block 2 is "PRIVATE KEY", not CERTIFICATE`},
+		{name: "no PEM at all", in: "hello", wantErr: "no PEM certificate"},
+		{name: "empty", in: "", wantErr: "no PEM certificate"},
+		{name: "a truncated block", in: strings.TrimSuffix(one, "-----END CERTIFICATE-----\n"), wantErr: "no PEM certificate"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got, err := ParseCABundle([]byte(tc.in))
+			if tc.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
+					t.Fatalf("error %v, want one containing %q (got %q)", err, tc.wantErr, got)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if string(got) != tc.want {
+				t.Errorf("got %q, want %q", got, tc.want)
+			}
+		})
+	}
+}
