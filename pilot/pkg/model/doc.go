@@ -19,8 +19,8 @@
 //
 //   - gateway.go: Gateway, Listener (with its TLS and its pre-routing
 //     filters: ListenerFilter, ExternalProcessor), Route, Rule and the
-//     resolved backends (ServiceBackend, PoolBackend, EPPBackend), and the
-//     order of routes.
+//     resolved backends (ServiceBackend, PoolBackend, EPPBackend), a rule's
+//     ExternalAuth filters, and the order of routes.
 //   - service.go: what the service registry adds: Endpoint, ClusterEndpoints
 //     and EPPTLS (client TLS towards a backend).
 //   - serving.go: GatewayServing and RefusedResource, the ADS server's report

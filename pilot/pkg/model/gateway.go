@@ -209,11 +209,51 @@ type Rule struct {
 	// backendRefs has none (the Gateway API then returns 500, unless a
 	// filter such as a redirect answers).
 	Backends []Backend
+	// ExternalAuth are the rule's ExternalAuth filters (HTTPRoute only),
+	// resolved, in filter order. Every request the rule matches must be
+	// allowed by each of them before it goes on; one that did not resolve
+	// (Invalid set) makes the rule answer 500.
+	ExternalAuth []*ExternalAuth
 	// Mirrors are the Services the rule's RequestMirror filters send to,
 	// by cluster name (outbound|<port>||<host>), for their client TLS
 	// (ServiceBackend.TLS). A mirror the controller could not resolve is
 	// not in the filters the rule carries.
 	Mirrors map[string]*ServiceBackend
+}
+
+// ExternalAuth is one resolved ExternalAuth filter (the Gateway API's
+// HTTPExternalAuthFilter): Envoy's ext_authz towards a Service port.
+type ExternalAuth struct {
+	// Name is the name of its Envoy ext_authz filter, a digest of every
+	// other field (core.ExtAuthzFilterName), which the controller sets
+	// once; "" makes the translator compute it.
+	Name string
+	// Protocol is GRPC (Envoy's ext_authz gRPC protocol) or HTTP.
+	Protocol gwv1.HTTPRouteExternalAuthProtocol
+	// Service is the authorization server's Service port, nil when the
+	// backendRef did not resolve (Invalid says why).
+	Service *ServiceBackend
+	// Invalid is why the filter cannot be honoured (the route's
+	// ResolvedRefs=False message): the rule then answers 500, never
+	// forwards unchecked. "" when it resolved.
+	Invalid string
+	// AllowedRequestHeaders are the client request headers sent to the
+	// authorization server, lower-cased, sorted, without duplicates. GRPC:
+	// empty sends every header. HTTP: always also Host, Method, Path,
+	// Content-Length and Authorization.
+	AllowedRequestHeaders []string
+	// AllowedResponseHeaders (HTTP) are the authorization response headers
+	// copied into the request to the backend, lower-cased and sorted;
+	// empty copies every header but those describing the response itself
+	// (see core's extAuthzUpstreamHeaders).
+	AllowedResponseHeaders []string
+	// PathPrefix (HTTP) is put before the request's path in the
+	// authorization request.
+	PathPrefix string
+	// MaxRequestBytes is forwardBody.maxSize: the request body, up to this
+	// many bytes, goes to the authorization server; a longer body is
+	// refused with 413. 0 sends no body.
+	MaxRequestBytes uint32
 }
 
 // Backend is one resolved backendRef of a rule. Exactly one of Service and

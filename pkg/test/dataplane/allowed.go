@@ -10,6 +10,7 @@ import (
 	// the imports below are exactly the extension types this data plane
 	// implements.
 	_ "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/http/cors/v3"
+	_ "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/http/ext_authz/v3"
 	_ "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/http/ext_proc/v3"
 	_ "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/http/router/v3"
 	_ "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/listener/tls_inspector/v3"
@@ -119,6 +120,34 @@ var allowedFields = fieldSet(
 	"envoy.extensions.filters.http.ext_proc.v3.MetadataOptions.forwarding_namespaces",
 	"envoy.extensions.filters.http.ext_proc.v3.MetadataOptions.receiving_namespaces",
 	"envoy.extensions.filters.http.ext_proc.v3.MetadataOptions.MetadataNamespaces.untyped",
+	// ext_authz (ext_authz.go, ext_authz_check.go): gRPC or HTTP service,
+	// allowed headers, body, failure mode, mutation rules; per route,
+	// disabled or empty check_settings.
+	"envoy.extensions.filters.http.ext_authz.v3.ExtAuthz.grpc_service",
+	"envoy.extensions.filters.http.ext_authz.v3.ExtAuthz.http_service",
+	"envoy.extensions.filters.http.ext_authz.v3.ExtAuthz.transport_api_version",
+	"envoy.extensions.filters.http.ext_authz.v3.ExtAuthz.failure_mode_allow",
+	"envoy.extensions.filters.http.ext_authz.v3.ExtAuthz.status_on_error",
+	"envoy.extensions.filters.http.ext_authz.v3.ExtAuthz.allowed_headers",
+	"envoy.extensions.filters.http.ext_authz.v3.ExtAuthz.with_request_body",
+	"envoy.extensions.filters.http.ext_authz.v3.ExtAuthz.decoder_header_mutation_rules",
+	"envoy.extensions.filters.http.ext_authz.v3.BufferSettings.max_request_bytes",
+	"envoy.extensions.filters.http.ext_authz.v3.BufferSettings.allow_partial_message",
+	"envoy.extensions.filters.http.ext_authz.v3.BufferSettings.pack_as_bytes",
+	"envoy.extensions.filters.http.ext_authz.v3.HttpService.server_uri",
+	"envoy.extensions.filters.http.ext_authz.v3.HttpService.path_prefix",
+	"envoy.extensions.filters.http.ext_authz.v3.HttpService.authorization_request",
+	"envoy.extensions.filters.http.ext_authz.v3.HttpService.authorization_response",
+	"envoy.extensions.filters.http.ext_authz.v3.AuthorizationRequest.allowed_headers",
+	"envoy.extensions.filters.http.ext_authz.v3.AuthorizationResponse.allowed_upstream_headers",
+	"envoy.extensions.filters.http.ext_authz.v3.ExtAuthzPerRoute.disabled",
+	"envoy.extensions.filters.http.ext_authz.v3.ExtAuthzPerRoute.check_settings",
+	"envoy.config.core.v3.HttpUri.uri",
+	"envoy.config.core.v3.HttpUri.cluster",
+	"envoy.config.core.v3.HttpUri.timeout",
+	"envoy.config.common.mutation_rules.v3.HeaderMutationRules.disallow_system",
+	"envoy.type.v3.HttpStatus.code",
+	"envoy.type.matcher.v3.ListStringMatcher.patterns",
 	"envoy.extensions.filters.http.ext_proc.v3.ExtProcPerRoute.disabled",
 	"envoy.extensions.filters.http.ext_proc.v3.ExtProcPerRoute.overrides",
 	"envoy.extensions.filters.http.ext_proc.v3.ExtProcOverrides.processing_mode",

@@ -104,6 +104,12 @@
 //   - filterchain.go: the HTTP filters as Envoy's FilterManager runs them:
 //     decoders in order, encoders in reverse, a filter's own reply through
 //     every encoder filter; CORS and ext_proc (through package extproc).
+//   - ext_authz.go: the ext_authz filter: its configuration, per-route
+//     enabling, body buffering, and OK / Denied / Error as local replies or
+//     the request going on.
+//   - ext_authz_check.go: the check: the CheckRequest, the gRPC and HTTP
+//     clients, and the header mutations of an OK answer under the mutation
+//     rules.
 //   - cors.go: the CORS filter: preflights answered, and the allow headers on
 //     responses to allowed origins.
 //   - upstream.go: the router: redirects, direct responses, forwarding with

@@ -113,6 +113,9 @@ func (c *filterChain) decode(ctx context.Context, i int, req *extproc.Request, m
 		}
 		return resp, served, err
 	}
+	if c.filters[i].extAuthz != nil {
+		return c.decodeExtAuthz(ctx, i, req, md)
+	}
 	switch c.filters[i].kind {
 	case filterCORS:
 		return c.decodeCORS(ctx, i, req, md)

@@ -12,6 +12,7 @@ import (
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	listenerv3 "github.com/envoyproxy/go-control-plane/envoy/config/listener/v3"
 	corsv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/http/cors/v3"
+	extauthzv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/http/ext_authz/v3"
 	extprocv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/http/ext_proc/v3"
 	routerv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/http/router/v3"
 	hcmv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/network/http_connection_manager/v3"
@@ -78,22 +79,23 @@ func (lc *listenerConfig) sdsNames() []string {
 type httpFilter struct {
 	// name is HttpFilter.name, the key of its per-filter configuration.
 	name string
-	// kind is filterCORS or filterExtProc.
+	// kind is filterCORS, filterExtProc or filterExtAuthz.
 	kind     string
 	disabled bool
 	extProc  *extprocv3.ExternalProcessor // for ext_proc
+	extAuthz *extAuthzConfig              // for ext_authz (ext_authz.go)
 }
 
 // compileListener compiles a listener received over LDS: its routes come
 // over RDS from ADS. A listener with listener filters or a transport socket
 // on a filter chain is a TLS listener (compileTLSListener).
-func compileListener(l *listenerv3.Listener) (*listenerConfig, error) {
+func compileListener(l *listenerv3.Listener, re regexEngine) (*listenerConfig, error) {
 	if len(l.GetListenerFilters()) > 0 || slices.ContainsFunc(l.GetFilterChains(), func(fc *listenerv3.FilterChain) bool {
 		return fc.GetTransportSocket() != nil || fc.GetFilterChainMatch() != nil
 	}) {
-		return compileTLSListener(l)
+		return compileTLSListener(l, re)
 	}
-	lc, hcm, err := compileHCMListener(l)
+	lc, hcm, err := compileHCMListener(l, re)
 	if err != nil {
 		return nil, err
 	}
@@ -123,7 +125,7 @@ func compileRDS(lc *listenerConfig, hcm *hcmv3.HttpConnectionManager) error {
 // compileHCMListener compiles what every plain-HTTP listener shares: the
 // address, the one filter chain and its HTTP connection manager with its
 // HTTP filters; the caller compiles the HCM's route specifier.
-func compileHCMListener(l *listenerv3.Listener) (*listenerConfig, *hcmv3.HttpConnectionManager, error) {
+func compileHCMListener(l *listenerv3.Listener, re regexEngine) (*listenerConfig, *hcmv3.HttpConnectionManager, error) {
 	lc, err := listenerAddress(l)
 	if err != nil {
 		return nil, nil, err
@@ -131,7 +133,7 @@ func compileHCMListener(l *listenerv3.Listener) (*listenerConfig, *hcmv3.HttpCon
 	if len(l.GetFilterChains()) != 1 {
 		return nil, nil, errors.New("exactly one filter chain is implemented on a listener without TLS")
 	}
-	hcm, err := compileChainHCM(lc, l.GetFilterChains()[0])
+	hcm, err := compileChainHCM(lc, l.GetFilterChains()[0], re)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -150,7 +152,7 @@ func listenerAddress(l *listenerv3.Listener) (*listenerConfig, error) {
 
 // compileChainHCM compiles a filter chain's one network filter, the HTTP
 // connection manager, and its HTTP filters into lc.
-func compileChainHCM(lc *listenerConfig, fc *listenerv3.FilterChain) (*hcmv3.HttpConnectionManager, error) {
+func compileChainHCM(lc *listenerConfig, fc *listenerv3.FilterChain, re regexEngine) (*hcmv3.HttpConnectionManager, error) {
 	if len(fc.GetFilters()) != 1 {
 		return nil, errors.New("exactly one network filter per filter chain is implemented")
 	}
@@ -212,6 +214,20 @@ func compileChainHCM(lc *listenerConfig, fc *listenerv3.FilterChain) (*hcmv3.Htt
 				return nil, fmt.Errorf("http_filters[%d] %s: %w", i, hf.GetName(), err)
 			}
 			lc.filters = append(lc.filters, httpFilter{name: hf.GetName(), kind: filterExtProc, disabled: hf.GetDisabled(), extProc: c})
+		case *extauthzv3.ExtAuthz:
+			cfg, err := compileExtAuthz(c, re)
+			if err != nil {
+				return nil, fmt.Errorf("http_filters[%d] %s: %w", i, hf.GetName(), err)
+			}
+			if !extAuthzFilterName(hf.GetName()) {
+				return nil, fmt.Errorf("http_filters[%d]: name %q: an ext_authz filter is named %s or %s/<suffix> here (per-route configuration is keyed by name)",
+					i, hf.GetName(), filterExtAuthz, filterExtAuthz)
+			}
+			if slices.ContainsFunc(lc.filters, func(f httpFilter) bool { return f.name == hf.GetName() }) {
+				return nil, fmt.Errorf("http_filters[%d]: a second filter named %q", i, hf.GetName())
+			}
+			lc.filters = append(lc.filters, httpFilter{name: hf.GetName(), kind: filterExtAuthz, disabled: hf.GetDisabled(), extAuthz: cfg})
+			continue
 		default:
 			return nil, fmt.Errorf("http_filters[%d] %s: %T not implemented", i, hf.GetName(), msg)
 		}

@@ -16,6 +16,7 @@ import (
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	routev3 "github.com/envoyproxy/go-control-plane/envoy/config/route/v3"
 	corsv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/http/cors/v3"
+	extauthzv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/http/ext_authz/v3"
 	extprocv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/http/ext_proc/v3"
 	matcherv3 "github.com/envoyproxy/go-control-plane/envoy/type/matcher/v3"
 	typev3 "github.com/envoyproxy/go-control-plane/envoy/type/v3"
@@ -114,6 +115,9 @@ var placeholderExtProc = &extprocv3.ExternalProcessor{GrpcService: &corev3.GrpcS
 type perFilterConfig struct {
 	extProc map[string]*extprocv3.ExtProcPerRoute
 	cors    *corsv3.CorsPolicy
+	// extAuthz are the ExtAuthzPerRoute entries by filter name (route
+	// level only: a weighted cluster's is refused).
+	extAuthz map[string]*extauthzv3.ExtAuthzPerRoute
 }
 
 // has reports whether pf carries config for the HTTP filter named name,
@@ -124,7 +128,7 @@ func (pf perFilterConfig) has(name string) bool {
 	if name == filterCORS {
 		return pf.cors != nil
 	}
-	return pf.extProc[name] != nil
+	return pf.extProc[name] != nil || pf.extAuthz[name] != nil
 }
 
 type weightedCluster struct {
@@ -343,6 +347,9 @@ func compileRouteAction(cr *route, ra *routev3.RouteAction, m routeMatch, re reg
 			if wc.perFilter, err = compilePerFilter(cw.GetTypedPerFilterConfig(), re); err != nil {
 				return fmt.Errorf("weighted_clusters[%d]: %w", i, err)
 			}
+			if len(wc.perFilter.extAuthz) > 0 {
+				return fmt.Errorf("weighted_clusters[%d]: ext_authz per-filter config on a weighted cluster not implemented", i)
+			}
 			cr.totalWeight += uint64(wc.weight)
 			cr.weighted = append(cr.weighted, wc)
 		}
@@ -491,6 +498,17 @@ func compilePerFilter(m map[string]*anypb.Any, re regexEngine) (perFilterConfig,
 				}
 			}
 			pf.cors = c
+		case *extauthzv3.ExtAuthzPerRoute:
+			if !extAuthzFilterName(name) {
+				return pf, fmt.Errorf("typed_per_filter_config[%q]: ExtAuthzPerRoute under another filter's name", name)
+			}
+			if err := checkExtAuthzPerRoute(c); err != nil {
+				return pf, fmt.Errorf("typed_per_filter_config[%q]: %w", name, err)
+			}
+			if pf.extAuthz == nil {
+				pf.extAuthz = map[string]*extauthzv3.ExtAuthzPerRoute{}
+			}
+			pf.extAuthz[name] = c
 		default:
 			return pf, fmt.Errorf("typed_per_filter_config[%q]: %T not implemented", name, msg)
 		}

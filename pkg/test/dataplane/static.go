@@ -131,7 +131,7 @@ func (sc *staticConfig) checkNameFree(typeURL, name string) error {
 // config_impl.cc), which are the static ones: a route to any other
 // cluster fails the bootstrap, as in Envoy.
 func compileStaticListener(l *listenerv3.Listener, re regexEngine, clusters map[string]*staticCluster) (*listenerConfig, error) {
-	lc, hcm, err := compileHCMListener(l)
+	lc, hcm, err := compileHCMListener(l, re)
 	if err != nil {
 		return nil, err
 	}

@@ -82,7 +82,7 @@ type tlsChain struct {
 // compileTLSListener compiles a listener whose filter chains terminate TLS:
 // the TLS inspector, then every chain with a transport socket, its
 // server_names and its connection manager over RDS.
-func compileTLSListener(l *listenerv3.Listener) (*listenerConfig, error) {
+func compileTLSListener(l *listenerv3.Listener, re regexEngine) (*listenerConfig, error) {
 	lc, err := listenerAddress(l)
 	if err != nil {
 		return nil, err
@@ -124,7 +124,7 @@ func compileTLSListener(l *listenerv3.Listener) (*listenerConfig, error) {
 			seen[sn] = c.name
 		}
 		c.hcm = &listenerConfig{name: lc.name, address: lc.address, port: lc.port}
-		hcm, err := compileChainHCM(c.hcm, fc)
+		hcm, err := compileChainHCM(c.hcm, fc, re)
 		if err != nil {
 			return nil, fmt.Errorf("filter_chains[%d] %s: %w", i, c.name, err)
 		}

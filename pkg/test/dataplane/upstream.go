@@ -19,6 +19,7 @@ import (
 	"time"
 
 	clusterv3 "github.com/envoyproxy/go-control-plane/envoy/config/cluster/v3"
+	extauthzv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/http/ext_authz/v3"
 	extprocv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/http/ext_proc/v3"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials"
@@ -204,6 +205,14 @@ func (s routeSel) perFilter() (pf perFilterConfig) {
 				pf.extProc = map[string]*extprocv3.ExtProcPerRoute{}
 			}
 			pf.extProc[name] = extproc.MergePerRoute(pf.extProc[name], c)
+		}
+		// ext_authz takes the most specific ExtAuthzPerRoute
+		// (ext_authz.cc, resolveMostSpecificPerFilterConfig).
+		for name, c := range l.extAuthz {
+			if pf.extAuthz == nil {
+				pf.extAuthz = map[string]*extauthzv3.ExtAuthzPerRoute{}
+			}
+			pf.extAuthz[name] = c
 		}
 		if l.cors != nil {
 			pf.cors = l.cors

@@ -137,7 +137,7 @@ func decodeResourceAs(typeURL string, a *anypb.Any, ignoreNewer func(proto.Messa
 	}
 	switch m := msg.(type) {
 	case *listenerv3.Listener:
-		cfg, err := compileListener(m)
+		cfg, err := compileListener(m, re)
 		if err != nil {
 			return fail(err)
 		}

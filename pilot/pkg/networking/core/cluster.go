@@ -87,6 +87,7 @@ const (
 	opPool                         // an InferencePool backendRef (its shadow Service)
 	opEPP                          // the Endpoint Picker of a pool backendRef
 	opMirror                       // a RequestMirror filter's Service
+	opAuthz                        // an ExternalAuth filter's authorization server (a Service port)
 )
 
 // clusterOp is one reference of a route to a cluster, in the order the
@@ -102,7 +103,8 @@ type clusterOp struct {
 // listener with hostname listenerHost, in a Gateway of namespace
 // gatewayNamespace: none when the route serves no hostname through it;
 // else, per rule, each valid backend (a pool's shadow cluster, then its
-// EPP cluster) and then each mirror that is sent (mirrorReachable).
+// EPP cluster), then each mirror that is sent (mirrorReachable), then
+// each usable ExternalAuth filter's authorization server.
 func routeClusterOps(listenerHost string, r *model.Route, gatewayNamespace string, opts Options) []clusterOp {
 	if len(routeHostnames(listenerHost, r.Hostnames)) == 0 {
 		return nil
@@ -137,6 +139,11 @@ func routeClusterOps(listenerHost string, r *model.Route, gatewayNamespace strin
 				ops = append(ops, op)
 			}
 		}
+		for _, ea := range rule.ExternalAuth {
+			if extAuthzUsable(ea) {
+				ops = append(ops, clusterOp{name: extAuthzCluster(ea), kind: opAuthz, http2: ea.Service.HTTP2, tls: ea.Service.TLS})
+			}
+		}
 	}
 	return ops
 }
@@ -169,6 +176,15 @@ func applyClusterOp(s *clusterSpec, op clusterOp, clientCert string) {
 			s.tls = op.tls
 		}
 		s.clientCert = ""
+	case opAuthz:
+		// A Service port, exactly as for a backendRef (its protocol and TLS
+		// are the port's): the cluster may be shared with routes that send
+		// to the port, so nothing of the filter changes it (not even its
+		// circuit breakers, left at Envoy's defaults).
+		s.http2 = s.http2 || op.http2
+		if s.tls == nil && op.tls != nil && !s.epp {
+			s.tls, s.clientCert = op.tls, clientCert
+		}
 	}
 }
 

@@ -49,6 +49,7 @@ type Translator struct {
 	// listeners is the last listener translation and lisGW its input (the
 	// Gateway without routes).
 	lisGW     *model.Gateway
+	lisAuthz  []*model.ExternalAuth // its ext_authz filters (gatewayExtAuthz)
 	listeners []*listenerv3.Listener
 
 	rcs    map[string]*rcState
@@ -96,14 +97,15 @@ func (t *Translator) build(gw *model.Gateway, in Inputs) (Resources, error) {
 // buildListeners reuses the last listeners when everything they depend on
 // (the Gateway but its routes) is equal.
 func (t *Translator) buildListeners(gw *model.Gateway) ([]*listenerv3.Listener, error) {
-	if t.lisGW != nil && sameListenerInputs(t.lisGW, gw) {
+	authz := gatewayExtAuthz(gw)
+	if t.lisGW != nil && sameListenerInputs(t.lisGW, gw) && sameExtAuthz(t.lisAuthz, authz) {
 		return t.listeners, nil
 	}
 	ls, err := BuildListeners(gw, t.opts)
 	if err != nil {
 		return nil, err
 	}
-	t.lisGW, t.listeners = withoutRoutes(gw), ls
+	t.lisGW, t.listeners, t.lisAuthz = withoutRoutes(gw), ls, authz
 	return ls, nil
 }
 
@@ -148,7 +150,7 @@ func sameRoute(a, b *model.Route) bool {
 	for i := range a.Rules {
 		x, y := &a.Rules[i], &b.Rules[i]
 		if x.Index != y.Index || x.HTTP != y.HTTP || x.GRPC != y.GRPC || len(x.Backends) != len(y.Backends) ||
-			!maps.Equal(x.Mirrors, y.Mirrors) {
+			!maps.Equal(x.Mirrors, y.Mirrors) || !slices.Equal(x.ExternalAuth, y.ExternalAuth) {
 			return false
 		}
 		for j := range x.Backends {
@@ -235,6 +237,7 @@ func rcSig(g portGroup, chain int, body model.EPPBodyMode, namespace string) str
 func (t *Translator) buildRoutes(gw *model.Gateway) ([]*routev3.RouteConfiguration, error) {
 	opts := t.opts
 	opts.eppBodyMode, opts.gatewayNamespace = gw.EPPBodyMode, gw.Namespace
+	opts.extAuthz = gatewayExtAuthz(gw)
 	groups, err := groupByPort(gw)
 	if err != nil {
 		return nil, err

@@ -73,6 +73,9 @@ type Options struct {
 	// eppBodyMode is the Gateway's model.Gateway.EPPBodyMode, set by
 	// BuildListeners and BuildRouteConfigurations for their builders.
 	eppBodyMode model.EPPBodyMode
+	// extAuthz are the Gateway's ext_authz filters (gatewayExtAuthz), set
+	// by BuildListeners for buildHCM.
+	extAuthz []*model.ExternalAuth
 	// gatewayNamespace is the translated Gateway's namespace, where its
 	// proxies read a DestinationRule credentialName's CA
 	// (model.EPPTLS.CAFor); set by BuildRouteConfigurations and

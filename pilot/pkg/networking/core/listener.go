@@ -69,10 +69,13 @@ func groupByPort(gw *model.Gateway) ([]portGroup, error) {
 //     (early_header_mutation_extensions, earlyHeaderMutations);
 //   - runs the listeners' pre-routing filters (Listener.filters.requests,
 //     listenerfilter.go: each disabled, enabled on its own listener's
-//     virtual hosts), then the HTTP filters cors, then ext_proc when
-//     opts.InferenceEnabled
-//     (see extProcBaseFilter: disabled and inert until a route enables it),
-//     then router. CORS first (Istio puts ext_proc first) so that a reply
+//     virtual hosts), then the HTTP filters cors, then one ext_authz filter
+//     per distinct ExternalAuth filter of the Gateway's routes
+//     (gatewayExtAuthz, sorted by name; each disabled until a route enables
+//     it, extAuthzFilter), then ext_proc when opts.InferenceEnabled (see
+//     extProcBaseFilter: disabled and inert until a route enables it), then
+//     router. ext_authz before ext_proc: a request the authorization server
+//     denies never reaches an EPP or a model server. CORS first (Istio puts ext_proc first) so that a reply
 //     ext_proc makes while decoding a CORS request (an EPP error or
 //     ImmediateResponse) still gets the CORS headers; architecture/xds.md
 //     gives the reasoning, and preflightRoute why no order keeps CORS
@@ -95,6 +98,7 @@ func BuildListeners(gw *model.Gateway, opts Options) ([]*listenerv3.Listener, er
 		return nil, fmt.Errorf("invalid parameters (GatewayClass or Gateway): %s", gw.ClassParametersError)
 	}
 	opts.eppBodyMode = gw.EPPBodyMode
+	opts.extAuthz = gatewayExtAuthz(gw)
 	groups, err := groupByPort(gw)
 	if err != nil {
 		return nil, err
@@ -182,6 +186,20 @@ func buildHCM(rc string, opts Options, lfs []hcmListenerFilter) (*hcmv3.HttpConn
 		filters = append(filters, f)
 	}
 	filters = append(filters, &hcmv3.HttpFilter{Name: FilterCORS, ConfigType: &hcmv3.HttpFilter_TypedConfig{TypedConfig: corsAny}})
+	for _, ea := range opts.extAuthz {
+		f, err := extAuthzFilter(ea)
+		if err != nil {
+			return nil, err
+		}
+		// As for the EPP's filter below: with listener filters the route
+		// that asks for the check may be selected only after the filters
+		// were created, so the filter is created for every request and
+		// every virtual host turns it off unless its route turns it on
+		// (disableExtAuthz); a check is never skipped for a route that
+		// asks for it.
+		f.Disabled = len(lfs) == 0
+		filters = append(filters, f)
+	}
 	if opts.InferenceEnabled {
 		ep, err := extProcBaseFilter(opts.eppBodyMode)
 		if err != nil {

@@ -5,11 +5,13 @@ package core
 
 import (
 	"fmt"
+	"maps"
 	"strconv"
 
 	mutationrulesv3 "github.com/envoyproxy/go-control-plane/envoy/config/common/mutation_rules/v3"
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	routev3 "github.com/envoyproxy/go-control-plane/envoy/config/route/v3"
+	extauthzv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/http/ext_authz/v3"
 	extprocv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/http/ext_proc/v3"
 	hcmv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/network/http_connection_manager/v3"
 	earlyhmv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/http/early_header_mutation/header_mutation/v3"
@@ -244,7 +246,7 @@ func listenerFilterConfig(l model.Listener) (map[string]*anypb.Any, error) {
 // listenerFilterVirtualHost makes vh one of a listener with filters: cfg
 // (listenerFilterConfig) enables them, and the fallback route ends it.
 func listenerFilterVirtualHost(vh *routev3.VirtualHost, cfg map[string]*anypb.Any) {
-	vh.TypedPerFilterConfig = cfg
+	vh.TypedPerFilterConfig = maps.Clone(cfg)
 	vh.Routes = append(vh.Routes, listenerFilterFallbackRoute())
 }
 
@@ -327,6 +329,31 @@ func vhostListener(g portGroup, chain int, listenerHosts []string, h string) int
 		}
 	}
 	return -1
+}
+
+// disableExtAuthz gives every virtual host of a connection manager with
+// listener filters an ExtAuthzPerRoute disabled for each ext_authz filter
+// of the Gateway: there those filters are enabled in the connection
+// manager (buildHCM), and a route that asks for a check turns its filter
+// back on with its own, more specific, entry (ext_authz takes the most
+// specific per-route configuration).
+func disableExtAuthz(vhs []*routev3.VirtualHost, eas []*model.ExternalAuth) error {
+	if len(eas) == 0 {
+		return nil
+	}
+	off, err := toAny(&extauthzv3.ExtAuthzPerRoute{Override: &extauthzv3.ExtAuthzPerRoute_Disabled{Disabled: true}})
+	if err != nil {
+		return err
+	}
+	for _, vh := range vhs {
+		if vh.TypedPerFilterConfig == nil {
+			vh.TypedPerFilterConfig = map[string]*anypb.Any{}
+		}
+		for _, ea := range eas {
+			vh.TypedPerFilterConfig[extAuthzName(ea)] = off
+		}
+	}
+	return nil
 }
 
 // hasListenerFilters reports whether any listener of gw has filters.

@@ -60,6 +60,7 @@ type routeEntry struct {
 func BuildRouteConfigurations(gw *model.Gateway, opts Options) ([]*routev3.RouteConfiguration, error) {
 	opts = opts.WithDefaults()
 	opts.eppBodyMode, opts.gatewayNamespace = gw.EPPBodyMode, gw.Namespace
+	opts.extAuthz = gatewayExtAuthz(gw)
 	groups, err := groupByPort(gw)
 	if err != nil {
 		return nil, err
@@ -200,6 +201,11 @@ func buildRouteConfiguration(g portGroup, chain int, opts Options) (*routev3.Rou
 	if len(misdirected) > 0 {
 		rc.VirtualHosts = append(rc.VirtualHosts, misdirectedVirtualHost(misdirected, port))
 	}
+	if len(hcmListenerFilters(g, chain)) > 0 {
+		if err := disableExtAuthz(rc.VirtualHosts, opts.extAuthz); err != nil {
+			return nil, err
+		}
+	}
 	return rc, nil
 }
 
@@ -280,7 +286,7 @@ func buildRoutes(r *model.Route, g portGroup, opts Options, memo anyMemo) []rout
 // ruleFiltersOf returns the rule's own filters.
 func ruleFiltersOf(rule *model.Rule) ruleFilters {
 	if rule.HTTP != nil {
-		return httpFilters(rule.HTTP.Filters)
+		return httpFilters(rule.HTTP.Filters, true)
 	}
 	return grpcFilters(rule.GRPC.Filters)
 }
@@ -289,13 +295,16 @@ func backendFiltersOf(b *model.Backend) ruleFilters {
 	if len(b.GRPCFilters) > 0 {
 		return grpcFilters(b.GRPCFilters)
 	}
-	return httpFilters(b.HTTPFilters)
+	return httpFilters(b.HTTPFilters, false)
 }
 
 // buildAction is what one rule does for one of its matches, filters first:
 //
-//   - an unsupported filter (ExtensionRef, ExternalAuth): direct_response
-//     500, the rule is not served without it;
+//   - an unsupported filter (ExtensionRef), or an ExternalAuth filter that
+//     cannot be configured (its backendRef did not resolve):
+//     direct_response 500, the rule is not served without it;
+//   - each usable ExternalAuth filter enables its ext_authz filter in
+//     typed_per_filter_config (enableExtAuthz), whatever the action;
 //   - RequestRedirect: Route.redirect, backends ignored;
 //   - otherwise the backends (see backendAction), plus URLRewrite,
 //     RequestMirror and the timeout on the RouteAction;
@@ -338,8 +347,12 @@ func buildAction(r *model.Route, rule *model.Rule, m matchResult, g portGroup, o
 		perFilter[FilterCORS] = a
 	}
 
+	authzOK, err := enableExtAuthz(perFilter, rule)
+	if err != nil {
+		return nil, err
+	}
 	switch {
-	case f.unsupported != "":
+	case f.unsupported != "" || !authzOK:
 		rt.Action = directResponse500()
 	case f.redirect != nil:
 		ra, err := redirectAction(f.redirect, m.prefix, g.port, g.tls)
@@ -625,7 +638,9 @@ func mirrorReachable(rule *model.Rule, cluster string, opts Options) bool {
 // unless ruleSetsHost); a backendRef's URLRewrite (HTTPRouteBackendURLRewrite)
 // rewrites Host as its header Host does, and its path only for a single
 // backend (forwardAction; with several, an error: the rule is not served);
-// other backendRef filter types are not supported and are ignored. shares holds every valid share, for the caller to check
+// a backendRef with a filter type that is not supported (ExtensionRef,
+// ExternalAuth) is an invalid share (500), never one served without it.
+// shares holds every valid share, for the caller to check
 // what their header modifiers left out.
 // grpc: the rule is a GRPCRoute's (a pool that is not h2c cannot serve
 // it, see backendCluster).
@@ -643,6 +658,12 @@ func backendAction(backends []model.Backend, ruleSetsHost, grpc bool, opts Optio
 			continue
 		}
 		f := backendFiltersOf(b)
+		if f.unsupported != "" {
+			// A backendRef filter that cannot be honoured (ExtensionRef,
+			// ExternalAuth) must not be skipped: its share answers 500.
+			invalidWeight += uint32(b.Weight)
+			continue
+		}
 		s := backendShare{cluster: cluster, weight: uint32(b.Weight),
 			req: toHeaderMods(f.reqHeaders, requestHeaders), resp: toHeaderMods(f.respHeaders, responseHeaders), rewrite: f.rewrite}
 		if f.rewrite != nil && f.rewrite.Hostname != nil {

@@ -28,12 +28,12 @@ type ruleFilters struct {
 	mirrors     []*gwv1.HTTPRequestMirrorFilter
 	cors        *gwv1.HTTPCORSFilter
 	// unsupported names the first filter we cannot implement
-	// (ExtensionRef, ExternalAuth, unknown types). The Gateway API says such
+	// (ExtensionRef, a backendRef's ExternalAuth, unknown types). The Gateway API says such
 	// a filter must not be skipped: the rule answers 500 instead.
 	unsupported string
 }
 
-func httpFilters(fs []gwv1.HTTPRouteFilter) ruleFilters {
+func httpFilters(fs []gwv1.HTTPRouteFilter, rule bool) ruleFilters {
 	var r ruleFilters
 	for i := range fs {
 		f := &fs[i]
@@ -50,6 +50,9 @@ func httpFilters(fs []gwv1.HTTPRouteFilter) ruleFilters {
 			r.mirrors = append(r.mirrors, f.RequestMirror)
 		case f.Type == gwv1.HTTPRouteFilterCORS && f.CORS != nil:
 			r.cors = f.CORS
+		case f.Type == gwv1.HTTPRouteFilterExternalAuth && f.ExternalAuth != nil && rule:
+			// A rule's ExternalAuth is resolved into model.Rule.ExternalAuth
+			// (enableExtAuthz); a backendRef's is not supported.
 		default:
 			if r.unsupported == "" {
 				r.unsupported = string(f.Type)

@@ -12,6 +12,7 @@ import (
 	clusterv3 "github.com/envoyproxy/go-control-plane/envoy/config/cluster/v3"
 	listenerv3 "github.com/envoyproxy/go-control-plane/envoy/config/listener/v3"
 	routev3 "github.com/envoyproxy/go-control-plane/envoy/config/route/v3"
+	extauthzv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/http/ext_authz/v3"
 	extprocv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/http/ext_proc/v3"
 	hcmv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/network/http_connection_manager/v3"
 	"google.golang.org/protobuf/proto"
@@ -137,8 +138,8 @@ func clusterNeeds(clusters map[string]bool, fail func(string, ...any)) func(owne
 }
 
 // checkListenerRefs checks that the route configuration every HCM of l
-// names over RDS is in routes, and that every ext_proc filter's cluster
-// exists (Validate rules 3 and 4).
+// names over RDS is in routes, and that every ext_proc and ext_authz
+// filter's cluster exists (Validate rules 3 and 4).
 func checkListenerRefs(l *listenerv3.Listener, memo anyMemo, routes map[string]bool,
 	needCluster func(owner, cluster string), fail func(string, ...any),
 ) {
@@ -156,11 +157,22 @@ func checkListenerRefs(l *listenerv3.Listener, memo anyMemo, routes map[string]b
 				fail("listener %q: route configuration %q is not in RDS", l.GetName(), rds.GetRouteConfigName())
 			}
 			for _, hf := range hcm.GetHttpFilters() {
-				if hf.GetTypedConfig() == nil || !hf.GetTypedConfig().MessageIs((*extprocv3.ExternalProcessor)(nil)) {
-					continue
-				}
-				if ep, err := unpackAs[*extprocv3.ExternalProcessor](memo, hf.GetTypedConfig()); err == nil {
-					needCluster(fmt.Sprintf("listener %q ext_proc", l.GetName()), ep.GetGrpcService().GetEnvoyGrpc().GetClusterName())
+				tc := hf.GetTypedConfig()
+				switch {
+				case tc == nil:
+				case tc.MessageIs((*extprocv3.ExternalProcessor)(nil)):
+					if ep, err := unpackAs[*extprocv3.ExternalProcessor](memo, tc); err == nil {
+						needCluster(fmt.Sprintf("listener %q ext_proc", l.GetName()), ep.GetGrpcService().GetEnvoyGrpc().GetClusterName())
+					}
+				case tc.MessageIs((*extauthzv3.ExtAuthz)(nil)):
+					if ea, err := unpackAs[*extauthzv3.ExtAuthz](memo, tc); err == nil {
+						owner := fmt.Sprintf("listener %q %s", l.GetName(), hf.GetName())
+						if gs := ea.GetGrpcService(); gs != nil {
+							needCluster(owner, gs.GetEnvoyGrpc().GetClusterName())
+						} else {
+							needCluster(owner, ea.GetHttpService().GetServerUri().GetCluster())
+						}
+					}
 				}
 			}
 		}

@@ -199,6 +199,12 @@ type RuleResult struct {
 	// that did (their Service's client TLS reaches the model).
 	MirrorErrors []ResolvedBackend
 	Mirrors      []ResolvedBackend
+	// ExternalAuth are the rule's ExternalAuth filters, resolved
+	// (externalauth.go); AuthErrors are those that did not resolve, and
+	// ExternalAuth filters in backendRefs' filters. AuthErrors count in the
+	// route's ResolvedRefs condition.
+	ExternalAuth []*model.ExternalAuth
+	AuthErrors   []ResolvedBackend
 	// Filters are the backendRefs' own filters, per backend.
 	HTTPFilters [][]gwv1.HTTPRouteFilter
 	GRPCFilters [][]gwv1.GRPCRouteFilter
@@ -461,6 +467,7 @@ func Build(in Inputs, opts Options) Outputs {
 				res.Rules[i].Backends = append(res.Rules[i].Backends, resolveRef(route.Kind, route.Namespace, ref))
 			}
 			dropUnresolvedMirrors(&res.Rules[i], route, resolveRef)
+			resolveRuleExternalAuth(&res.Rules[i], route, lk, backendOpts)
 		}
 		checkRules(res, core.Options{InferenceEnabled: opts.InferenceEnabled, ClusterDomain: opts.ClusterDomain})
 		res.Pools = referencedPools(res.Rules)
@@ -750,7 +757,7 @@ func modelRoute(r *RouteResult) *model.Route {
 		if rule.Problem != "" {
 			continue // left out; RouteParentStatuses says why
 		}
-		rr := model.Rule{Index: i, HTTP: rule.HTTP, GRPC: rule.GRPC}
+		rr := model.Rule{Index: i, HTTP: rule.HTTP, GRPC: rule.GRPC, ExternalAuth: rule.ExternalAuth}
 		for _, m := range rule.Mirrors {
 			if m.Service == nil {
 				continue

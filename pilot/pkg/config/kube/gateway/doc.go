@@ -61,6 +61,9 @@
 //   - backends.go: ResolveBackendRef: backendRefs to Services and
 //     InferencePools resolved, with Istio's exact messages for pool references;
 //     RouteResolvedRefs folds them per route.
+//   - externalauth.go: a rule's ExternalAuth filters resolved (a Service
+//     port, ReferenceGrant, HTTP/2 for GRPC, upstream TLS), the failures
+//     counted in ResolvedRefs; one in a backendRef's filters refused.
 //   - mirrors.go: RequestMirror backendRefs resolved, and the mirrors that do
 //     not resolve left out.
 //   - backendtls.go: the client TLS of every upstream (Service backends,

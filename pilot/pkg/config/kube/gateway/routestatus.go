@@ -33,6 +33,7 @@ func RouteParentStatuses(r RouteResult, controller string) []gwv1.RouteParentSta
 	for _, rule := range r.Rules {
 		all = append(all, rule.Backends...)
 		all = append(all, rule.MirrorErrors...)
+		all = append(all, rule.AuthErrors...)
 	}
 	refsOK, refsReason, refsMsg := RouteResolvedRefs(all)
 	cond := func(typ string, ok bool, reason, msg string) metav1.Condition {
