@@ -120,6 +120,11 @@ type Listener struct {
 	// runs once after the last. The controller passes a listener only when
 	// it can serve every one of them.
 	Filters []ListenerFilter
+	// FilterError, when set, says why a filter of the listener does not
+	// resolve (its ExternalProcessor is missing, its Service does not
+	// resolve): the listener fails closed, every request it accepts is
+	// answered 500, and Filters is empty.
+	FilterError string
 }
 
 // ListenerFilter is one resolved pre-routing filter of a listener. Type

@@ -129,7 +129,7 @@ func sameListenerInputs(a, b *model.Gateway) bool {
 	for i := range a.Listeners {
 		x, y := a.Listeners[i], b.Listeners[i]
 		if x.Name != y.Name || x.Port != y.Port || x.Protocol != y.Protocol || x.Hostname != y.Hostname ||
-			(x.TLS != y.TLS && !reflect.DeepEqual(x.TLS, y.TLS)) || !reflect.DeepEqual(x.Filters, y.Filters) {
+			(x.TLS != y.TLS && !reflect.DeepEqual(x.TLS, y.TLS)) || !reflect.DeepEqual(x.Filters, y.Filters) || x.FilterError != y.FilterError {
 			return false
 		}
 	}

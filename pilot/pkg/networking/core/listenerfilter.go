@@ -114,10 +114,11 @@ func hcmListenerFilters(g portGroup, chain int) []hcmListenerFilter {
 	return out
 }
 
-// groupHasListenerFilters reports whether any listener of g has filters.
+// groupHasListenerFilters reports whether any listener of g has filters,
+// or filters that do not resolve.
 func groupHasListenerFilters(g portGroup) bool {
 	for _, l := range g.listeners {
-		if len(l.Filters) > 0 {
+		if len(l.Filters) > 0 || l.FilterError != "" {
 			return true
 		}
 	}
@@ -248,6 +249,21 @@ func listenerFilterConfig(l model.Listener) (map[string]*anypb.Any, error) {
 func listenerFilterVirtualHost(vh *routev3.VirtualHost, cfg map[string]*anypb.Any) {
 	vh.TypedPerFilterConfig = maps.Clone(cfg)
 	vh.Routes = append(vh.Routes, listenerFilterFallbackRoute())
+}
+
+// ListenerFilterErrorRoute is the name of the route that answers every
+// request of a listener whose filters do not resolve.
+const ListenerFilterErrorRoute = "infermesh.listener_filters.unresolved"
+
+// filterErrorVirtualHost makes vh one of a listener whose filters do not
+// resolve (model.Listener.FilterError): every request gets a 500, never
+// its routes without the filters the listener asks for.
+func filterErrorVirtualHost(vh *routev3.VirtualHost) {
+	vh.Routes = []*routev3.Route{{
+		Name:   ListenerFilterErrorRoute,
+		Match:  &routev3.RouteMatch{PathSpecifier: &routev3.RouteMatch_Prefix{Prefix: "/"}},
+		Action: &routev3.Route_DirectResponse{DirectResponse: &routev3.DirectResponseAction{Status: 500}},
+	}}
 }
 
 // listenerFilterFallbackRoute matches every request a listener's virtual

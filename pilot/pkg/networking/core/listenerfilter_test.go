@@ -11,6 +11,7 @@ import (
 	mutationrulesv3 "github.com/envoyproxy/go-control-plane/envoy/config/common/mutation_rules/v3"
 	listenerv3 "github.com/envoyproxy/go-control-plane/envoy/config/listener/v3"
 	routev3 "github.com/envoyproxy/go-control-plane/envoy/config/route/v3"
+	extauthzv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/http/ext_authz/v3"
 	extprocv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/http/ext_proc/v3"
 	hcmv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/network/http_connection_manager/v3"
 	earlyhmv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/http/early_header_mutation/header_mutation/v3"
@@ -290,5 +291,70 @@ func TestTranslatorWithListenerFilters(t *testing.T) {
 		if d := cmp.Diff(want, got, protocmp.Transform()); d != "" {
 			t.Errorf("step %d: Translator differs from the full builders (-full +translator):\n%s", i, d)
 		}
+	}
+}
+
+// A listener whose filters do not resolve (model.Listener.FilterError)
+// answers every request 500 on each of its virtual hosts, its own
+// hostname's included, and carries no filter; the other tenant's listener
+// on the port is untouched.
+func TestListenerFilterErrorFailsClosed(t *testing.T) {
+	gw := twoTenantGateway()
+	gw.Listeners[0].FilterError = "filters.requests[0]: ExternalProcessor gw/bbr not found"
+	res := build(t, gw, Inputs{}, inferenceOn)
+	h := hcmOf(t, res, ListenerName(80))
+	if got, want := hcmFilterNames(h), []string{FilterCORS, FilterExtProc, FilterRouter}; !slices.Equal(got, want) {
+		t.Errorf("HTTP filters %v, want %v", got, want)
+	}
+	va := vhostNamed(t, res, RouteConfigName(80, false), "a.example.com:80")
+	if len(va.Routes) != 1 || va.Routes[0].Name != ListenerFilterErrorRoute || va.Routes[0].GetDirectResponse().GetStatus() != 500 ||
+		va.Routes[0].GetMatch().GetPrefix() != "/" || len(va.TypedPerFilterConfig) != 0 {
+		t.Errorf("a.example.com %v, want only the 500 route", va)
+	}
+	vb := vhostNamed(t, res, RouteConfigName(80, false), "b.example.com:80")
+	if len(vb.Routes) == 0 || vb.Routes[0].GetDirectResponse() != nil {
+		t.Errorf("listener b's virtual host changed: %v", vb)
+	}
+}
+
+// With listener filters a route that asks for ExternalAuth may be selected
+// only after the filters changed the request, when Envoy has created the
+// filters already: the ext_authz filters are then enabled in the
+// connection manager, and every virtual host disables them unless its
+// route enables one (more specific), so no check is skipped and none runs
+// where no route asks.
+func TestExtAuthzWithListenerFilters(t *testing.T) {
+	auth := &model.ExternalAuth{Protocol: gwv1.HTTPRouteExternalAuthGRPCProtocol,
+		Service: &model.ServiceBackend{Host: "authz.ns.svc.cluster.local", Port: 9000, HTTP2: true}}
+	auth.Name = ExtAuthzFilterName(auth)
+	gw := twoTenantGateway(extRef(processor("gw", "bbr", false)))
+	ra := gw.Listeners[0].Routes[0]
+	ra.Rules[0].ExternalAuth = []*model.ExternalAuth{auth}
+	ra.Rules[0].HTTP = &gwv1.HTTPRouteRule{Filters: []gwv1.HTTPRouteFilter{{Type: gwv1.HTTPRouteFilterExternalAuth, ExternalAuth: &gwv1.HTTPExternalAuthFilter{}}}}
+	res := build(t, gw, Inputs{}, inferenceOn)
+	h := hcmOf(t, res, ListenerName(80))
+	name := extAuthzName(auth)
+	i := slices.IndexFunc(h.HttpFilters, func(f *hcmv3.HttpFilter) bool { return f.Name == name })
+	if i < 0 {
+		t.Fatalf("no %s in %v", name, hcmFilterNames(h))
+	}
+	if h.HttpFilters[i].Disabled {
+		t.Errorf("%s disabled in a connection manager with listener filters: a route found after the filters would skip its check", name)
+	}
+	for _, vh := range []string{"a.example.com:80", "b.example.com:80"} {
+		v := vhostNamed(t, res, RouteConfigName(80, false), vh)
+		per := &extauthzv3.ExtAuthzPerRoute{}
+		if err := v.TypedPerFilterConfig[name].UnmarshalTo(per); err != nil || !per.GetDisabled() {
+			t.Errorf("%s: %s per-filter config %v (%v), want disabled", vh, name, per, err)
+		}
+	}
+	va := vhostNamed(t, res, RouteConfigName(80, false), "a.example.com:80")
+	enabled := slices.ContainsFunc(va.Routes, func(r *routev3.Route) bool {
+		a := r.TypedPerFilterConfig[name]
+		per := &extauthzv3.ExtAuthzPerRoute{}
+		return a != nil && a.UnmarshalTo(per) == nil && per.GetCheckSettings() != nil
+	})
+	if !enabled {
+		t.Errorf("team-a's route does not enable %s: %v", name, va.Routes)
 	}
 }

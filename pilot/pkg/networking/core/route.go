@@ -138,7 +138,7 @@ func buildRouteConfiguration(g portGroup, chain int, opts Options) (*routev3.Rou
 	// ("*" without one), so that its filters run on every request it
 	// accepts, also for a Host no route of it serves (listenerfilter.go).
 	for i, l := range g.listeners {
-		if (chain >= 0 && i != chain) || len(l.Filters) == 0 {
+		if (chain >= 0 && i != chain) || (len(l.Filters) == 0 && l.FilterError == "") {
 			continue
 		}
 		h := l.Hostname
@@ -193,8 +193,13 @@ func buildRouteConfiguration(g portGroup, chain int, opts Options) (*routev3.Rou
 	port := strconv.FormatUint(uint64(g.port), 10)
 	for _, h := range names {
 		vh := virtualHost(h, port, vhosts[h].entries)
-		if li := vhostListener(g, chain, listenerHosts, h); li >= 0 && filterCfg[li] != nil {
-			listenerFilterVirtualHost(vh, filterCfg[li])
+		if li := vhostListener(g, chain, listenerHosts, h); li >= 0 {
+			switch {
+			case g.listeners[li].FilterError != "":
+				filterErrorVirtualHost(vh)
+			case filterCfg[li] != nil:
+				listenerFilterVirtualHost(vh, filterCfg[li])
+			}
 		}
 		rc.VirtualHosts = append(rc.VirtualHosts, vh)
 	}

@@ -19,6 +19,7 @@ import (
 	"github.com/infermesh/infermesh/pilot/pkg/config/kube/upstreamtls"
 	"github.com/infermesh/infermesh/pilot/pkg/model"
 	"github.com/infermesh/infermesh/pilot/pkg/networking/core"
+	imv1alpha1 "github.com/infermesh/infermesh/pkg/apis/infermesh/v1alpha1"
 	kubelib "github.com/infermesh/infermesh/pkg/kube"
 	"github.com/infermesh/infermesh/pkg/kube/krt"
 	"github.com/infermesh/infermesh/pkg/kube/writer"
@@ -56,6 +57,9 @@ type Inputs struct {
 	// ListenerSets add listeners to the Gateways that admit them
 	// (listenerset.go); nil means none exist.
 	ListenerSets krt.Collection[*gwv1.ListenerSet]
+	// ExternalProcessors (infermesh.io) are what listener filters of type
+	// ExtensionRef name (listenerfilters.go); nil means none exist.
+	ExternalProcessors krt.Collection[*imv1alpha1.ExternalProcessor]
 }
 
 // Options are the controller's settings (pilot/pkg/features).
@@ -347,6 +351,26 @@ func Build(in Inputs, opts Options) Outputs {
 		})
 	}
 
+	tlsSources := buildUpstreamTLS(in, opts, with)
+	out.BackendTLSPolicies = tlsSources.policies
+	backendOpts := BackendOptions{InferenceEnabled: opts.InferenceEnabled, ClusterDomain: opts.ClusterDomain}
+	// serviceLookups are the Service, ReferenceGrant and upstream TLS
+	// lookups of objects used by the Gateways of gatewayNamespaces.
+	serviceLookups := func(ctx krt.HandlerContext, gatewayNamespaces func() []string) BackendLookups {
+		return BackendLookups{
+			Service: func(key types.NamespacedName) *corev1.Service {
+				if s := krt.FetchOne(ctx, in.Services, krt.FilterKey(key.String())); s != nil {
+					return *s
+				}
+				return nil
+			},
+			ReferenceGrants: func(ns string) []*gwv1.ReferenceGrant {
+				return krt.Fetch(ctx, in.ReferenceGrants, krt.FilterNamespace(ns))
+			},
+			UpstreamTLS: tlsSources.lookup(ctx, gatewayNamespaces),
+		}
+	}
+
 	out.Gateways = krt.NewCollection(in.Gateways, func(ctx krt.HandlerContext, gw *gwv1.Gateway) *GatewayView {
 		p := krt.FetchOne(ctx, classParams, krt.FilterKey(string(gw.Spec.GatewayClassName)))
 		if p == nil {
@@ -374,6 +398,21 @@ func Build(in Inputs, opts Options) Outputs {
 				}
 				return nil
 			},
+			Filters: &ListenerFilterLookups{
+				ExternalProcessor: func(key types.NamespacedName) *imv1alpha1.ExternalProcessor {
+					if in.ExternalProcessors == nil {
+						return nil
+					}
+					if ep := krt.FetchOne(ctx, in.ExternalProcessors, krt.FilterKey(key.String())); ep != nil {
+						return *ep
+					}
+					return nil
+				},
+				// A processor's client TLS is read as the Gateway's
+				// (a DestinationRule's credentialName in its namespace).
+				Backends: serviceLookups(ctx, func() []string { return []string{gw.Namespace} }),
+				Options:  backendOpts,
+			},
 		}
 		v := NewGatewayView(gw, certs)
 		v.Class, v.EPPBodyMode, v.ClassProblem = p.Class, p.EPPBodyMode, p.Problem
@@ -391,9 +430,6 @@ func Build(in Inputs, opts Options) Outputs {
 		}
 		return v
 	}, with("Gateways")...)
-
-	tlsSources := buildUpstreamTLS(in, opts, with)
-	out.BackendTLSPolicies = tlsSources.policies
 
 	// sets resolves a route's ListenerSet parentRef to the ListenerSet's
 	// Gateway; nil without ListenerSets.
@@ -420,18 +456,7 @@ func Build(in Inputs, opts Options) Outputs {
 			}
 			return nil
 		}
-		backends := BackendLookups{
-			Service: func(key types.NamespacedName) *corev1.Service {
-				if s := krt.FetchOne(ctx, in.Services, krt.FilterKey(key.String())); s != nil {
-					return *s
-				}
-				return nil
-			},
-			ReferenceGrants: func(ns string) []*gwv1.ReferenceGrant {
-				return krt.Fetch(ctx, in.ReferenceGrants, krt.FilterNamespace(ns))
-			},
-		}
-		backends.UpstreamTLS = tlsSources.lookup(ctx, gatewayNamespaces)
+		backends := serviceLookups(ctx, gatewayNamespaces)
 		if pools != nil {
 			backends.Pool = func(key types.NamespacedName) *inferencev1.InferencePool {
 				if p := krt.FetchOne(ctx, pools, krt.FilterKey(key.String())); p != nil {
@@ -442,8 +467,6 @@ func Build(in Inputs, opts Options) Outputs {
 		}
 		return gateways, nsLabels, backends
 	}
-	backendOpts := BackendOptions{InferenceEnabled: opts.InferenceEnabled, ClusterDomain: opts.ClusterDomain}
-
 	// resolve attaches route and resolves the backendRefs of its rules
 	// (refs(i) are rule i's); nil when it names no Gateway of ours.
 	resolve := func(ctx krt.HandlerContext, route Route, meta *metav1.ObjectMeta, rules []RuleResult,
@@ -725,7 +748,8 @@ func translatorGateway(gw GatewayView, routes []routeModel) *model.Gateway {
 		if l.Set.Name != "" {
 			name = ListenerSetListenerName(l.Set, l.Name)
 		}
-		ml := model.Listener{Name: name, Port: uint32(l.Port), Protocol: l.Protocol, Hostname: l.Hostname}
+		ml := model.Listener{Name: name, Port: uint32(l.Port), Protocol: l.Protocol, Hostname: l.Hostname,
+			Filters: l.Filters, FilterError: l.FilterError}
 		if l.Certificate.Name != "" {
 			ml.TLS = &model.ListenerTLS{CertificateRefs: []string{l.Certificate.String()}, ClientValidation: l.ClientValidation}
 		}

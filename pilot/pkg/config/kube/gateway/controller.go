@@ -102,6 +102,7 @@ func NewController(cfg ControllerConfig) (*Controller, error) {
 		GRPCRoutes: kc.GRPCRoutes(), ReferenceGrants: kc.ReferenceGrants(), Namespaces: kc.Namespaces(),
 		Services: kc.Services(), ConfigMaps: kc.ConfigMaps(), Secrets: kc.Secrets(),
 		BackendTLSPolicies: kc.BackendTLSPolicies(), DestinationRules: kc.DestinationRules(), ListenerSets: kc.ListenerSets(),
+		ExternalProcessors: kc.ExternalProcessors(),
 	}
 	if f.EnableInferenceExtension {
 		in.InferencePools = kc.InferencePools()
