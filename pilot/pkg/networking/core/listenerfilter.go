@@ -24,7 +24,7 @@ import (
 )
 
 // Pre-routing listener filters (Gateway API Listener.filters.requests,
-// GEP-5224) in Envoy terms. architecture/listenerfilters.md tells the
+// GEP-5224) in Envoy terms. architecture/xds.md ("Listener filters") tells the
 // reasoning; in short:
 //
 //   - Each filter of each listener is its own HTTP filter of the

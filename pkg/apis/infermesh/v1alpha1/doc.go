@@ -8,13 +8,13 @@
 // ExtensionRef (Gateway API v1.7, Listener.filters.requests, GEP-5224):
 // an Envoy external processor (ext_proc over gRPC) that every request the
 // listener accepts goes through before route selection, such as GIE's
-// body-based router. architecture/listenerfilters.md describes what the
-// controller and the translator make of it.
+// body-based router. architecture/controller.md ("Listener filters") and
+// architecture/xds.md ("Listener filters") describe what the controller
+// and the translator make of it.
 //
-// The CRD is generated from these types by controller-gen (`make crds`
-// runs hack/update-crds.sh, which writes
-// pilot/pkg/config/file/crds/infermesh.io_externalprocessors.yaml and the
-// Helm chart's copy).
+// The CRD, manifests/charts/infermesh/crds/infermesh.io_externalprocessors.yaml,
+// is written by hand from these types (no generator runs in this
+// repository); keep the two equal.
 //
 // # Files
 //

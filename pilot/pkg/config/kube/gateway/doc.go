@@ -30,6 +30,10 @@
 //     publish in status.
 //   - listeners.go: GatewayView and ListenerView: a Gateway's listeners
 //     validated (protocols, allowedRoutes, port and hostname conflicts).
+//   - listenerfilters.go: a listener's filters.requests (GEP-5224) resolved to
+//     infermesh.io ExternalProcessors (ResolveExternalProcessor,
+//     ProcessorConditions), with the spec's listener reasons
+//     (InvalidListenerFilterRef, InvalidListenerFilter, UnsupportedValue).
 //   - listenerset.go: ListenerSets attached to our Gateways: which are allowed,
 //     their listeners in precedence order, and their status.
 //   - certificates.go: an HTTPS listener's certificateRef (a kubernetes.io/tls
