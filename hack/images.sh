@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # images.sh builds the binaries that stand for container images when pods run
-# as local processes (the node agent of issue 15 maps each pod's image to one),
+# as local processes (the node agent, pkg/test/node, maps each pod's image to one),
 # and writes that map. Pinned builds, from the Go module proxy, each into a
 # versioned cache folder outside the repository:
 #

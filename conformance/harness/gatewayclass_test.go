@@ -30,8 +30,9 @@ const (
 // a user following GIE's guides (or an Istio install) gets; lwepp v1.6.2
 // works with it. With bodyMode "Streamed" its parametersRef ConfigMap
 // selects eppRequestBodyMode: Streamed, which lwepp v1.6.0 needs (it
-// answers body chunks before the headers in FULL_DUPLEX_STREAMED, GIE
-// issue 3035; architecture/xds.md "EPP request body mode").
+// answers body chunks before the headers in FULL_DUPLEX_STREAMED,
+// kubernetes-sigs/gateway-api-inference-extension#3035;
+// architecture/xds.md "EPP request body mode").
 func (c *cluster) createGatewayClass(ctx context.Context, bodyMode string) error {
 	a, err := kubeapply.New(c.config, fieldManager)
 	if err != nil {

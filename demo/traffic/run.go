@@ -57,7 +57,8 @@ type Config struct {
 	Requests int
 }
 
-// The seed's addresses ([Shell 2]): the model-server pods and the EPP pod.
+// The seed's addresses (examples/seed/file-mode/pods.yaml): the
+// model-server pods and the EPP pod.
 var (
 	modelServerIPs = []string{"10.244.0.13", "10.244.0.14", "10.244.0.15"}
 	eppIP          = "10.244.0.16"
@@ -472,7 +473,7 @@ type request struct {
 	body         []byte
 }
 
-// seedBody is the seed's request body ([Shell 6]).
+// seedBody is the seed's request body.
 func seedBody() map[string]any {
 	return map[string]any{"model": seed.RequestModel, "prompt": seed.Prompt, "max_tokens": 100, "temperature": 0}
 }

@@ -38,38 +38,16 @@ func httpGet(t *testing.T, url string) (int, string) {
 	return resp.StatusCode, string(b)
 }
 
-// TestDebugEndpointsOffTheNetworkPort (issue 14, item 4): --http-address,
+// TestDebugEndpointsOffTheNetworkPort: the debug endpoints are kept off
+// the network. --http-address,
 // the port the install manifests put on the network, answers /metrics and
 // /ready and nothing under /debug/; --debug-address serves the debug
 // endpoints.
 func TestDebugEndpointsOffTheNetworkPort(t *testing.T) {
 	d := fakeDeps(t, inference...)
-	addrs := make(chan [3]net.Addr, 1)
-	d.serving = func(ads, http, debug net.Addr) { addrs <- [3]net.Addr{ads, http, debug} }
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() {
-		cmd := newRootCommandWith(d)
-		cmd.SetArgs([]string{"discovery", "-f", seedDir, "--plaintext", "--ads-address", "127.0.0.1:0",
-			"--http-address", "127.0.0.1:0", "--debug-address", "127.0.0.1:0"})
-		cmd.SetOut(&bytes.Buffer{})
-		done <- cmd.ExecuteContext(ctx)
-	}()
-	t.Cleanup(func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("discovery: %v", err)
-		}
-	})
-	var a [3]net.Addr
-	select {
-	case a = <-addrs:
-	case err := <-done:
-		t.Fatalf("discovery ended before serving: %v", err)
-	case <-time.After(30 * time.Second):
-		t.Fatal("discovery did not start serving")
-	}
-	network := "http://" + a[1].String()
+	a := startDiscovery(t, d, "discovery", "-f", seedDir, "--plaintext", "--ads-address", "127.0.0.1:0",
+		"--http-address", "127.0.0.1:0", "--debug-address", "127.0.0.1:0")
+	network := "http://" + a.HTTP.String()
 	waitReady(t, network+"/ready")
 	for _, p := range debugPaths {
 		if code, body := httpGet(t, network+p); code != http.StatusNotFound {
@@ -79,10 +57,10 @@ func TestDebugEndpointsOffTheNetworkPort(t *testing.T) {
 	if code, body := httpGet(t, network+"/metrics"); code != http.StatusOK || !strings.Contains(body, "infermesh_xds_pushes_total") {
 		t.Errorf("GET /metrics on --http-address: %d %q", code, head(body))
 	}
-	if a[2] == nil {
+	if a.Debug == nil {
 		t.Fatal("no debug listener")
 	}
-	debug := "http://" + a[2].String()
+	debug := "http://" + a.Debug.String()
 	for _, p := range debugPaths {
 		if code, body := httpGet(t, debug+p); code != http.StatusOK {
 			t.Errorf("GET %s on --debug-address: %d, want 200; body starts %q", p, code, head(body))
@@ -95,7 +73,7 @@ func TestDebugEndpointsOffTheNetworkPort(t *testing.T) {
 	// A DNS-rebinding page reaches the debug port with its own name as
 	// Host: refused on every path, the plain metrics included. The
 	// monitoring port answers whatever the Host.
-	_, port, _ := net.SplitHostPort(a[2].String())
+	_, port, _ := net.SplitHostPort(a.Debug.String())
 	for _, host := range []string{"rebind.example.com:" + port, "rebind.example.com", "localhost.example.com", "10.0.0.1:" + port} {
 		for _, p := range append(slices.Clone(debugPaths), "/metrics") {
 			code, body := getWithHost(t, debug+p, host)

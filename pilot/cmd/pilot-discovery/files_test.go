@@ -8,7 +8,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"net"
 	"os"
 	"path/filepath"
 	"slices"
@@ -93,8 +92,9 @@ func condition(conds []metav1.Condition, typ string) string {
 	return "missing"
 }
 
-// TestStatusSeed: status -f on the seed prints the pool status [Shell 3]
-// shows and the shadow Service [Shell 2] shows, and no problems.
+// TestStatusSeed: status -f on the seed prints the pool status
+// (Accepted=True, ResolvedRefs=True) and the shadow Service
+// (vllm-llama3-8b-ip-22dc7de1) the seed's write-up shows, and no problems.
 func TestStatusSeed(t *testing.T) {
 	docs, stderr, err := statusOf(t, seedDir, inference...)
 	if err != nil {
@@ -273,43 +273,21 @@ func TestProxyConfigOfflineSeed(t *testing.T) {
 	wantErr(t, err, "gateway-namespace/nope", "not a Gateway of ours")
 }
 
-// TestProxyConfigOfflineMatchesServer (issue 6, acceptance 2): for the same
+// TestProxyConfigOfflineMatchesServer: file mode serves what the offline
+// command prints. For the same
 // folder, proxy-config -f and proxy-config against a running discovery -f
 // print the same bytes, for every kind and output format.
 func TestProxyConfigOfflineMatchesServer(t *testing.T) {
 	d := fakeDeps(t, inference...)
-	addrs := make(chan [2]net.Addr, 1)
-	d.serving = func(ads, http, _ net.Addr) { addrs <- [2]net.Addr{ads, http} }
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() {
-		cmd := newRootCommandWith(d)
-		cmd.SetArgs([]string{"discovery", "-f", seedDir, "--plaintext", "--ads-address", "127.0.0.1:0", "--http-address", "127.0.0.1:0", "--debug-address", ""})
-		cmd.SetOut(&bytes.Buffer{})
-		done <- cmd.ExecuteContext(ctx)
-	}()
-	t.Cleanup(func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("discovery: %v", err)
-		}
-	})
-	var a [2]net.Addr
-	select {
-	case a = <-addrs:
-	case err := <-done:
-		t.Fatalf("discovery ended before serving: %v", err)
-	case <-time.After(30 * time.Second):
-		t.Fatal("discovery did not start serving")
-	}
-	waitReady(t, "http://"+a[1].String()+"/ready")
+	a := startDiscovery(t, d, "discovery", "-f", seedDir, "--plaintext", "--ads-address", "127.0.0.1:0", "--http-address", "127.0.0.1:0", "--debug-address", "")
+	waitReady(t, "http://"+a.HTTP.String()+"/ready")
 	for _, kind := range []string{kindListeners, kindRoutes, kindClusters, kindEndpoints, kindAll} {
 		for _, o := range []string{outputShort, outputJSON} {
 			offline, err := run(t, d, "proxy-config", kind, "--gateway", seedGateway, "-f", seedDir, "-o", o)
 			if err != nil {
 				t.Fatalf("%s -o %s offline: %v", kind, o, err)
 			}
-			online, err := run(t, d, "proxy-config", kind, "--gateway", seedGateway, "--xds-address", a[0].String(), "--plaintext", "-o", o)
+			online, err := run(t, d, "proxy-config", kind, "--gateway", seedGateway, "--xds-address", a.ADS.String(), "--plaintext", "-o", o)
 			if err != nil {
 				t.Fatalf("%s -o %s online: %v", kind, o, err)
 			}

@@ -93,6 +93,44 @@ func startXDS(t *testing.T, grpcOpts ...grpc.ServerOption) *xdsEnv {
 	return e
 }
 
+// servedAddrs are the addresses a running discovery command serves on.
+type servedAddrs struct{ ADS, HTTP, Debug net.Addr }
+
+// startDiscovery runs the command tree with args (a discovery command) on
+// d until the test ends, when it is cancelled and must end without error,
+// and returns the addresses it serves on once it serves (d.serving is
+// replaced to learn them).
+func startDiscovery(t *testing.T, d deps, args ...string) servedAddrs {
+	t.Helper()
+	addrs := make(chan servedAddrs, 1)
+	d.serving = func(ads, http, debug net.Addr) { addrs <- servedAddrs{ads, http, debug} }
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() {
+		cmd := newRootCommandWith(d)
+		cmd.SetArgs(args)
+		cmd.SetOut(&bytes.Buffer{})
+		cmd.SetErr(&bytes.Buffer{})
+		done <- cmd.ExecuteContext(ctx)
+	}()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("discovery: %v", err)
+		}
+	})
+	select {
+	case a := <-addrs:
+		return a
+	case err := <-done:
+		done <- err // for the cleanup
+		t.Fatalf("discovery ended before serving: %v", err)
+	case <-time.After(30 * time.Second):
+		t.Fatal("discovery did not start serving")
+	}
+	return servedAddrs{}
+}
+
 // run executes the command tree with args and returns stdout and the error.
 func run(t *testing.T, d deps, args ...string) (string, error) {
 	t.Helper()

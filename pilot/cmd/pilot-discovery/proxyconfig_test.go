@@ -91,8 +91,8 @@ func TestProxyConfigSourceSeam(t *testing.T) {
 	}
 }
 
-// TestProxyConfigEnvoyJSON checks the seed's [Shell 5] (route with its
-// ext_proc override) and [Shell 8] (OverrideHost policy) in -o json, and
+// TestProxyConfigEnvoyJSON checks the seed's pool route with its ext_proc
+// override and its shadow cluster's OverrideHost policy in -o json, and
 // that -o yaml is the same document.
 func TestProxyConfigEnvoyJSON(t *testing.T) {
 	e := startXDS(t)

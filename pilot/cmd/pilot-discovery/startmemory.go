@@ -23,8 +23,9 @@ import (
 // costs little while the live heap is well under it; it follows the live
 // heap up to one and a half times it when that is more (limitFor), so a
 // bigger input makes the collector run at most twice as often as the
-// default pacing would, never in a spiral. Measured in architecture/krt.md,
-// "File mode start", and architecture/xds.md, "Cluster-mode start".
+// default pacing would, never in a spiral. Measured in
+// architecture/log/filemode.md and architecture/log/xds.md, "Cluster-mode
+// start".
 const startupMemoryLimit = 850 << 20
 
 // limitStartupMemory sets the start-up limit (see startupMemoryLimit) and

@@ -18,7 +18,7 @@ import (
 
 // The expected tables are written by hand: istioctl's layout (cells padded
 // to the column's widest cell plus 5 spaces, the last cell unpadded), with
-// the seed's [Shell 4] rows.
+// the seed's clusters and endpoints as its write-up shows them.
 
 const seedClustersTable = `SERVICE FQDN                                                   PORT      SUBSET     DIRECTION     TYPE     DESTINATION RULE
 vllm-llama3-8b-epp.llm-namespace.svc.cluster.local             9002      -          outbound      EDS      vllm-llama3-8b-epp-tls.llm-namespace

@@ -3,9 +3,9 @@
 
 package main
 
-// One test per bullet of issue 18's "Why" (the Helm chart's bullet is
+// One test per problem a user met with the commands (the Helm chart's is
 // tested with the chart, under manifests/). Each drives the commands as a
-// user does, and failed on the code before the issue was worked.
+// user does, and failed on the code before the problem was fixed.
 
 import (
 	"bytes"
@@ -60,19 +60,8 @@ func TestWhyDiscoveryLogsReloadsAndPushes(t *testing.T) {
 	logs := &logbuf.Buffer{}
 	d := fakeDeps(t, inference...)
 	d.stderr = logs
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() {
-		_, err := execute(ctx, d, "discovery", "-f", dir, "--plaintext", "--ads-address", "127.0.0.1:0",
-			"--http-address", "127.0.0.1:0", "--debug-address", "", "--push-debounce", "10ms")
-		done <- err
-	}()
-	defer func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("discovery: %v", err)
-		}
-	}()
+	startDiscovery(t, d, "discovery", "-f", dir, "--plaintext", "--ads-address", "127.0.0.1:0",
+		"--http-address", "127.0.0.1:0", "--debug-address", "", "--push-debounce", "10ms")
 	// The first read has the keys of a reload (README.md, "Logs").
 	waitLog(t, logs, "the first read", `"msg":"file: loaded"`, `"changes":"DestinationRules: 1 added; Gateways: 1 added;`, `"objects":11,`, `"rejected":0`)
 	waitLog(t, logs, "the first push", `"msg":"xds: pushed"`, `"gateways":1`, `"gatewayNames":["gateway-namespace/gateway"]`, `"resourcesChanged"`)
@@ -259,19 +248,8 @@ func TestDiscoveryLogCountsRouteProblems(t *testing.T) {
 	logs := &logbuf.Buffer{}
 	d := fakeDeps(t, inference...)
 	d.stderr = logs
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() {
-		_, err := execute(ctx, d, "discovery", "-f", dir, "--plaintext", "--ads-address", "127.0.0.1:0",
-			"--http-address", "127.0.0.1:0", "--debug-address", "", "--push-debounce", "10ms")
-		done <- err
-	}()
-	defer func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("discovery: %v", err)
-		}
-	}()
+	startDiscovery(t, d, "discovery", "-f", dir, "--plaintext", "--ads-address", "127.0.0.1:0",
+		"--http-address", "127.0.0.1:0", "--debug-address", "", "--push-debounce", "10ms")
 	waitLog(t, logs, "the first check", `"msg":"file: checked"`, `"problems":0`, `"rejected":0`)
 	route := filepath.Join(dir, "30-inferencepool.yaml")
 	b, err := os.ReadFile(route)
@@ -284,18 +262,16 @@ func TestDiscoveryLogCountsRouteProblems(t *testing.T) {
 	if bytes.Equal(broken, b) {
 		t.Fatal("the seed's parentRef moved")
 	}
-	if err := os.WriteFile(route, broken, 0o644); err != nil {
-		t.Fatal(err)
-	}
+	// Written atomically: a write in place can be read half done (empty),
+	// which the log tells as the route deleted and added again.
+	writeManifest(t, dir, filepath.Base(route), string(broken))
 	waitLog(t, logs, "the reload", `"msg":"file: reloaded"`, `"changes":"HTTPRoutes: 1 updated"`, `"rejected":0`)
 	waitLog(t, logs, "the route's problem", `"level":"WARN"`, `"msg":"file: problem"`, `"kind":"condition"`,
 		`"object":"HTTPRoute llm-namespace/llm-route"`, `"parent":"Gateway gateway-namespace/gateway"`, `Accepted=False (NoMatchingParent)`)
 	// The route's, and its pool's (the route to it is not accepted), as
 	// check -f counts them.
 	waitLog(t, logs, "the count after the reload", `"msg":"file: checked"`, `"problems":2`, `"rejected":0`)
-	if err := os.WriteFile(route, b, 0o644); err != nil {
-		t.Fatal(err)
-	}
+	writeManifest(t, dir, filepath.Base(route), string(b))
 	waitLog(t, logs, "the problem resolved", `"msg":"file: problem resolved"`, `"object":"HTTPRoute llm-namespace/llm-route"`)
 	waitLog(t, logs, "the count back to 0", `"msg":"file: checked"`, `"problems":0`, `"rejected":0`)
 }

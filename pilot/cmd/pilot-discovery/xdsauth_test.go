@@ -12,7 +12,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"net"
 	"os"
 	"path/filepath"
 	"slices"
@@ -492,31 +491,8 @@ func TestDiscoveryXDSAuthAudienceFlag(t *testing.T) {
 	d := fakeDeps(t, "KUBERNETES_SERVICE_HOST", "10.0.0.1", "POD_NAMESPACE", "infermesh-system")
 	d.newClient = func(clusterSource, ...kube.Option) (*kube.Client, error) { return client, nil }
 	d.stderr = logs
-	addrs := make(chan net.Addr, 1)
-	d.serving = func(ads, _, _ net.Addr) { addrs <- ads }
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() {
-		cmd := newRootCommandWith(d)
-		cmd.SetArgs([]string{"discovery", "--tls-cert-file", cert, "--tls-key-file", key, "--xds-auth", "serviceaccount",
-			"--xds-auth-audience", audience, "--ads-address", "127.0.0.1:0", "--http-address", "127.0.0.1:0", "--debug-address", ""})
-		cmd.SetOut(&bytes.Buffer{})
-		done <- cmd.ExecuteContext(ctx)
-	}()
-	t.Cleanup(func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("discovery: %v", err)
-		}
-	})
-	var ads net.Addr
-	select {
-	case ads = <-addrs:
-	case err := <-done:
-		t.Fatalf("discovery ended before serving: %v", err)
-	case <-time.After(30 * time.Second):
-		t.Fatal("discovery did not start serving")
-	}
+	ads := startDiscovery(t, d, "discovery", "--tls-cert-file", cert, "--tls-key-file", key, "--xds-auth", "serviceaccount",
+		"--xds-auth-audience", audience, "--ads-address", "127.0.0.1:0", "--http-address", "127.0.0.1:0", "--debug-address", "").ADS
 
 	var dep *appsv1.Deployment
 	poll.UntilOr(t, 30*time.Second, "the Gateway's Deployment", func() bool {

@@ -23,7 +23,7 @@ import (
 	"github.com/infermesh/infermesh/pkg/test/cputime"
 )
 
-// BenchmarkFileModeStart is file mode's start-up (issue 17 item 5), in
+// BenchmarkFileModeStart is file mode's start-up (architecture/filemode.md), in
 // process: from reading the folder (file.New) to the first publish
 // (xds.Server.Ready), what pilot-discovery discovery -f DIR does before
 // /ready answers 200. The folder is hack/gen-pools.sh's: the seed's

@@ -32,7 +32,7 @@ import (
 	"github.com/infermesh/infermesh/pkg/kube/krt"
 )
 
-// Sizes of the many-proxies scenario (issue 17, item 6).
+// Sizes of the many-proxies scenario: 100 Gateways of 10 replicas each.
 const (
 	manyGateways = 100
 	manyReplicas = 10
@@ -210,7 +210,7 @@ func ctxErr(ctx context.Context, err error) error {
 	return err
 }
 
-// BenchmarkManyProxies (issue 17, item 6): a running Server publishes
+// BenchmarkManyProxies: a running Server publishes
 // manyGateways Gateways (one route and one pool each) to manyGateways x
 // manyReplicas proxies on loopback, each on its own connection, delta and
 // state-of-the-world streams alternating, each following Envoy's ADS flow
@@ -224,7 +224,7 @@ func ctxErr(ctx context.Context, err error) error {
 // serializes the changed Gateway's clusters, listener and route
 // configuration once (4), however many streams receive them (the
 // benchmark fails otherwise; that the unchanged three are serialized again
-// at all is issue 17 item 2's, incremental translation); heap-B/stream the live heap added per connected,
+// at all is the translation's side, core.Translator); heap-B/stream the live heap added per connected,
 // synced stream (both ends of the stream are in this process, so it is an
 // upper bound for the server's share).
 func BenchmarkManyProxies(b *testing.B) {

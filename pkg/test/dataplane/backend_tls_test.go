@@ -7,10 +7,12 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"crypto/x509/pkix"
+	"encoding/pem"
 	"io"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -204,7 +206,12 @@ func TestServiceBackendClientCertificate(t *testing.T) {
 //     source/common/ssl/certificate_validation_context_config_impl.cc), as
 //     are an empty trusted_ca (CertificateValidationContextConfigImpl::create,
 //     reject_empty_trusted_ca_file) and one without a certificate
-//     (parseCaCertList, "Failed to load trusted CA certificates").
+//     (parseCaCertList, "Failed to load trusted CA certificates");
+//   - a good certificate followed by a block BoringSSL's
+//     PEM_X509_INFO_read_bio cannot read (not base64, a certificate that
+//     does not parse) is refused as a whole, as
+//     DefaultCertValidator::initializeSslContexts does, never loaded with
+//     the bad block left out (trustedCAPool).
 func TestUpstreamTLSVerificationAsEnvoy(t *testing.T) {
 	ca, other := newTestCA(t), newTestCA(t)
 	dns := func(n string) *tlsv3.SubjectAltNameMatcher {
@@ -271,5 +278,15 @@ func TestUpstreamTLSVerificationAsEnvoy(t *testing.T) {
 	}
 	if _, err := compile([]byte{}); err == nil {
 		t.Error("an empty trusted_ca was accepted (and would verify nothing)")
+	}
+	notBase64 := "-----BEGIN CERTIFICATE-----\n!!not base64!!\n-----END CERTIFICATE-----\n"
+	notACert := string(pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: []byte("garbage")}))
+	for _, bad := range []string{notBase64, notACert} {
+		if _, err := compile(append(slices.Clone(ca.pem), bad...)); err == nil || !strings.Contains(err.Error(), "failed to load trusted CA certificates") {
+			t.Errorf("a good CA followed by %q: %v, want the bundle refused", bad, err)
+		}
+	}
+	if _, err := compile(append([]byte("# a comment Envoy skips\n"), ca.pem...)); err != nil {
+		t.Errorf("a CA after a comment line: %v", err)
 	}
 }

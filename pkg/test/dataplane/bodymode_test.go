@@ -71,8 +71,9 @@ func (p *lweppV160) Process(s extprocsvc.ExternalProcessor_ProcessServer) error 
 
 // pilot's xDS for the seed Gateway with each EPP body mode, against an EPP
 // answering as lwepp v1.6.0: in the default FULL_DUPLEX_STREAMED mode a
-// POST with a body fails with 500 (Envoy's "spurious message", GIE issue
-// 3035) and a GET whose response has a body is reset; with
+// POST with a body fails with 500 (Envoy's "spurious message",
+// kubernetes-sigs/gateway-api-inference-extension#3035) and a GET
+// whose response has a body is reset; with
 // eppRequestBodyMode Streamed both reach the endpoint the EPP picked.
 func TestEndToEndEPPBodyModes(t *testing.T) {
 	const pick = "10.244.0.14:8000"
@@ -127,8 +128,10 @@ func TestEndToEndEPPBodyModes(t *testing.T) {
 			} else {
 				// The response body is FULL_DUPLEX_STREAMED too: lwepp's empty
 				// response body reply is spurious once the response has
-				// started, so even a GET is reset (GIE PR 3028); the POST
-				// fails before the upstream with 500 (issue 3035).
+				// started, so even a GET is reset
+				// (kubernetes-sigs/gateway-api-inference-extension#3028); the POST
+				// fails before the upstream with 500
+				// (kubernetes-sigs/gateway-api-inference-extension#3035).
 				if getErr == nil || postErr != nil || postStatus != 500 {
 					t.Fatalf("GET %d %q %v, POST %d %q %v; want the GET reset and the POST 500", getStatus, getBody, getErr, postStatus, postBody, postErr)
 				}

@@ -310,9 +310,8 @@ func upstreamServerVerification(u *tlsv3.UpstreamTlsContext) (*tls.Config, error
 	}
 	var pool *x509.CertPool
 	if len(pem) > 0 {
-		pool = x509.NewCertPool()
-		if !pool.AppendCertsFromPEM(pem) {
-			return nil, errors.New("trusted_ca: no PEM certificates")
+		if pool, err = trustedCAPool(pem); err != nil {
+			return nil, fmt.Errorf("trusted_ca: %w", err)
 		}
 	}
 	// SAN matchers (source/common/tls/cert_validator/default_validator.cc,

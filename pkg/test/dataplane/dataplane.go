@@ -559,16 +559,7 @@ func (dp *DataPlane) trackTunnel(cs ...io.Closer) (untrack func(), ok bool) {
 
 // pickWeighted chooses a weighted cluster at random by weight.
 func (dp *DataPlane) pickWeighted(r *route) *weightedCluster {
-	dp.randMu.Lock()
-	n := dp.rand.Uint64N(r.totalWeight)
-	dp.randMu.Unlock()
-	for _, wc := range r.weighted {
-		if n < uint64(wc.weight) {
-			return wc
-		}
-		n -= uint64(wc.weight)
-	}
-	return r.weighted[len(r.weighted)-1]
+	return r.weightedAt(dp.randUnder(r.totalWeight))
 }
 
 func (dp *DataPlane) randUnder(n uint64) uint64 {

@@ -208,16 +208,7 @@ func (dp *DataPlane) selectRoute(t *routeTable, req *extproc.Request) (routeSel,
 	if t == nil {
 		return routeSel{}, false
 	}
-	// The Host as it is now: the connection manager already stripped its
-	// port when strip_any_host_port is set (stripHostPort), and the route
-	// table leaves the port out of the match when it sets
-	// ignore_port_in_host_matching (selectVirtualHost).
-	host := strings.ToLower(req.Authority)
-	vh := t.selectVirtualHost(host)
-	if vh == nil {
-		return routeSel{}, false
-	}
-	r := vh.selectRoute(req.Method, req.Path, req.Headers)
+	vh, r := t.matchRoute(req)
 	if r == nil {
 		return routeSel{}, false
 	}

@@ -72,7 +72,7 @@ func decodeMsg(t *testing.T, typeURL string, m proto.Message) error {
 	return err
 }
 
-// The seed's [Shell 5] route (the pool route with its ExtProcPerRoute) is
+// The seed's pool route with its ExtProcPerRoute, as its write-up prints it, is
 // accepted as printed, inside a route configuration of its own. The seed
 // elides the route's match ("..."), which Envoy requires: without it the
 // route is refused; with the match the seed's HTTPRoute has (PathPrefix /,
@@ -93,7 +93,8 @@ func TestSeedShell5RouteAccepted(t *testing.T) {
 	}
 }
 
-// The seed's [Shell 8] OverrideHost policy is accepted on an EDS cluster.
+// The seed's OverrideHost policy, as its write-up prints it, is accepted on
+// an EDS cluster.
 // The seed elides the round robin policy's typed_config ("..."); Envoy
 // requires one, so the test supplies the RoundRobin message there and
 // changes nothing else.

@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
-	"net/url"
 	"regexp"
 	"sort"
 	"strings"
@@ -274,11 +273,25 @@ func (t *routeTable) selectVirtualHost(host string) *virtualHost {
 	return t.star
 }
 
+// matchRoute is RouteMatcher::route: the virtual host by :authority, then
+// its first route whose match accepts the request (vh or r nil when none).
+// The Host is taken as it is now: the connection manager already stripped
+// its port when strip_any_host_port is set (stripHostPort), and the route
+// table leaves the port out of the match when it sets
+// ignore_port_in_host_matching (selectVirtualHost).
+func (t *routeTable) matchRoute(req *extproc.Request) (*virtualHost, *route) {
+	vh := t.selectVirtualHost(strings.ToLower(req.Authority))
+	if vh == nil {
+		return nil, nil
+	}
+	return vh, vh.selectRoute(req)
+}
+
 // selectRoute returns the first route of vh whose match accepts the
 // request, or nil.
-func (vh *virtualHost) selectRoute(method, path string, h http.Header) *route {
+func (vh *virtualHost) selectRoute(req *extproc.Request) *route {
 	for _, r := range vh.routes {
-		if r.match.matches(method, path, h) {
+		if r.match.matches(req) {
 			return r
 		}
 	}
@@ -456,6 +469,21 @@ func compileRouteAction(cr *route, ra *routev3.RouteAction, m routeMatch, re reg
 	return nil
 }
 
+// weightedAt is WeightedClusterSpecifierPlugin's pickClusterIndex
+// (source/common/router/weighted_cluster_specifier.cc): the entry whose
+// range of the cumulative weights, in configuration order, holds v modulo
+// the total weight.
+func (r *route) weightedAt(v uint64) *weightedCluster {
+	v %= r.totalWeight
+	for _, wc := range r.weighted {
+		if v < uint64(wc.weight) {
+			return wc
+		}
+		v -= uint64(wc.weight)
+	}
+	return r.weighted[len(r.weighted)-1]
+}
+
 func compileRegexRewrite(rr *matcherv3.RegexMatchAndSubstitute, eng regexEngine) (*regexRewrite, error) {
 	re, err := eng.compile(rr.GetPattern().GetRegex(), false)
 	if err != nil {
@@ -546,6 +574,13 @@ func compileMatch(m *routev3.RouteMatch, eng regexEngine) (routeMatch, error) {
 		case *routev3.HeaderMatcher_PresentMatch:
 			v := s.PresentMatch
 			hm.present = &v
+		case nil:
+			// No specifier is a presence match
+			// (HeaderUtility::createHeaderData,
+			// HEADER_MATCH_SPECIFIER_NOT_SET: HeaderDataPresentMatch with
+			// present true).
+			v := true
+			hm.present = &v
 		default:
 			return rm, fmt.Errorf("header matcher %T not implemented", s)
 		}
@@ -616,11 +651,11 @@ func (sm *stringMatcher) matches(v string) bool {
 }
 
 // matches applies the path matcher to the path without its query, then
-// the header matchers (pseudo-header :method from method; several values of
-// one header are joined with ","), then the query parameter matchers (the
-// first value of a parameter).
-func (m *routeMatch) matches(method, pathAndQuery string, h http.Header) bool {
-	path, query, _ := strings.Cut(pathAndQuery, "?")
+// the header matchers (on the values requestHeader gives, each on its
+// own), then the query parameter matchers (the first value of a
+// parameter, raw: queryParams).
+func (m *routeMatch) matches(req *extproc.Request) bool {
+	path, query, _ := strings.Cut(req.Path, "?")
 	if i := strings.IndexByte(path, '#'); i >= 0 {
 		path = path[:i]
 	}
@@ -643,26 +678,20 @@ func (m *routeMatch) matches(method, pathAndQuery string, h http.Header) bool {
 		}
 	}
 	for _, hm := range m.headers {
-		var vals []string
-		if hm.name == ":method" {
-			vals = []string{method}
-		} else {
-			vals = h.Values(hm.name)
-		}
-		if !hm.matches(vals) {
+		if !hm.matches(requestHeader(req, hm.name)) {
 			return false
 		}
 	}
 	if len(m.queryParam) > 0 {
-		q, _ := url.ParseQuery(query)
+		q := queryParams(query)
 		for _, qm := range m.queryParam {
-			vs, ok := q[qm.name]
+			v, ok := q[qm.name]
 			switch {
 			case qm.sm == nil:
 				if ok != qm.present {
 					return false
 				}
-			case !ok || !qm.sm.matches(vs[0]):
+			case !ok || !qm.sm.matches(v):
 				return false
 			}
 		}
@@ -670,22 +699,84 @@ func (m *routeMatch) matches(method, pathAndQuery string, h http.Header) bool {
 	return true
 }
 
-func (hm headerMatcher) matches(vals []string) bool {
-	if len(vals) == 0 {
-		// A missing header fails every matcher; inverted, only a presence
-		// matcher turns that into a match.
-		if hm.present != nil {
-			return !*hm.present != hm.invert
+// queryParams is Http::Utility::QueryParamsMulti::parseQueryString as the
+// route matcher uses it (RouteMatchContext::queryParams in
+// source/common/router/config_impl.h; parseParameters with decode_params
+// false, source/common/http/utility.cc): parameters split on '&' only, the
+// name ending at the first '=' (without one the value is empty), names and
+// values kept as the request wrote them, never percent-decoded, nor '+'
+// turned into a space; only a name's first value is kept
+// (QueryParameterMatcher::matches reads getFirstValue,
+// source/common/router/config_utility.cc).
+func queryParams(query string) map[string]string {
+	q := map[string]string{}
+	if query == "" {
+		return q
+	}
+	for _, p := range strings.Split(query, "&") {
+		name, value, _ := strings.Cut(p, "=")
+		if _, seen := q[name]; !seen {
+			q[name] = value
 		}
+	}
+	return q
+}
+
+// requestHeader is the values of header name (lower case) in Envoy's
+// request header map, which holds the pseudo-headers :authority, :path
+// (with the query), :method and :scheme beside the others, so a header
+// matcher reads them as it reads any header (HeaderUtility's HeaderData
+// matchers look the name up in the request's HeaderMap,
+// source/common/http/header_utility.h; the pseudo-headers are inline
+// headers of RequestHeaderMapImpl, source/common/http/header_map_impl.h).
+// No other ':'-prefixed name is in the map, and neither is "host": the
+// Host header is :authority there (as in Go, whose server moves it to
+// Request.Host).
+func requestHeader(req *extproc.Request, name string) []string {
+	var v string
+	switch name {
+	case ":authority":
+		v = req.Authority
+	case ":path":
+		v = req.Path
+	case ":method":
+		v = req.Method
+	case ":scheme":
+		v = req.Scheme
+	default:
+		if strings.HasPrefix(name, ":") {
+			return nil
+		}
+		return req.Headers.Values(name)
+	}
+	if v == "" {
+		return nil
+	}
+	return []string{v}
+}
+
+// matches is HeaderUtility::matchHeaders for one matcher with
+// envoy.reloadable_features.match_headers_individually on, its default
+// (source/common/runtime/runtime_features.cc; the fix of CVE-2026-26308):
+// a presence matcher asks whether the header is there
+// (HeaderDataPresentMatch); a value matcher fails on a missing header,
+// inverted or not, and otherwise tries each value on its own
+// (HeaderDataBaseImpl::matchesHeadersIndividually,
+// source/common/http/header_utility.h): it matches when some value
+// matches, and, inverted, when none does. Values are never joined.
+func (hm headerMatcher) matches(vals []string) bool {
+	if hm.present != nil {
+		return (len(vals) > 0) == *hm.present != hm.invert
+	}
+	if len(vals) == 0 {
 		return false
 	}
-	var ok bool
-	if hm.present != nil {
-		ok = *hm.present
-	} else {
-		ok = hm.sm.matches(strings.Join(vals, ","))
+	for _, v := range vals {
+		if hm.sm.matches(v) {
+			return !hm.invert
+		}
 	}
-	return ok != hm.invert
+	return hm.invert
 }
 
 func dataSourceBytes(d *corev3.DataSource) ([]byte, error) {

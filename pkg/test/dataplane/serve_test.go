@@ -277,7 +277,7 @@ func TestOverrideHost(t *testing.T) {
 			md["envoy.lb"] = &structpb.Struct{Fields: map[string]*structpb.Value{"x-gateway-destination-endpoint": structpb.NewStringValue(pick)}}
 		}
 		req := &extproc.Request{Method: "GET", Path: path, Authority: "x", Scheme: "http", Headers: http.Header{}}
-		sel := routeSel{r: table.selectVirtualHost("x").selectRoute("GET", path, req.Headers)}
+		sel := routeSel{r: table.selectVirtualHost("x").selectRoute(req)}
 		resp, served, err := dp.router(context.Background(), ac, sel, req, md)
 		if err != nil {
 			t.Fatal(err)

@@ -25,6 +25,7 @@ import (
 	"google.golang.org/protobuf/types/known/wrapperspb"
 
 	"github.com/infermesh/infermesh/pkg/bootstrap"
+	"github.com/infermesh/infermesh/pkg/test/dataplane/extproc"
 )
 
 // ourBootstrap is pkg/bootstrap's bootstrap (plaintext ADS by name, so the
@@ -74,11 +75,11 @@ func TestStaticResourcesOfOurBootstrap(t *testing.T) {
 	if vh == nil {
 		t.Fatal("no virtual host for the probe's Host")
 	}
-	r := vh.selectRoute(http.MethodGet, bootstrap.ReadyPath, http.Header{})
+	r := vh.selectRoute(&extproc.Request{Method: http.MethodGet, Path: bootstrap.ReadyPath, Headers: http.Header{}})
 	if r == nil || r.cluster != bootstrap.AdminClusterName || r.prefixRewrite != "/ready" {
 		t.Fatalf("route for %s = %+v, want cluster admin with prefix_rewrite /ready", bootstrap.ReadyPath, r)
 	}
-	if r := vh.selectRoute(http.MethodGet, "/ready", http.Header{}); r != nil {
+	if r := vh.selectRoute(&extproc.Request{Method: http.MethodGet, Path: "/ready", Headers: http.Header{}}); r != nil {
 		t.Errorf("the status listener routes /ready; only %s is routed", bootstrap.ReadyPath)
 	}
 	admin := st.clusters[bootstrap.AdminClusterName]

@@ -4,9 +4,11 @@
 package dataplane
 
 import (
+	"bytes"
 	"context"
 	"crypto/tls"
 	"crypto/x509"
+	"encoding/pem"
 	"errors"
 	"fmt"
 	"net"
@@ -217,9 +219,9 @@ func (c *tlsChain) compileClientValidation(d *tlsv3.DownstreamTlsContext) error 
 	if err != nil {
 		return fmt.Errorf("trusted_ca: %w", err)
 	}
-	pool := x509.NewCertPool()
-	if !pool.AppendCertsFromPEM(pemBytes) {
-		return errors.New("failed to load trusted CA certificates: trusted_ca holds no PEM certificate")
+	pool, err := trustedCAPool(pemBytes)
+	if err != nil {
+		return fmt.Errorf("trusted_ca: %w", err)
 	}
 	untrusted := false
 	switch vc.GetTrustChainVerification() {
@@ -412,4 +414,43 @@ func compileSecret(s *tlsv3.Secret) (*tls.Certificate, error) {
 		return nil, fmt.Errorf("failed to load certificate chain and private key: %v", err)
 	}
 	return &cert, nil
+}
+
+// trustedCAPool loads a CertificateValidationContext's trusted_ca as
+// Envoy does (source/common/tls/cert_validator/default_validator.cc,
+// DefaultCertValidator::initializeSslContexts): BoringSSL's
+// PEM_X509_INFO_read_bio reads the whole bundle, and a block it cannot
+// read, or a bundle with no certificate, fails with "Failed to load
+// trusted CA certificates", which refuses the cluster or the listener.
+// crypto/x509's AppendCertsFromPEM would instead skip a bad block and load
+// the rest. Text outside the blocks is skipped, as BoringSSL does.
+// Stricter than Envoy: a block of another type than CERTIFICATE (Envoy
+// also takes an X509 CRL) is refused.
+func trustedCAPool(data []byte) (*x509.CertPool, error) {
+	pool := x509.NewCertPool()
+	n := 0
+	for rest := data; ; {
+		var b *pem.Block
+		b, rest = pem.Decode(rest)
+		if b == nil {
+			break
+		}
+		n++
+		if b.Type != "CERTIFICATE" {
+			return nil, fmt.Errorf("failed to load trusted CA certificates: PEM block %d is %q (not implemented)", n, b.Type)
+		}
+		c, err := x509.ParseCertificate(b.Bytes)
+		if err != nil {
+			return nil, fmt.Errorf("failed to load trusted CA certificates: PEM block %d: %v", n, err)
+		}
+		pool.AddCert(c)
+	}
+	// encoding/pem skips a block it cannot decode and goes on.
+	if begins := bytes.Count(data, []byte("-----BEGIN ")); begins > n {
+		return nil, fmt.Errorf("failed to load trusted CA certificates: %d of %d PEM blocks do not decode", begins-n, begins)
+	}
+	if n == 0 {
+		return nil, errors.New("failed to load trusted CA certificates: no PEM certificate")
+	}
+	return pool, nil
 }

@@ -19,6 +19,7 @@ import (
 	"time"
 
 	clusterv3 "github.com/envoyproxy/go-control-plane/envoy/config/cluster/v3"
+	routev3 "github.com/envoyproxy/go-control-plane/envoy/config/route/v3"
 	extauthzv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/http/ext_authz/v3"
 	extprocv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/http/ext_proc/v3"
 	"google.golang.org/grpc"
@@ -233,12 +234,8 @@ func (dp *DataPlane) router(ctx context.Context, ac *activeConfig, sel routeSel,
 		return localReply(http.StatusNotFound, ""), nil, nil
 	}
 	switch r.kind {
-	case actionRedirect:
-		return redirectReply(r, req), nil, nil
-	case actionDirect:
-		resp := localReply(r.direct.status, string(r.direct.body))
-		r.respHeaders.apply(resp.Headers)
-		return resp, nil, nil
+	case actionRedirect, actionDirect:
+		return directReply(r, req), nil, nil
 	}
 	name := r.cluster
 	if sel.wc != nil {
@@ -248,23 +245,7 @@ func (dp *DataPlane) router(ctx context.Context, ac *activeConfig, sel routeSel,
 	if c == nil {
 		return localReply(r.clusterNotFound, ""), nil, nil
 	}
-	// Header mutations: most specific level first, so the route's have the
-	// final say (most_specific_header_mutations_wins false). A weighted
-	// cluster entry's headers and host rewrite come before the route's
-	// (WeightedClusterEntry::finalizeRequestHeaders in
-	// source/common/router/config_impl.cc), so a route's
-	// host_rewrite_literal overrides the entry's.
-	if sel.wc != nil {
-		sel.wc.reqHeaders.apply(req.Headers)
-		if sel.wc.hostRewrite != "" {
-			req.Authority = sel.wc.hostRewrite
-		}
-	}
-	r.reqHeaders.apply(req.Headers)
-	rewritePath(r, req)
-	if r.hostRewrite != "" {
-		req.Authority = r.hostRewrite
-	}
+	sel.finalizeRequest(req)
 	// Retries need the request body again: the router buffers it, up to
 	// the stream's buffer limit; a larger body abandons them
 	// (Router::Filter::decodeData, "Give up on the retry/shadow",
@@ -436,11 +417,41 @@ func (dp *DataPlane) router(ctx context.Context, ac *activeConfig, sel routeSel,
 	if _, ok := resp.Body.(*upgradedBody); ok {
 		resp.Headers["Connection"], resp.Headers["Upgrade"] = connection, upgrade
 	}
-	if sel.wc != nil {
-		sel.wc.respHeaders.apply(resp.Headers)
-	}
-	r.respHeaders.apply(resp.Headers)
+	sel.finalizeResponseHeaders(resp.Headers)
 	return resp, served, nil
+}
+
+// finalizeRequest is RouteEntryImplBase::finalizeRequestHeaders
+// (source/common/router/config_impl.cc) as the router calls it before
+// forwarding: header mutations, most specific level first, so the route's
+// have the final say (most_specific_header_mutations_wins false), then the
+// path and host rewrites. A weighted cluster entry's headers and host
+// rewrite come before the route's (WeightedClusterEntry::
+// finalizeRequestHeaders), so a route's host_rewrite_literal overrides the
+// entry's.
+func (s routeSel) finalizeRequest(req *extproc.Request) {
+	r := s.r
+	if s.wc != nil {
+		s.wc.reqHeaders.apply(req.Headers)
+		if s.wc.hostRewrite != "" {
+			req.Authority = s.wc.hostRewrite
+		}
+	}
+	r.reqHeaders.apply(req.Headers)
+	rewritePath(r, req)
+	if r.hostRewrite != "" {
+		req.Authority = r.hostRewrite
+	}
+}
+
+// finalizeResponseHeaders is RouteEntryImplBase::finalizeResponseHeaders:
+// the picked weighted cluster entry's response header mutations, then the
+// route's.
+func (s routeSel) finalizeResponseHeaders(h http.Header) {
+	if s.wc != nil {
+		s.wc.respHeaders.apply(h)
+	}
+	s.r.respHeaders.apply(h)
 }
 
 // attempt sends one upstream request to host. failure is "" on a
@@ -635,16 +646,51 @@ func rewritePath(r *route, req *extproc.Request) {
 	req.Path = np
 }
 
-// redirectReply is Route.redirect as a local reply with Location, built
-// as Envoy's Http::Utility::newUri (source/common/http/utility.cc): the
-// scheme is scheme_redirect, else the request's (https_redirect is refused
-// as not implemented, allowed.go); the port is port_redirect alone (":N", never dropped, even
-// when N is the scheme's well-known port); the host is host_redirect as
-// written when set (the request's port goes with the request's host),
-// else the request's Host with its port removed when a port_redirect is
-// given, or when the scheme changes and the port is the default one of
-// x-forwarded-proto's scheme (processRequestHost).
-func redirectReply(r *route, req *extproc.Request) *extproc.Response {
+// directReply is the router's answer on a redirect or direct_response
+// route (Router::Filter::decodeHeaders, source/common/router/router.cc): a
+// local reply whose modify_headers sets Location to newURI when the status
+// is 201 or 3xx (RFC 7231 7.1.2), then applies the route's response header
+// mutations (finalizeResponseHeaders), both before the local reply sets
+// the body's content-length and content-type (extproc.LocalReply). So a
+// route's content-type stays, its content-length gives way to the body's,
+// and a reply without a body has neither.
+func directReply(r *route, req *extproc.Request) *extproc.Response {
+	status, body := directResponseOf(r)
+	return extproc.LocalReply(status, body, func(h http.Header) {
+		if status == http.StatusCreated || status >= 300 && status < 400 {
+			h.Set("location", newURI(r, req))
+		}
+		r.respHeaders.apply(h)
+	})
+}
+
+// directResponseOf is a redirect or direct_response route's status and
+// body: RedirectAction.response_code and no body, or
+// DirectResponseAction's status and body.
+func directResponseOf(r *route) (int, string) {
+	if r.kind == actionRedirect {
+		return redirectCode(r.redirect), ""
+	}
+	return r.direct.status, string(r.direct.body)
+}
+
+// redirectCode is RedirectAction.response_code as an HTTP status.
+func redirectCode(ra *routev3.RedirectAction) int {
+	return map[int32]int{0: 301, 1: 302, 2: 303, 3: 307, 4: 308}[int32(ra.GetResponseCode())]
+}
+
+// newURI is RouteEntryImplBase::newUri: the URI Envoy's
+// Http::Utility::newUri (source/common/http/utility.cc) builds from the
+// route's redirect (none for a direct_response route: the request's own
+// URI). The scheme is scheme_redirect, else the request's (https_redirect
+// is refused as not implemented, allowed.go); the port is port_redirect
+// alone (":N", never dropped, even when N is the scheme's well-known
+// port); the host is host_redirect as written when set (the request's port
+// goes with the request's host), else the request's Host with its port
+// removed when a port_redirect is given, or when the scheme changes and
+// the port is the default one of x-forwarded-proto's scheme
+// (processRequestHost).
+func newURI(r *route, req *extproc.Request) string {
 	ra := r.redirect
 	scheme := req.Scheme
 	if s := ra.GetSchemeRedirect(); s != "" {
@@ -676,11 +722,7 @@ func redirectReply(r *route, req *extproc.Request) *extproc.Response {
 		rewritePath(tmp, cp)
 		pathQ = cp.Path
 	}
-	code := map[int32]int{0: 301, 1: 302, 2: 303, 3: 307, 4: 308}[int32(ra.GetResponseCode())]
-	resp := localReply(code, "")
-	resp.Headers.Set("location", scheme+"://"+authority+pathQ)
-	r.respHeaders.apply(resp.Headers)
-	return resp
+	return scheme + "://" + authority + pathQ
 }
 
 // redirectRequestHost is Envoy's processRequestHost
@@ -705,19 +747,16 @@ func redirectRequestHost(req *extproc.Request, newScheme, newPort string) string
 	return host
 }
 
-// localReply is a response Envoy generates itself: text/plain body (if
-// any) and its content-length. The site that knows the request turns it
-// into gRPC form for a gRPC request (extproc.GRPCLocalReply): the router
-// branch of filterChain.decode for the router's replies (direct
-// responses, redirects, no cluster, no healthy upstream, timeouts,
-// resets), the connection manager in handler.go for its own.
+// localReply is a response Envoy generates itself with no modify_headers
+// of its caller (extproc.LocalReply): a body gets content-type text/plain
+// and its content-length, no body neither. The site that knows the
+// request turns it into gRPC form for a gRPC request
+// (extproc.GRPCLocalReply): the router branch of filterChain.decode for the
+// router's replies (direct responses, redirects, no cluster, no healthy
+// upstream, timeouts, resets), the connection manager in handler.go for
+// its own.
 func localReply(status int, body string) *extproc.Response {
-	h := http.Header{}
-	if body != "" {
-		h.Set("content-type", "text/plain")
-	}
-	h.Set("content-length", fmt.Sprint(len(body)))
-	return &extproc.Response{Status: status, Headers: h, Body: io.NopCloser(strings.NewReader(body)), Local: true}
+	return extproc.LocalReply(status, body, nil)
 }
 
 // upgradedBody is the upstream connection of an accepted upgrade, as the

@@ -121,7 +121,7 @@ func TestOlderEnvoyIgnoresSelectedHostKey(t *testing.T) {
 
 			ac := dp.active.Load()
 			req := &extproc.Request{Method: "GET", Path: "/", Authority: "x", Scheme: "http", Headers: http.Header{}}
-			sel := routeSel{r: ac.routes["http.80"].selectVirtualHost("x").selectRoute("GET", "/", req.Headers)}
+			sel := routeSel{r: ac.routes["http.80"].selectVirtualHost("x").selectRoute(req)}
 			md := map[string]*structpb.Struct{"envoy.lb": {Fields: map[string]*structpb.Value{"x-gateway-destination-endpoint": structpb.NewStringValue(bAddr)}}}
 			resp, served, err := dp.router(context.Background(), ac, sel, req, md)
 			if err != nil {

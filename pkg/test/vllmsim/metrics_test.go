@@ -15,7 +15,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 )
 
-// seedMetrics is the seed's [Shell 7] scrape of an idle pod.
+// seedMetrics is the seed's scrape of an idle pod, as its write-up shows it.
 const seedMetrics = `
 # HELP vllm:cache_config_info Information of the LLMEngine CacheConfig.
 # TYPE vllm:cache_config_info gauge

@@ -5,7 +5,9 @@
 
 // Package gateway_test runs the Gateway API and InferencePool controller
 // (pilot/pkg/config/kube/gateway) in process against a real cluster
-// (pkg/test/kubeenv): issue 4, acceptance 2 and 3.
+// (pkg/test/kubeenv): the seed's shadow Service and pool status as a
+// cluster shows them, a pool whose Endpoint Picker does not resolve, a
+// foreign Service holding a shadow Service's name, and the extension off.
 package gateway_test
 
 import (
@@ -134,7 +136,7 @@ func TestSeedShadowServiceAndStatus(t *testing.T) {
 	applySeed(t, c)
 	ctx := t.Context()
 
-	// [Shell 2]: vllm-llama3-8b-ip-22dc7de1 ClusterIP None 54321/TCP.
+	// The seed's shadow Service: vllm-llama3-8b-ip-22dc7de1 ClusterIP None 54321/TCP.
 	poll.Until(t, wait, "the shadow Service", func() bool { _, ok := c.shadow(t); return ok })
 	svc, _ := c.shadow(t)
 	if svc.Spec.ClusterIP != corev1.ClusterIPNone || len(svc.Spec.Ports) != 1 || svc.Spec.Ports[0].Port != 54321 ||
@@ -156,7 +158,7 @@ func TestSeedShadowServiceAndStatus(t *testing.T) {
 		t.Errorf("owner references = %+v, want the pool (uid %s)", svc.OwnerReferences, pool.UID)
 	}
 
-	// [Shell 3]: Accepted=True (Accepted), ResolvedRefs=True (ResolvedRefs).
+	// The seed's pool status: Accepted=True (Accepted), ResolvedRefs=True (ResolvedRefs).
 	want := "Accepted=True (Accepted); ResolvedRefs=True (ResolvedRefs)"
 	poll.UntilOr(t, wait, "the pool's status", func() bool {
 		p := c.pool(t)
@@ -297,7 +299,7 @@ func (c clients) routeConditions(t *testing.T, name string) []metav1.Condition {
 	return r.Status.Parents[0].Conditions
 }
 
-// Issue 14, "status tells the truth": a route to a pool whose Endpoint
+// Status tells the truth: a route to a pool whose Endpoint
 // Picker does not resolve stays Accepted=True and says
 // ResolvedRefs=False/BackendNotFound naming the pool and its
 // endpointPickerRef (GIE conformance InferencePoolInvalidEPPService and

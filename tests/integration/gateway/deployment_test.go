@@ -71,7 +71,7 @@ func (c clients) gatewayObj(t *testing.T, name string) *gwv1.Gateway {
 	return g
 }
 
-// Issue 6 item 3: a Gateway of ours gets its ServiceAccount, Service,
+// Gateway deployments: a Gateway of ours gets its ServiceAccount, Service,
 // bootstrap ConfigMap and Deployment, applied with owner references; its
 // status follows the Service's load balancer address; a foreign Deployment
 // of a deployment's name is left alone; deleting the Gateway lets the

@@ -4,7 +4,7 @@
 //go:build integ
 
 // Package gatewaybench benchmarks the Gateway API and InferencePool
-// controller against a real cluster (issue 4, acceptance 4). It is not part
+// controller against a real cluster. It is not part
 // of make test; run it with
 //
 //	KUBE_TEST_BINARIES=$(hack/k8s-test-binaries.sh)/bin \

@@ -7,7 +7,7 @@
 // chart manifests/charts/infermesh against real API servers
 // (pkg/test/kubeenv): helm lint, the chart's values.schema.json refusing bad
 // values, `helm install` creating the same objects as `kubectl apply
-// --server-side -f manifests/` (issue 18, acceptance 3), and `helm upgrade`
+// --server-side -f manifests/`, and `helm upgrade`
 // with changed values rolling the Deployment.
 package helm_test
 

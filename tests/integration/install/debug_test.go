@@ -42,7 +42,8 @@ var configPaths = []string{
 	"/debug/pprof/", "/debug/pprof/cmdline", "/debug/pprof/goroutine?debug=2",
 }
 
-// TestDebugPortRefusesOtherNamespaces (issue 14, acceptance 3): pilot-discovery
+// TestDebugPortRefusesOtherNamespaces: the debug endpoints answer no other
+// namespace's pod. pilot-discovery
 // runs with the shipped Deployment's addresses (only the ports changed to
 // free ones), so it listens where it would in the pod. A pod of another
 // namespace, with its own ServiceAccount token, tries every endpoint that

@@ -7,7 +7,7 @@
 // (pkg/test/kubeenv) and runs the pilot-discovery binary, built from this
 // checkout, as a separate process with the shipped Deployment's arguments
 // and a kubeconfig holding only a token of the shipped ServiceAccount
-// (issue 6, acceptance 4). It checks that those permissions are enough for
+// (least privilege). It checks that those permissions are enough for
 // everything pilot-discovery does on the seed scenario (pool status, shadow
 // Service, default GatewayClass, leader Lease, TokenReview), that the API
 // server refused none of its requests, and that ADS over TLS with

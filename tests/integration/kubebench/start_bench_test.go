@@ -17,7 +17,7 @@ import (
 // cluster (etcd, kube-apiserver, kube-controller-manager, the Node) and stops
 // it with Env.Stop, which is not timed. It reports the median start-up time
 // and the median overhead of the harness over kube-apiserver's own readiness
-// (Start's time minus Env.APIServerReadyAfter); issue 3 bounds that overhead
+// (Start's time minus Env.APIServerReadyAfter); the target bounds that overhead
 // at 1 s. Run with -benchtime 5x for the median of 5.
 func BenchmarkClusterStart(b *testing.B) {
 	starts := make([]time.Duration, 0, b.N)

@@ -5,7 +5,7 @@
 
 // Package sharedstatus_test runs the StatusWriter (pkg/kube/writer) against a
 // real cluster on an InferencePool whose status.parents list another
-// controller writes at the same time: issue 3, acceptance 4.
+// controller writes at the same time: every controller's entries stay.
 package sharedstatus_test
 
 import (
@@ -394,7 +394,8 @@ func statusWrites(t *testing.T, env *kubeenv.Env, agent string) map[int]int {
 	return codes
 }
 
-// TestSharedStatusKeepsEveryonesEntries: acceptance 4 of issue 3.
+// TestSharedStatusKeepsEveryonesEntries: our writes of a shared
+// status.parents list keep every other controller's entries.
 func TestSharedStatusKeepsEveryonesEntries(t *testing.T) {
 	start := time.Now()
 	env := kubeenv.Start(t, kubeenv.WithStandardCRDs())

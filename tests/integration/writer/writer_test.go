@@ -76,8 +76,9 @@ func auditWrites(t *testing.T, env *kubeenv.Env, resource, ns, name string) []ku
 	return out
 }
 
-// TestOwnedDriftIsRestoredAndForeignObjectsLeftAlone: acceptance 3 of
-// issue 3.
+// TestOwnedDriftIsRestoredAndForeignObjectsLeftAlone: drift of an owned
+// object is restored; an object of the same name we do not own is never
+// written.
 func TestOwnedDriftIsRestoredAndForeignObjectsLeftAlone(t *testing.T) {
 	const ns, agent = "writer-drift", "infermesh-writer-a"
 	env, admin := setup(t, ns)
@@ -213,7 +214,7 @@ func sameEntries(a, b []gatewayv1.RouteParentStatus) bool {
 	return equality.Semantic.DeepEqual(strip(a), strip(b))
 }
 
-// TestOnlyTheLeaseHolderWrites: acceptance 6 of issue 3, for an owned
+// TestOnlyTheLeaseHolderWrites: only the Lease holder writes, for an owned
 // Service and for our entries of a shared HTTPRoute status.
 func TestOnlyTheLeaseHolderWrites(t *testing.T) {
 	const ns = "writer-election"

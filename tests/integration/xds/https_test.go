@@ -35,7 +35,7 @@ import (
 	"github.com/infermesh/infermesh/pkg/test/seed"
 )
 
-// TestHTTPSRotationAndSecretIsolation (issue 16, acceptance 3) runs the
+// TestHTTPSRotationAndSecretIsolation runs the
 // whole pilot-discovery in process against a real API server, and the
 // Gateway's proxy from the bootstrap ConfigMap it writes (the test data
 // plane, or the Envoy binary ENVOY_BINARY names). Gateway "tls" has an HTTPS

@@ -6,8 +6,7 @@
 // Package xds_test runs pilot-discovery's stages in process (pilot/pkg/bootstrap)
 // against a real cluster and reads its configuration as a Gateway's proxy
 // would: go-control-plane's state-of-the-world client, and a minimal delta
-// client written here on the raw DeltaAggregatedResources stream (issue 5,
-// acceptance 4).
+// client written here on the raw DeltaAggregatedResources stream.
 package xds_test
 
 import (

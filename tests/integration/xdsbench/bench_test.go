@@ -4,7 +4,8 @@
 //go:build integ
 
 // Package xdsbench benchmarks change-to-push latency of pilot-discovery
-// against a real cluster (issue 5, acceptance 5): from an API server write
+// against a real cluster (architecture/xds.md, "Figures against
+// targets"): from an API server write
 // that changes a pool's EndpointSlice or HTTPRoute to a proxy's delta ADS
 // stream receiving the new ClusterLoadAssignment or RouteConfiguration. It
 // is not part of make test; run it with

@@ -33,7 +33,8 @@ func newLoggedSource(t *testing.T, dir string) (*file.Source, *logbuf.Buffer) {
 	return s, logs
 }
 
-// Issue 14, item 5: a duplicate in a file added later never takes over the
+// One tenant's duplicate never takes over another's object: a duplicate in
+// a file added later never takes over the
 // established object, although its path sorts first; the warning is in the
 // refused file and names the file that holds the served object. Edits of
 // the holder stay served; a half-written holder keeps its last version.

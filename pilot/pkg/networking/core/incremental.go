@@ -433,15 +433,7 @@ func (st *rcState) update(g portGroup, chain int, opts Options) (*routev3.RouteC
 		if own != "" && st.vhosts[own] == nil {
 			empties = append(empties, own)
 		}
-		for _, h := range listenerHosts {
-			if h != "" && h != own && !slices.Contains(misdirected, h) {
-				misdirected = append(misdirected, h)
-			}
-		}
-		if own != "" {
-			misdirected = append(misdirected, "*")
-		}
-		sort.Strings(misdirected)
+		misdirected = misdirectedDomains(own, listenerHosts)
 	}
 	sort.Strings(empties)
 	misdirChanged := false

@@ -261,11 +261,12 @@ func downstreamTLS(l model.Listener) (*corev3.TransportSocket, error) {
 			&tlsv3.SdsSecretConfig{Name: SecretName(ref), SdsConfig: adsConfigSource()})
 	}
 	if cv := l.TLS.ClientValidation; cv != nil {
-		if err := CheckCABundle(cv.CACertificates); err != nil {
+		ca, err := ParseCABundle(cv.CACertificates)
+		if err != nil {
 			return nil, fmt.Errorf("listener %s: client validation CA: %w", l.Name, err)
 		}
 		vc := &tlsv3.CertificateValidationContext{
-			TrustedCa: &corev3.DataSource{Specifier: &corev3.DataSource_InlineBytes{InlineBytes: cv.CACertificates}},
+			TrustedCa: &corev3.DataSource{Specifier: &corev3.DataSource_InlineBytes{InlineBytes: ca}},
 		}
 		if cv.AllowInsecureFallback {
 			// The certificate is still asked for (Envoy requests one

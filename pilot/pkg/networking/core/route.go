@@ -167,15 +167,7 @@ func buildRouteConfiguration(g portGroup, chain int, opts Options) (*routev3.Rou
 		if own != "" && vhosts[own] == nil {
 			vhosts[own] = &vhost{seen: map[*model.Route]bool{}} // its Host is ours: 404, not 421
 		}
-		for _, h := range listenerHosts {
-			if h != "" && h != own && !slices.Contains(misdirected, h) {
-				misdirected = append(misdirected, h)
-			}
-		}
-		if own != "" {
-			misdirected = append(misdirected, "*")
-		}
-		sort.Strings(misdirected)
+		misdirected = misdirectedDomains(own, listenerHosts)
 	}
 	names := make([]string, 0, len(vhosts))
 	for h := range vhosts {
@@ -251,6 +243,25 @@ func caughtByOther(h string, vhosts map[string]*vhost) bool {
 		}
 	}
 	return false
+}
+
+// misdirectedDomains are the domains that the route configuration of one
+// listener's own filter chain (an HTTPS listener with hostname own)
+// answers 421: the other listeners' hostnames of the port (listenerHosts),
+// and every other Host when own is set, sorted. nil when there are none.
+// The full and the incremental translation both ask it.
+func misdirectedDomains(own string, listenerHosts []string) []string {
+	var out []string
+	for _, h := range listenerHosts {
+		if h != "" && h != own && !slices.Contains(out, h) {
+			out = append(out, h)
+		}
+	}
+	if own != "" {
+		out = append(out, "*")
+	}
+	sort.Strings(out)
+	return out
 }
 
 // misdirectedVirtualHost answers 421 Misdirected Request (RFC 9110

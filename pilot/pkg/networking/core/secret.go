@@ -4,6 +4,7 @@
 package core
 
 import (
+	"bytes"
 	"crypto/tls"
 	"crypto/x509"
 	"encoding/pem"
@@ -64,32 +65,56 @@ func CheckTLSSecret(s *corev1.Secret) error {
 	return nil
 }
 
-// CheckCABundle reports why data cannot serve as trusted CA certificates
-// (CertificateValidationContext.trusted_ca): Envoy refuses a bundle in
-// which it finds no certificate ("Failed to load trusted CA certificates",
-// DefaultCertValidator::initializeSslContexts). Stricter than Envoy, a
-// CERTIFICATE block that does not parse is refused too, where BoringSSL's
-// PEM reader might skip or fail on it.
-func CheckCABundle(data []byte) error {
+// ParseCABundle checks a CA bundle before it is inlined as trusted_ca
+// (CertificateValidationContext), for an upstream cluster (BackendTLSPolicy,
+// DestinationRule) and for a listener's client validation alike: data must
+// hold at least one PEM block, every block must decode, be of type
+// CERTIFICATE and parse with crypto/x509. The result is the certificates
+// re-encoded, one PEM block each, so what a proxy loads is exactly what was
+// checked (text around the blocks, such as the comments of a system bundle,
+// is dropped).
+//
+// Envoy loads trusted_ca as a whole (source/common/tls/cert_validator/
+// default_validator.cc, DefaultCertValidator::initializeSslContexts, with
+// BoringSSL's PEM_X509_INFO_read_bio): one block it cannot read fails with
+// "Failed to load trusted CA certificates", which refuses the cluster or
+// listener and with it the whole CDS or LDS update of a Gateway every
+// tenant shares. A bad block is therefore refused here, naming its
+// position, rather than handed on or silently left out. Stricter than
+// Envoy: a block of another type (Envoy would also load an X509 CRL) is
+// refused too.
+func ParseCABundle(data []byte) ([]byte, error) {
+	var out bytes.Buffer
+	rest := data
 	n := 0
-	for rest := data; ; {
+	for {
 		var b *pem.Block
 		b, rest = pem.Decode(rest)
 		if b == nil {
 			break
 		}
+		n++
 		if b.Type != "CERTIFICATE" {
-			continue
+			return nil, fmt.Errorf("PEM block %d is %q, not CERTIFICATE", n, b.Type)
 		}
 		if _, err := x509.ParseCertificate(b.Bytes); err != nil {
-			return fmt.Errorf("certificate %d does not parse: %v", n+1, err)
+			return nil, fmt.Errorf("PEM block %d is not a certificate: %v", n, err)
 		}
-		n++
+		if err := pem.Encode(&out, &pem.Block{Type: "CERTIFICATE", Bytes: b.Bytes}); err != nil {
+			return nil, err
+		}
 	}
-	if n == 0 {
-		return errors.New("no PEM certificate")
+	// encoding/pem skips a block it cannot decode (a line that is not
+	// base64, a missing END line) and goes on with the next: count the
+	// BEGIN lines, so that such a block is an error, not a certificate
+	// silently left out.
+	if begins := bytes.Count(data, []byte("-----BEGIN ")); begins > n {
+		return nil, fmt.Errorf("%d of %d PEM blocks do not decode (not base64, or no END line)", begins-n, begins)
 	}
-	return nil
+	if out.Len() == 0 {
+		return nil, errors.New("no PEM certificate")
+	}
+	return out.Bytes(), nil
 }
 
 // BuildSecret is the SDS resource (envoy.extensions.transport_sockets.tls.v3.Secret)

@@ -61,7 +61,9 @@
 //     per-route override, and every field outside what is implemented refused.
 //   - merge.go: MergePerRoute, the ExtProcPerRoute a request sees when several
 //     levels of the route table carry one.
-//   - localreply.go: local replies in gRPC form for gRPC requests:
-//     HTTPToGRPCStatus and GRPCLocalReply.
+//   - localreply.go: Envoy's local replies (prepareLocalReply): LocalReply
+//     and SetLocalReplyBodyHeaders (the caller's header changes first, then
+//     the body's content-length and content-type), and their gRPC form for
+//     gRPC requests: HTTPToGRPCStatus and GRPCLocalReply.
 //   - stats.go: Counters, the ext_proc filter statistics the tests read.
 package extproc

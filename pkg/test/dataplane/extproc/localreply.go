@@ -10,11 +10,13 @@ import (
 	"strings"
 )
 
-// This file is Envoy's local reply in gRPC form, shared by the connection
-// manager, the router and this filter because Response lives here. Envoy
-// builds every local reply in Http::Utility::prepareLocalReply
-// (source/common/http/utility.cc); when the request is gRPC (is_grpc_,
-// from Grpc::Common::isGrpcRequestHeaders), the reply becomes:
+// This file is Envoy's local reply, shared by the connection manager, the
+// router and this filter because Response lives here. Envoy builds every
+// local reply in Http::Utility::prepareLocalReply
+// (source/common/http/utility.cc): the caller's modify_headers first, then
+// the body's content-length and content-type (LocalReply). When the
+// request is gRPC (is_grpc_, from Grpc::Common::isGrpcRequestHeaders), the
+// reply becomes:
 //
 //   - :status 200 and content-type application/grpc;
 //   - grpc-status, unless the reply already has one: the caller's gRPC
@@ -25,6 +27,38 @@ import (
 //     the request is not HEAD;
 //   - no content-length, and no body: the headers end the stream
 //     (encodeLocalReply, "Trailers only response").
+
+// LocalReply is Http::Utility::prepareLocalReply for a request that is not
+// gRPC (GRPCLocalReply turns it into the gRPC form afterwards): the
+// headers start empty and modify, the caller's modify_headers (nil for
+// none), changes them first, then the body decides content-length and
+// content-type (SetLocalReplyBodyHeaders). The router's direct responses
+// pass their Location and the route's response headers as modify_headers,
+// ext_proc's ImmediateResponse the processor's header mutation.
+func LocalReply(status int, body string, modify func(http.Header)) *Response {
+	h := http.Header{}
+	if modify != nil {
+		modify(h)
+	}
+	SetLocalReplyBodyHeaders(h, len(body))
+	return &Response{Status: status, Headers: h, Body: io.NopCloser(strings.NewReader(body)), Local: true}
+}
+
+// SetLocalReplyBodyHeaders is the part of prepareLocalReply after
+// modify_headers for a request that is not gRPC: a body of n > 0 bytes sets
+// content-length to n, over whatever was set, and content-type to
+// text/plain unless one was set; no body removes both, whoever set them.
+func SetLocalReplyBodyHeaders(h http.Header, n int) {
+	if n == 0 {
+		h.Del("content-length")
+		h.Del("content-type")
+		return
+	}
+	h.Set("content-length", strconv.Itoa(n))
+	if _, ok := h["Content-Type"]; !ok {
+		h.Set("content-type", "text/plain")
+	}
+}
 
 // IsGRPCRequest is Grpc::Common::isGrpcRequestHeaders for a request with
 // a path: its content-type is application/grpc, alone or followed by "+"

@@ -4,10 +4,16 @@
 package extproc
 
 import (
+	"context"
 	"io"
 	"net/http"
+	"slices"
 	"strings"
 	"testing"
+
+	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
+	extprocsvc "github.com/envoyproxy/go-control-plane/envoy/service/ext_proc/v3"
+	"google.golang.org/protobuf/types/known/wrapperspb"
 )
 
 // A local reply in gRPC form as Envoy makes it (Http::Utility::
@@ -70,5 +76,61 @@ func TestGRPCLocalReplyAsEnvoy(t *testing.T) {
 	plain := GRPCLocalReply(&Request{Method: "GET", Headers: http.Header{}}, reply(503, "x", nil), -1)
 	if plain.Status != 503 || plain.Headers.Get("grpc-status") != "" {
 		t.Errorf("a reply to a request that is not gRPC changed: %d %v", plain.Status, plain.Headers)
+	}
+}
+
+// An ImmediateResponse is a local reply whose modify_headers is the
+// processor's header mutation (Filter::sendImmediateResponse,
+// source/extensions/filters/http/ext_proc/ext_proc.cc); only after it does
+// Http::Utility::prepareLocalReply (source/common/http/utility.cc) set a
+// body's content-length (over the processor's) and content-type text/plain
+// when none is set, or remove both when there is no body. So an appended
+// or add-if-absent content-type is the only one.
+func TestProcessImmediateResponseHeadersBeforeBody(t *testing.T) {
+	opt := func(k, v string, legacyAppend bool, a corev3.HeaderValueOption_HeaderAppendAction) *corev3.HeaderValueOption {
+		o := &corev3.HeaderValueOption{Header: &corev3.HeaderValue{Key: k, RawValue: []byte(v)}, AppendAction: a}
+		if legacyAppend {
+			//lint:ignore SA1019 the legacy append flag is one of the ways a processor adds a header, so a case of its own
+			o.Append = wrapperspb.Bool(true)
+		}
+		return o
+	}
+	for _, tc := range []struct {
+		name   string
+		body   string
+		set    []*corev3.HeaderValueOption
+		wantCT []string
+		wantCL []string
+	}{
+		{"appended type", "shed", []*corev3.HeaderValueOption{opt("content-type", "application/json", true, 0), opt("content-length", "99", false, 0)},
+			[]string{"application/json"}, []string{"4"}},
+		{"type if absent", "shed", []*corev3.HeaderValueOption{opt("content-type", "application/json", false, corev3.HeaderValueOption_ADD_IF_ABSENT)},
+			[]string{"application/json"}, []string{"4"}},
+		{"no body", "", []*corev3.HeaderValueOption{opt("content-type", "application/json", false, 0), opt("content-length", "99", false, 0)},
+			nil, nil},
+		{"nothing set", "shed", nil, []string{"text/plain"}, []string{"4"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, dial := startProcessor(t, func(s extprocsvc.ExternalProcessor_ProcessServer, f *fakeProcessor) error {
+				if _, err := f.recv(s); err != nil {
+					return err
+				}
+				return s.Send(&extprocsvc.ProcessingResponse{Response: &extprocsvc.ProcessingResponse_ImmediateResponse{
+					ImmediateResponse: &extprocsvc.ImmediateResponse{
+						Status:  &typeStatus{Code: 429},
+						Headers: &extprocsvc.HeaderMutation{SetHeaders: tc.set},
+						Body:    []byte(tc.body),
+					}}})
+			})
+			up := &fakeUpstream{}
+			resp, err := Process(context.Background(), testConfig(false), dial, postRequest("abc"), up.call)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if resp.Status != 429 || readAll(t, resp) != tc.body ||
+				!slices.Equal(resp.Headers.Values("content-type"), tc.wantCT) || !slices.Equal(resp.Headers.Values("content-length"), tc.wantCL) {
+				t.Fatalf("response %d %v; want 429, content-type %q, content-length %q", resp.Status, resp.Headers, tc.wantCT, tc.wantCL)
+			}
+		})
 	}
 }

@@ -151,7 +151,12 @@ func (r *run) onMessage(m *extprocsvc.ProcessingResponse) {
 
 // immediate is Envoy's sendImmediateResponse: a local reply with the
 // processor's status (200 when unset or below 200), header mutations under
-// permissive rules, and body; nothing more is sent to the processor.
+// permissive rules, and body; nothing more is sent to the processor. The
+// mutation is the local reply's modify_headers, so it runs before
+// prepareLocalReply sets the body's content-length and content-type
+// (Filter::sendImmediateResponse in
+// source/extensions/filters/http/ext_proc/ext_proc.cc;
+// SetLocalReplyBodyHeaders).
 func (r *run) immediate(ir *extprocsvc.ImmediateResponse) {
 	r.c.ImmediateResponses.Add(1)
 	r.closeStream()
@@ -162,13 +167,11 @@ func (r *run) immediate(ir *extprocsvc.ImmediateResponse) {
 		code = 200
 	}
 	hm := headerMap{{":status", strconv.Itoa(code)}}
-	if len(ir.GetBody()) > 0 {
-		hm.set("content-type", "text/plain")
-	}
 	if err := applyHeaderMutation(ir.GetHeaders(), &hm, immediateRules, r.c); err != nil {
 		r.c.RejectedHeaderMutations.Add(1) // Envoy logs and sends the reply anyway
 	}
 	resp := &Response{Status: code, Headers: hm.plain(), Trailers: http.Header{}, Details: ir.GetDetails()}
+	SetLocalReplyBodyHeaders(resp.Headers, len(ir.GetBody()))
 	if s, ok := hm.get(":status"); ok {
 		if n, err := strconv.Atoi(s); err == nil {
 			resp.Status = n

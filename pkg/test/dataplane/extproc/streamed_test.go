@@ -131,7 +131,8 @@ func deferringEPP(pick string, mutate func(chunk []byte) *extprocsvc.BodyMutatio
 	}
 }
 
-// GIE issue 3035: with the seed's FULL_DUPLEX_STREAMED mode, lwepp v1.6.0's
+// kubernetes-sigs/gateway-api-inference-extension#3035: with the
+// seed's FULL_DUPLEX_STREAMED mode, lwepp v1.6.0's
 // empty body response is "spurious message: Normal body mutation response
 // is received while body_mode_ is FULL_DUPLEX_STREAMED", and the POST fails
 // with 500 (processor_state.cc, handleStreamedBodyCallback).
@@ -279,10 +280,11 @@ func TestStreamedBodyMutations(t *testing.T) {
 func TestStreamedMessageTimer(t *testing.T) {
 	// The stand-in hands a chunk on when the next read returns (it learns
 	// that a chunk is the last only then), so with a gap g between reads
-	// the sends are 2g, 3g, ... after the headers: with g 150 ms every
-	// interval is at most 300 ms, under the 400 ms timeout, and the body
-	// takes 600 ms in all, well over it.
-	const timeout = 400 * time.Millisecond
+	// the sends are 2g, 3g, ... after the headers: with g 100 ms every
+	// interval is at most 200 ms, a fifth of the 1 s timeout (room for a
+	// loaded machine's scheduling), and the body takes 400 ms in all; with
+	// g equal to the timeout the first interval is twice it.
+	const timeout = time.Second
 	run := func(t *testing.T, allow bool, gap time.Duration) (*Response, *fakeUpstream, Config) {
 		_, dial := startProcessor(t, deferringEPP("10.0.0.9:8000", func([]byte) *extprocsvc.BodyMutation { return nil }))
 		up := &fakeUpstream{respBody: "ok"}
@@ -297,19 +299,19 @@ func TestStreamedMessageTimer(t *testing.T) {
 		return resp, up, cfg
 	}
 	t.Run("gaps within the timeout", func(t *testing.T) {
-		resp, up, cfg := run(t, false, 150*time.Millisecond)
+		resp, up, cfg := run(t, false, 100*time.Millisecond)
 		if resp.Status != 200 || up.body != "abcd" || cfg.Counters.MessageTimeouts.Load() != 0 {
 			t.Fatalf("status %d (%s) body %q timeouts %d", resp.Status, resp.Details, up.body, cfg.Counters.MessageTimeouts.Load())
 		}
 	})
 	t.Run("a gap over the timeout, FailClose", func(t *testing.T) {
-		resp, up, cfg := run(t, false, 2*timeout)
+		resp, up, cfg := run(t, false, timeout)
 		if resp.Status != 504 || resp.Details != "ext_proc_error_per-message_timeout_exceeded" || up.calls() != 0 || cfg.Counters.MessageTimeouts.Load() != 1 {
 			t.Fatalf("status %d (%s) calls %d timeouts %d", resp.Status, resp.Details, up.calls(), cfg.Counters.MessageTimeouts.Load())
 		}
 	})
 	t.Run("a gap over the timeout, FailOpen", func(t *testing.T) {
-		resp, up, cfg := run(t, true, 2*timeout)
+		resp, up, cfg := run(t, true, timeout)
 		if resp.Status != 200 || up.body != "abcd" || cfg.Counters.FailureModeAllowed.Load() != 1 {
 			t.Fatalf("status %d (%s) body %q allowed %d", resp.Status, resp.Details, up.body, cfg.Counters.FailureModeAllowed.Load())
 		}

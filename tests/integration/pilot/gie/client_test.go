@@ -22,7 +22,7 @@ import (
 	"github.com/infermesh/infermesh/pkg/test/vllmsim"
 )
 
-// seedPrompt is the prompt of the seed's request ([Shell 6]).
+// seedPrompt is the prompt of the seed's request.
 const seedPrompt = seed.Prompt
 
 // request is one request to the Gateway.

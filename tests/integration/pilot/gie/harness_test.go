@@ -37,7 +37,8 @@ import (
 	"github.com/infermesh/infermesh/pkg/test/vllmsim"
 )
 
-// The seed's addresses ([Shell 2]): three model-server pods and the EPP pod.
+// The seed's addresses (examples/seed/file-mode/pods.yaml): three
+// model-server pods and the EPP pod.
 const (
 	pod13  = "10.244.0.13"
 	pod14  = "10.244.0.14"

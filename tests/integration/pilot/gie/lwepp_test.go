@@ -35,7 +35,8 @@ import (
 // response of status_on_error, 500. failure_mode_allow (the pool is
 // FailOpen) does not save it: Envoy stops failing open once a
 // FULL_DUPLEX_STREAMED body has reached the processor. That is the upstream
-// report (GIE issue 3035, fixed by PR 3028 after v1.6.0: "Returning an empty
+// report (kubernetes-sigs/gateway-api-inference-extension#3035, fixed by
+// kubernetes-sigs/gateway-api-inference-extension#3028 after v1.6.0: "Returning an empty
 // CommonResponse causes Gateways to terminate the ext-proc stream and return
 // HTTP 500", in both body directions). A GET whose response has no body
 // never reaches a body message, so it works.

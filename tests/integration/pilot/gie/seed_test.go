@@ -20,7 +20,8 @@ import (
 	"github.com/infermesh/infermesh/pkg/test/vllmsim"
 )
 
-// The seed end to end ([File 1], [File 2], [Shell 6]).
+// The seed end to end (examples/seed: its model servers, EPP, pool and
+// route, and its request).
 //
 // EPP: the full, metrics-aware EPP (GIE v1.0.0), serving TLS, with the
 // seed's DestinationRule (SIMPLE, insecureSkipVerify) on its Service, so the
@@ -42,7 +43,7 @@ func TestSeedEndToEnd(t *testing.T) {
 	h.waitPicking(completion(seedPrompt))
 	pods := map[string]bool{podName(pod13): true, podName(pod14): true, podName(pod15): true}
 
-	// The seed's request, as [Shell 6] sends it.
+	// The seed's request, as its write-up sends it.
 	res := h.mustSend(completion(seedPrompt))
 	h.landedOnPick(res)
 	if !pods[res.Pod] {

@@ -207,9 +207,31 @@ func conflicted(p upstreamtls.Policy, policies []upstreamtls.Policy) bool {
 	return true
 }
 
+// unattachedTargets are p's targetRefs that name a sectionName the
+// Service has no port of (or a Service that does not exist), each as
+// "Service ns/name sectionName x": the Gateway API says such a target
+// must fail to attach, and the policy's status must say so. service
+// looks a Service up by namespace/name.
+func unattachedTargets(p upstreamtls.Policy, service func(key string) *corev1.Service) []string {
+	var out []string
+	for _, t := range p.Targets {
+		svc := service(t.Service.String())
+		switch {
+		case svc == nil:
+			out = append(out, "Service "+t.Service.String()+" does not exist")
+		case t.Section != "" && !slices.ContainsFunc(svc.Spec.Ports, func(sp corev1.ServicePort) bool { return sp.Name == t.Section }):
+			out = append(out, fmt.Sprintf("Service %s has no port named %q (sectionName)", t.Service, t.Section))
+		}
+	}
+	return out
+}
+
 // backendTLSPolicyConditions are a policy's Accepted and ResolvedRefs
 // conditions for every ancestor (they do not depend on the Gateway).
-func backendTLSPolicyConditions(p upstreamtls.Policy, policies []upstreamtls.Policy) []metav1.Condition {
+// unattached are its targets that attach to nothing (unattachedTargets):
+// all of them is Accepted=False/TargetNotFound, some are named in the
+// Accepted message.
+func backendTLSPolicyConditions(p upstreamtls.Policy, policies []upstreamtls.Policy, unattached []string) []metav1.Condition {
 	cond := func(typ string, ok bool, reason gwv1.PolicyConditionReason, msg string) metav1.Condition {
 		s := metav1.ConditionFalse
 		if ok {
@@ -219,12 +241,18 @@ func backendTLSPolicyConditions(p upstreamtls.Policy, policies []upstreamtls.Pol
 	}
 	var accepted, refs metav1.Condition
 	switch {
+	case len(p.Targets) > 0 && len(unattached) == len(p.Targets):
+		accepted = cond(string(gwv1.PolicyConditionAccepted), false, gwv1.PolicyReasonTargetNotFound,
+			"no targetRef attaches: "+strings.Join(unattached, "; ")+"; the policy applies to no port")
 	case p.Invalid != "":
 		accepted = cond(string(gwv1.PolicyConditionAccepted), false, p.InvalidReason,
 			p.Invalid+"; requests to the Service ports this policy applies to are answered 500, never sent without TLS")
 	case conflicted(p, policies):
 		accepted = cond(string(gwv1.PolicyConditionAccepted), false, gwv1.PolicyReasonConflicted,
 			"an older BackendTLSPolicy targets the same Service (and sectionName) and takes precedence")
+	case len(unattached) > 0:
+		accepted = cond(string(gwv1.PolicyConditionAccepted), true, gwv1.PolicyReasonAccepted,
+			"policy accepted; these targetRefs attach to nothing: "+strings.Join(unattached, "; "))
 	default:
 		accepted = cond(string(gwv1.PolicyConditionAccepted), true, gwv1.PolicyReasonAccepted, "policy accepted")
 	}
@@ -277,7 +305,7 @@ func upstreamServices(r RouteResult) []string {
 // BackendTLSPolicy that targets a Service some accepted route of ours
 // sends to, mirrors to, or calls as an EPP.
 func backendTLSPolicyStatuses(in krt.Collection[*gwv1.BackendTLSPolicy], u upstreamTLS, routes krt.Collection[RouteResult],
-	controller string, opts []krt.CollectionOption,
+	services krt.Collection[*corev1.Service], controller string, opts []krt.CollectionOption,
 ) krt.Collection[BackendTLSPolicyStatus] {
 	routesByService := krt.NewIndex(routes, "routes-by-upstream-service", upstreamServices)
 	return krt.NewCollection(in, func(ctx krt.HandlerContext, p *gwv1.BackendTLSPolicy) *BackendTLSPolicyStatus {
@@ -305,8 +333,14 @@ func backendTLSPolicyStatuses(in krt.Collection[*gwv1.BackendTLSPolicy], u upstr
 			return nil
 		}
 		slices.SortFunc(gateways, func(a, b types.NamespacedName) int { return cmp.Compare(a.String(), b.String()) })
+		var unattached []string
+		if services != nil {
+			unattached = unattachedTargets(*self, func(key string) *corev1.Service {
+				return ptr.Deref(krt.FetchOne(ctx, services, krt.FilterKey(key)), nil)
+			})
+		}
 		return &BackendTLSPolicyStatus{Namespace: p.Namespace, Name: p.Name,
-			Parents: backendTLSPolicyAncestors(gateways, controller, backendTLSPolicyConditions(*self, related))}
+			Parents: backendTLSPolicyAncestors(gateways, controller, backendTLSPolicyConditions(*self, related, unattached))}
 	}, opts...)
 }
 

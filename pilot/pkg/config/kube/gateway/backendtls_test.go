@@ -156,6 +156,35 @@ func TestBackendTLSPolicyForServices(t *testing.T) {
 	expect("backends from the Service's policy", backends, "abc.example.com(whole),abc.example.com(whole)")
 	expect("route ResolvedRefs with valid policies", routeRefs, "True/ResolvedRefs: all references resolved")
 
+	// A sectionName the Service has no port of attaches to nothing (the
+	// Gateway API: the policy must fail to attach, and say so): with
+	// another target that attaches, it is named in the message; alone, the
+	// policy is Accepted=False/TargetNotFound and the ports stay as they
+	// were (the Service's policy wins them).
+	typo := backendTLSPolicy("typo", t0.Add(-time.Hour), "btsl", "ConfigMap", "ca")
+	p.add(typo)
+	expect("typo alone", func() string { return status("typo") }, anc+" Accepted=False/TargetNotFound@3 ResolvedRefs=True/ResolvedRefs@3")
+	msg := func() string {
+		st := p.out.BackendTLSPolicyStatuses.GetKey("apps/typo")
+		if st == nil || len(st.Parents) == 0 {
+			return ""
+		}
+		return findCondition(st.Parents[0].Conditions, "Accepted").Message
+	}
+	if want := `no targetRef attaches: Service apps/tls-backend has no port named "btsl" (sectionName); the policy applies to no port`; msg() != want {
+		t.Errorf("typo's Accepted message %q, want %q", msg(), want)
+	}
+	expect("backends with the typo", backends, "abc.example.com(whole),abc.example.com(whole)")
+	typo.Spec.TargetRefs = append(typo.Spec.TargetRefs, gwv1.LocalPolicyTargetReferenceWithSectionName{
+		LocalPolicyTargetReference: gwv1.LocalPolicyTargetReference{Kind: "Service", Name: "tls-backend"}, SectionName: ptr.To(gwv1.SectionName("other"))})
+	p.add(typo)
+	expect("typo beside a port that exists", func() string { return status("typo") }, anc+" Accepted=True/Accepted@3 ResolvedRefs=True/ResolvedRefs@3")
+	if !strings.Contains(msg(), `these targetRefs attach to nothing: Service apps/tls-backend has no port named "btsl"`) {
+		t.Errorf("typo's Accepted message %q does not name the target that attaches to nothing", msg())
+	}
+	expect("backends with the typo's port", backends, "abc.example.com(whole),abc.example.com(typo)")
+	p.policies.DeleteObject("apps/typo")
+
 	// A policy for a Service no route uses has no ancestors.
 	unused := backendTLSPolicy("unused", t0, "", "ConfigMap", "ca")
 	unused.Spec.TargetRefs[0].Name = "elsewhere"

@@ -20,7 +20,8 @@ import (
 )
 
 // BenchmarkRouteWrite is the controller's part of one HTTPRoute write
-// (issue 17, "through the real cluster"): from the route's update in the
+// (tests/integration/xdsbench measures the whole write through a real
+// cluster): from the route's update in the
 // input collection to the Gateway's new model.Gateway out of the
 // Translator collection, with 1,000 routes on one Gateway and with 10,000
 // routes on 10 Gateways (1,000 each). Each write changes the path of one

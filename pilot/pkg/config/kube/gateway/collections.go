@@ -265,8 +265,8 @@ func (r routeAttachment) ResourceName() string { return r.Key }
 // route changes, every other route of the Gateway keeps its *model.Route:
 // krt's comparison of the old and new model.Gateway (Gateway.Equals) and the
 // core Translator's route diff both stop at an unchanged pointer instead of
-// looking inside every route (architecture/xds.md, "Route writes through
-// the cluster").
+// looking inside every route (architecture/log/xds.md, "Route writes
+// through the cluster").
 type routeModel struct {
 	Key     string // RouteResult.ResourceName
 	Parents []ParentResult
@@ -561,8 +561,8 @@ func Build(in Inputs, opts Options) Outputs {
 			results = append(results, r.Parents)
 		}
 		attached := AttachedRoutes(results)[gw.Gateway]
-		// Programmed stays False/Pending until Gateway deployments exist
-		// (issue 6): nothing here knows whether a proxy serves the Gateway.
+		// Programmed stays False/Pending here: nothing here knows whether a
+		// proxy serves the Gateway (DeployedGatewayStatuses adds it).
 		st := GatewayStatus(&gw, attached, false, metav1.Time{})
 		withGatewayTakeovers(&st, ListenerTakeovers(gw.Gateway, results)[types.NamespacedName{}], gw.Generation)
 		if len(gw.ListenerSets) > 0 {
@@ -636,7 +636,7 @@ func Build(in Inputs, opts Options) Outputs {
 	}
 
 	if tlsSources.policies != nil {
-		out.BackendTLSPolicyStatuses = backendTLSPolicyStatuses(in.BackendTLSPolicies, tlsSources, out.Routes, opts.ControllerName,
+		out.BackendTLSPolicyStatuses = backendTLSPolicyStatuses(in.BackendTLSPolicies, tlsSources, out.Routes, in.Services, opts.ControllerName,
 			with("BackendTLSPolicyStatuses"))
 	}
 

@@ -5,7 +5,6 @@ package gateway
 
 import (
 	"fmt"
-	"strings"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -112,14 +111,12 @@ func resolveFrontendValidation(gwNamespace string, v *gwv1.FrontendTLSValidation
 			problem(gwv1.ListenerReasonInvalidCACertificateRef, "ConfigMap %s has no key %s", key, frontendCAKey)
 			continue
 		}
-		if err := core.CheckCABundle([]byte(data)); err != nil {
+		ca, err := core.ParseCABundle([]byte(data))
+		if err != nil {
 			problem(gwv1.ListenerReasonInvalidCACertificateRef, "ConfigMap %s key %s: %v", key, frontendCAKey, err)
 			continue
 		}
-		if len(bundle) > 0 && !strings.HasSuffix(string(bundle), "\n") {
-			bundle = append(bundle, '\n')
-		}
-		bundle = append(bundle, data...)
+		bundle = append(bundle, ca...) // re-encoded: each block ends in a newline
 		resolve++
 	}
 	if resolve == 0 {

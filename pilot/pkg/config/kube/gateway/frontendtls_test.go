@@ -77,7 +77,11 @@ func TestFrontendClientValidation(t *testing.T) {
 	ca, perPortCA, otherNS := caConfigMap(t, "gw-ns", "ca"), caConfigMap(t, "gw-ns", "ca-8443"), caConfigMap(t, "cas", "shared")
 	noKey := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "gw-ns", Name: "nokey"}, Data: map[string]string{"other": "x"}}
 	garbage := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "gw-ns", Name: "garbage"}, Data: map[string]string{"ca.crt": "not a certificate"}}
-	cms := []*corev1.ConfigMap{ca, perPortCA, otherNS, noKey, garbage}
+	// A good certificate followed by a block Envoy cannot read: Envoy
+	// would refuse the whole listener (and the Gateway's LDS update).
+	halfBroken := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "gw-ns", Name: "half-broken"},
+		Data: map[string]string{"ca.crt": ca.Data["ca.crt"] + "-----BEGIN CERTIFICATE-----\n!!not base64!!\n-----END CERTIFICATE-----\n"}}
+	cms := []*corev1.ConfigMap{ca, perPortCA, otherNS, noKey, garbage, halfBroken}
 	lookups := func(grants []*gwv1.ReferenceGrant) CertificateLookups {
 		lk := certLookups([]*corev1.Secret{cert}, grants)
 		lk.ConfigMap = func(key types.NamespacedName) *corev1.ConfigMap {
@@ -120,6 +124,8 @@ func TestFrontendClientValidation(t *testing.T) {
 		{name: "no ca.crt", gw: frontendGateway(valid(caRef("", "ConfigMap", "nokey")), nil),
 			want: want{"NoValidCACertificate/InvalidCACertificateRef", "NoValidCACertificate/InvalidCACertificateRef", ""}},
 		{name: "not a certificate", gw: frontendGateway(valid(caRef("", "ConfigMap", "garbage")), nil),
+			want: want{"NoValidCACertificate/InvalidCACertificateRef", "NoValidCACertificate/InvalidCACertificateRef", ""}},
+		{name: "a good certificate, then a block that does not decode", gw: frontendGateway(valid(caRef("", "ConfigMap", "half-broken")), nil),
 			want: want{"NoValidCACertificate/InvalidCACertificateRef", "NoValidCACertificate/InvalidCACertificateRef", ""}},
 		{name: "a Service", gw: frontendGateway(valid(caRef("", "ConfigMap", "ca")),
 			map[gwv1.PortNumber]gwv1.FrontendTLSValidation{8443: valid(caRef("", "Service", "ca"))}),

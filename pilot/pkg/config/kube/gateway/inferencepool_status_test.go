@@ -37,7 +37,8 @@ func accepted(gw types.NamespacedName) PoolParent {
 	return PoolParent{Gateway: gw, Routes: []RouteAttachment{{Kind: "HTTPRoute", Route: seedRoute, Accepted: true}}}
 }
 
-// conds returns type=status(reason) of each condition, like the seed's [Shell 3].
+// conds returns type=status(reason) of each condition, as the seed's
+// write-up prints the pool's status.
 func conds(st inferencev1.ParentStatus) []string {
 	var out []string
 	for _, c := range st.Conditions {
@@ -55,7 +56,7 @@ func TestPoolStatusSeed(t *testing.T) {
 	}
 	st := got[0]
 	if d := cmp.Diff([]string{"Accepted=True (Accepted)", "ResolvedRefs=True (ResolvedRefs)"}, conds(st)); d != "" {
-		t.Fatalf("conditions as [Shell 3] prints them (-want +got):\n%s", d)
+		t.Fatalf("conditions as the seed's write-up prints them (-want +got):\n%s", d)
 	}
 	wantRef := inferencev1.ParentReference{Group: ptr.To(inferencev1.Group("gateway.networking.k8s.io")), Kind: "Gateway",
 		Namespace: "gateway-namespace", Name: "gateway"}

@@ -77,40 +77,49 @@ func grpcMirror(f *gwv1.GRPCRouteFilter) *gwv1.HTTPRequestMirrorFilter {
 func dropUnresolvedMirrors(rule *RuleResult, route Route, resolve func(kind, ns string, ref gwv1.BackendRef) ResolvedBackend) {
 	switch {
 	case rule.HTTP != nil:
-		fs, failed, ok := permittedFilters(route.Kind, route.Namespace, rule.HTTP.Filters, httpMirror, resolve)
-		rule.Mirrors = append(rule.Mirrors, ok...)
-		if failed != nil {
+		fs, changed, bfs := withoutUnresolvedMirrors(rule, route, rule.HTTP.Filters, rule.HTTPFilters, httpMirror, resolve)
+		if changed {
 			cp := *rule.HTTP
 			cp.Filters = fs
 			rule.HTTP = &cp
-			rule.MirrorErrors = append(rule.MirrorErrors, failed...)
 		}
-		for j, bfs := range rule.HTTPFilters {
-			fs, failed, ok := permittedFilters(route.Kind, route.Namespace, bfs, httpMirror, resolve)
-			rule.Mirrors = append(rule.Mirrors, ok...)
-			if failed != nil {
-				rule.HTTPFilters = slices.Clone(rule.HTTPFilters)
-				rule.HTTPFilters[j] = fs
-				rule.MirrorErrors = append(rule.MirrorErrors, failed...)
-			}
-		}
+		rule.HTTPFilters = bfs
 	case rule.GRPC != nil:
-		fs, failed, ok := permittedFilters(route.Kind, route.Namespace, rule.GRPC.Filters, grpcMirror, resolve)
-		rule.Mirrors = append(rule.Mirrors, ok...)
-		if failed != nil {
+		fs, changed, bfs := withoutUnresolvedMirrors(rule, route, rule.GRPC.Filters, rule.GRPCFilters, grpcMirror, resolve)
+		if changed {
 			cp := *rule.GRPC
 			cp.Filters = fs
 			rule.GRPC = &cp
-			rule.MirrorErrors = append(rule.MirrorErrors, failed...)
 		}
-		for j, bfs := range rule.GRPCFilters {
-			fs, failed, ok := permittedFilters(route.Kind, route.Namespace, bfs, grpcMirror, resolve)
-			rule.Mirrors = append(rule.Mirrors, ok...)
-			if failed != nil {
-				rule.GRPCFilters = slices.Clone(rule.GRPCFilters)
-				rule.GRPCFilters[j] = fs
-				rule.MirrorErrors = append(rule.MirrorErrors, failed...)
-			}
-		}
+		rule.GRPCFilters = bfs
 	}
+}
+
+// withoutUnresolvedMirrors applies permittedFilters to a rule's own filters
+// (fs) and to each of its backendRefs' filters (perBackend), adding the
+// resolved mirrors to rule.Mirrors and the failed ones to rule.MirrorErrors.
+// It returns the rule's filters, whether they lost a mirror, and the
+// backendRefs' filters (perBackend itself unless one of them lost a mirror,
+// else a copy: perBackend points into the informer's object).
+func withoutUnresolvedMirrors[F any](rule *RuleResult, route Route, fs []F, perBackend [][]F,
+	mirror func(*F) *gwv1.HTTPRequestMirrorFilter, resolve func(kind, ns string, ref gwv1.BackendRef) ResolvedBackend,
+) (kept []F, changed bool, keptPerBackend [][]F) {
+	kept, failed, ok := permittedFilters(route.Kind, route.Namespace, fs, mirror, resolve)
+	rule.Mirrors = append(rule.Mirrors, ok...)
+	rule.MirrorErrors = append(rule.MirrorErrors, failed...)
+	keptPerBackend = perBackend
+	copied := false
+	for j, bfs := range perBackend {
+		bkept, bfailed, bok := permittedFilters(route.Kind, route.Namespace, bfs, mirror, resolve)
+		rule.Mirrors = append(rule.Mirrors, bok...)
+		if bfailed == nil {
+			continue
+		}
+		if !copied {
+			keptPerBackend, copied = slices.Clone(perBackend), true
+		}
+		keptPerBackend[j] = bkept
+		rule.MirrorErrors = append(rule.MirrorErrors, bfailed...)
+	}
+	return kept, failed != nil, keptPerBackend
 }

@@ -28,7 +28,7 @@ func seedPool() *inferencev1.InferencePool {
 
 func TestShadowServiceName(t *testing.T) {
 	cases := map[string]string{
-		"vllm-llama3-8b": "vllm-llama3-8b-ip-22dc7de1", // the seed's [Shell 2]
+		"vllm-llama3-8b": "vllm-llama3-8b-ip-22dc7de1", // the seed's shadow Service
 		"test-pool":      "test-pool-ip-2bee061e",
 	}
 	for pool, want := range cases {

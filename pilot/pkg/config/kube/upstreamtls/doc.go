@@ -21,7 +21,7 @@
 //
 // It fails closed: a setting whose CA is missing, of the wrong kind, or not
 // a certificate crypto/x509 parses (CA bundles are refused block by block,
-// ParseCABundle) gives a Problem instead of TLS, and the controller turns a
+// core.ParseCABundle) gives a Problem instead of TLS, and the controller turns a
 // Problem into an invalid backend (HTTP 500, a status condition), never
 // into plaintext or the system trust store. The system trust store is used
 // only when asked for: wellKnownCACertificates System, or a DestinationRule
@@ -38,5 +38,4 @@
 //     it names (DestinationRuleHost).
 //   - resolve.go: the precedence rule (Resolve, WinningPolicy) and a
 //     credentialName's CA read in a Gateway's namespace (CredentialCA).
-//   - pem.go: CA bundles checked and re-encoded (ParseCABundle).
 package upstreamtls

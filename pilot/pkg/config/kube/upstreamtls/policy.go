@@ -16,6 +16,7 @@ import (
 	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
 
 	"github.com/infermesh/infermesh/pilot/pkg/model"
+	"github.com/infermesh/infermesh/pilot/pkg/networking/core"
 )
 
 // CACertificateKey is the ConfigMap key that holds a BackendTLSPolicy's CA
@@ -96,7 +97,7 @@ func (p Policy) Problem() string {
 //   - subjectAltNames of type Hostname are the DNS SANs accepted, those of
 //     type URI the URI SANs; a certificate with any one of them passes.
 //   - caCertificateRefs: each must be a core ConfigMap (group "", kind
-//     ConfigMap) holding under key ca.crt a bundle ParseCABundle accepts;
+//     ConfigMap) holding under key ca.crt a bundle core.ParseCABundle accepts;
 //     the bundles that do are concatenated in order. With none, the policy
 //     is invalid (NoValidCACertificate); with some, RefsReason says which
 //     did not.
@@ -203,7 +204,7 @@ func caBundle(refs []gwv1.LocalObjectReference, configMap func(name string) *cor
 			fail(gwv1.BackendTLSPolicyReasonInvalidCACertificateRef, "%s: ConfigMap %q has no key %s", at, r.Name, CACertificateKey)
 			continue
 		}
-		ca, err := ParseCABundle([]byte(data))
+		ca, err := core.ParseCABundle([]byte(data))
 		if err != nil {
 			fail(gwv1.BackendTLSPolicyReasonInvalidCACertificateRef, "%s: ConfigMap %q key %s: %v", at, r.Name, CACertificateKey, err)
 			continue

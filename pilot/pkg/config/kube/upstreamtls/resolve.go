@@ -12,6 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/infermesh/infermesh/pilot/pkg/model"
+	"github.com/infermesh/infermesh/pilot/pkg/networking/core"
 )
 
 // Port is one Service port an upstream is reached on.
@@ -139,7 +140,7 @@ func OlderPolicy(a, b Policy) int {
 // Secret <name>-cacert if it exists, else the Secret <name>; in it, key
 // cacert, else key ca.crt (Istio's SDS for <name>-cacert,
 // pilot/pkg/credentials/kube/secrets.go GetCaCert and ExtractRoot). The
-// bundle must pass ParseCABundle. secret may be nil (no Secrets).
+// bundle must pass core.ParseCABundle. secret may be nil (no Secrets).
 func CredentialCA(namespace, name string, secret func(types.NamespacedName) *corev1.Secret) ([]byte, error) {
 	get := func(n string) *corev1.Secret {
 		if secret == nil {
@@ -165,7 +166,7 @@ func CredentialCA(namespace, name string, secret func(types.NamespacedName) *cor
 	if key == "" {
 		return nil, fmt.Errorf("the Secret %s/%s has no CA bundle: neither key cacert nor %s is set", namespace, s.Name, CACertificateKey)
 	}
-	ca, err := ParseCABundle(data)
+	ca, err := core.ParseCABundle(data)
 	if err != nil {
 		return nil, fmt.Errorf("key %s of the Secret %s/%s: %w", key, namespace, s.Name, err)
 	}

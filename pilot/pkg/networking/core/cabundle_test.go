@@ -1,7 +1,7 @@
 // Copyright infermesh authors
 // SPDX-License-Identifier: Apache-2.0
 
-package upstreamtls
+package core
 
 import (
 	"encoding/pem"
@@ -11,8 +11,8 @@ import (
 	"github.com/infermesh/infermesh/pkg/test/certs"
 )
 
-// testCert is a real self-signed certificate (PEM) for name.
-func testCert(t *testing.T, name string) string {
+// caTestCert is a real self-signed certificate (PEM) for name.
+func caTestCert(t *testing.T, name string) string {
 	t.Helper()
 	crt, _, err := certs.SelfSigned(name)
 	if err != nil {
@@ -28,7 +28,7 @@ func garbageCert(what string) string {
 }
 
 func TestParseCABundle(t *testing.T) {
-	one, two := testCert(t, "one"), testCert(t, "two")
+	one, two := caTestCert(t, "one"), caTestCert(t, "two")
 	key := string(pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: []byte("k")}))
 	for _, tc := range []struct {
 		name, in, want, wantErr string
@@ -41,7 +41,10 @@ func TestParseCABundle(t *testing.T) {
 		{name: "another block type", in: one + key, wantErr: `PEM block 2 is "PRIVATE KEY", not CERTIFICATE`},
 		{name: "no PEM at all", in: "hello", wantErr: "no PEM certificate"},
 		{name: "empty", in: "", wantErr: "no PEM certificate"},
-		{name: "a truncated block", in: strings.TrimSuffix(one, "-----END CERTIFICATE-----\n"), wantErr: "no PEM certificate"},
+		{name: "a truncated block", in: strings.TrimSuffix(one, "-----END CERTIFICATE-----\n"), wantErr: "1 of 1 PEM blocks do not decode"},
+		{name: "a truncated block after a good one", in: one + strings.TrimSuffix(two, "-----END CERTIFICATE-----\n"), wantErr: "1 of 2 PEM blocks do not decode"},
+		{name: "a block that is not base64 after a good one", in: one + "-----BEGIN CERTIFICATE-----\n!!not base64!!\n-----END CERTIFICATE-----\n",
+			wantErr: "1 of 2 PEM blocks do not decode"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			got, err := ParseCABundle([]byte(tc.in))
