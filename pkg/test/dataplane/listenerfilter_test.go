@@ -129,9 +129,9 @@ func bbrLike() *fdsProcessor {
 	}}
 }
 
-// pickingEPP picks pick, as header and envoy.lb metadata (GIE EPP
+// pickingFDSEPP picks pick, as header and envoy.lb metadata (GIE EPP
 // protocol), route cache retained.
-func pickingEPP(pick string) *fdsProcessor {
+func pickingFDSEPP(pick string) *fdsProcessor {
 	return &fdsProcessor{onRequest: func(map[string]string, []byte) (*extprocsvc.HeaderMutation, *structpb.Struct, bool) {
 		inner, _ := structpb.NewStruct(map[string]any{"x-gateway-destination-endpoint": pick})
 		return &extprocsvc.HeaderMutation{SetHeaders: []*corev3.HeaderValueOption{setHeader("x-gateway-destination-endpoint", pick)}},
@@ -225,7 +225,7 @@ func TestEndToEndListenerFilter(t *testing.T) {
 	for _, n := range []string{"10.244.1.1:8000", "10.244.1.2:8000", "10.244.2.1:8000", "10.244.2.2:8000", "10.244.3.1:80", "10.244.3.2:80"} {
 		servers[n] = backend(t, n).Listener.Addr().String()
 	}
-	bbr, epp1, epp2 := bbrLike(), pickingEPP("10.244.1.2:8000"), pickingEPP("10.244.2.1:8000")
+	bbr, epp1, epp2 := bbrLike(), pickingFDSEPP("10.244.1.2:8000"), pickingFDSEPP("10.244.2.1:8000")
 	servers["10.244.0.9:9004"], _ = serveProcessor(t, bbr)
 	servers["10.244.0.1:9002"], _ = serveProcessor(t, epp1)
 	servers["10.244.0.2:9002"], _ = serveProcessor(t, epp2)
@@ -307,7 +307,7 @@ func TestEndToEndListenerFilterFailureMode(t *testing.T) {
 			for _, n := range []string{"10.244.1.1:8000", "10.244.1.2:8000"} {
 				servers[n] = backend(t, n).Listener.Addr().String()
 			}
-			servers["10.244.0.1:9002"], _ = serveProcessor(t, pickingEPP("10.244.1.1:8000"))
+			servers["10.244.0.1:9002"], _ = serveProcessor(t, pickingFDSEPP("10.244.1.1:8000"))
 			gw := listenerFilterGateway(failOpen)
 			lis, err := net.Listen("tcp", "127.0.0.1:0")
 			if err != nil {
