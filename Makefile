@@ -17,7 +17,7 @@ BENCH ?= .
 COUNT ?= 1
 PKG ?= ./...
 
-.PHONY: all build demo demo-traffic test lint vet staticcheck unit integ conformance conformance-gateway-api conformance-subset k8s-test-binaries helm manifests bench xdsbench bench-compare fuzz fuzz-routes fuzz-translator fuzz-files clean
+.PHONY: all build demo demo-traffic test lint vet staticcheck unit integ conformance conformance-gateway-api conformance-subset k8s-test-binaries helm manifests bench xdsbench bench-compare bench-istio fuzz fuzz-routes fuzz-translator fuzz-files clean
 
 all: build
 
@@ -83,12 +83,15 @@ helm:
 # after building (or reusing) the Kubernetes binaries and the endpoint
 # pickers (hack/epp-binaries.sh: GIE v1.6.0 lwepp and v1.0.0 epp, cached in
 # $${INFERMESH_CACHE:-~/.cache/infermesh}/epp; the script prints the folder
-# holding both) and helm (hack/helm.sh).
+# holding both), helm (hack/helm.sh) and the authorization server of the
+# ExternalAuth test (hack/extauthz-binary.sh: Istio's sample ext_authz,
+# cached in $${INFERMESH_CACHE:-~/.cache/infermesh}/extauthz).
 integ:
 	dir=$$(hack/k8s-test-binaries.sh) && \
 	eppbin=$$(hack/epp-binaries.sh) && \
 	helmdir=$$(hack/helm.sh) && \
-	KUBE_TEST_BINARIES=$$dir/bin EPP_TEST_BINARIES=$$eppbin HELM_TEST_BINARIES=$$helmdir/bin $(GO) test -tags=integ -p 2 -timeout 30m -count=1 ./tests/...
+	authzbin=$$(hack/extauthz-binary.sh) && \
+	KUBE_TEST_BINARIES=$$dir/bin EPP_TEST_BINARIES=$$eppbin HELM_TEST_BINARIES=$$helmdir/bin EXTAUTHZ_TEST_BINARIES=$$authzbin $(GO) test -tags=integ -p 2 -timeout 30m -count=1 ./tests/...
 
 # Both conformance suites on this machine, one after the other
 # (conformance/README.md): GIE v1.6.0, then Gateway API v1.7.0 (profiles
@@ -140,6 +143,14 @@ bench:
 # XDSBENCH_PILOT=process runs ChangeToPush's pilot-discovery as its own process (default: in the test process).
 XDSBENCH ?= ChangeToPush
 BENCHTIME ?= 100x
+# bench-istio's knobs (hack/bench-istio.sh); its COUNT is 6 unless given
+# on the command line.
+BENCH_ISTIO_COUNT = $(if $(filter command line,$(origin COUNT)),$(COUNT),6)
+POOLS ?= 1000,10000
+GATEWAYS ?= 1,10
+CHANGES ?= 100
+DROP_EPP ?=
+PROFILE ?=
 xdsbench:
 	dir=$$(hack/k8s-test-binaries.sh) && \
 	KUBE_TEST_BINARIES=$$dir/bin $(GO) test -tags=integ -run '^$$' -bench '$(XDSBENCH)' -benchtime $(BENCHTIME) -count $(COUNT) -timeout 300m ./tests/integration/xdsbench/
@@ -147,6 +158,17 @@ xdsbench:
 # Our krt against Istio's on the scenario of architecture/krt.md.
 bench-compare:
 	hack/bench-compare.sh
+
+# The whole control plane against Istio's, same generated cluster, one
+# process (bench/istio-pipeline, architecture/istio-comparison.md): the
+# fairness check at 100 pools, then cold start, route change, endpoint
+# change and live heap at 1,000 and 10,000 pools over 1 and 10 Gateways,
+# benchstat and the table against the goals. One size:
+# `make bench-istio POOLS=1000 COUNT=3`; the fairness check's own test of
+# itself: `make bench-istio DROP_EPP=pool-0042` must fail. Never part of
+# `make test` (it builds Istio's tree: 15-20 minutes the first time).
+bench-istio:
+	COUNT=$(BENCH_ISTIO_COUNT) POOLS=$(POOLS) GATEWAYS=$(GATEWAYS) CHANGES=$(CHANGES) DROP_EPP=$(DROP_EPP) PROFILE=$(PROFILE) hack/bench-istio.sh
 
 # The randomized model of pkg/kube/krt under the fuzzer: `make fuzz FUZZTIME=60s`.
 FUZZTIME ?= 60s

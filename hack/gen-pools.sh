@@ -7,13 +7,25 @@
 # and per pool an InferencePool, an HTTPRoute (host pool-I.example.com) and
 # PODS ready model-server pods.
 #
-# Usage: hack/gen-pools.sh DIR [N=1000] [PODS=10]
+# GATEWAYS > 1 spreads the routes over that many Gateways of the seed's
+# shape in gateway-namespace: the seed's "gateway" and gateway-1 ..
+# gateway-(GATEWAYS-1) (41-gateways.yaml); route I attaches to Gateway
+# I % GATEWAYS. With GATEWAYS = 1 (the default) the folder is the same as
+# without the argument.
+#
+# Usage: hack/gen-pools.sh DIR [N=1000] [PODS=10] [GATEWAYS=1]
 set -euo pipefail
-dir=${1:?usage: hack/gen-pools.sh DIR [N] [PODS]}
+dir=${1:?usage: hack/gen-pools.sh DIR [N] [PODS] [GATEWAYS]}
 n=${2:-1000}
 pods=${3:-10}
+gateways=${4:-1}
+if ((gateways < 1)); then
+	echo "gen-pools.sh: GATEWAYS must be at least 1, got $gateways" >&2
+	exit 2
+fi
+here=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 mkdir -p "$dir/file-mode"
-cp examples/seed/00-namespaces.yaml examples/seed/20-endpoint-picker.yaml examples/seed/40-gateway.yaml "$dir/"
+cp "$here"/examples/seed/00-namespaces.yaml "$here"/examples/seed/20-endpoint-picker.yaml "$here"/examples/seed/40-gateway.yaml "$dir/"
 cat >"$dir/file-mode/epp-pod.yaml" <<'YAML'
 apiVersion: v1
 kind: Pod
@@ -33,11 +45,23 @@ status:
   - type: Ready
     status: "True"
 YAML
+if ((gateways > 1)); then
+	for ((g = 1; g < gateways; g++)); do
+		# The seed's Gateway under another name.
+		printf -- '---\n'
+		sed -e "/^#/d" -e "s/^  name: gateway\$/  name: gateway-$g/" "$here/examples/seed/40-gateway.yaml"
+	done >"$dir/41-gateways.yaml"
+fi
+# The loops below use only shell builtins (printf), no process per object:
+# 10,000 pools of 10 pods take seconds, not minutes.
 {
 	for ((i = 0; i < n; i++)); do
-		p=$(printf 'pool-%04d' "$i")
-		cat <<YAML
----
+		printf -v p 'pool-%04d' "$i"
+		gw=gateway
+		if ((i % gateways != 0)); then
+			gw=gateway-$((i % gateways))
+		fi
+		printf '%s\n' "---
 apiVersion: inference.networking.k8s.io/v1
 kind: InferencePool
 metadata:
@@ -62,24 +86,22 @@ metadata:
   namespace: llm-namespace
 spec:
   parentRefs:
-  - name: gateway
+  - name: $gw
     namespace: gateway-namespace
   hostnames:
-  - "$p.example.com"
+  - \"$p.example.com\"
   rules:
   - backendRefs:
     - group: inference.networking.k8s.io
       kind: InferencePool
-      name: $p
-YAML
+      name: $p"
 	done
 } >"$dir/pools.yaml"
 {
 	for ((i = 0; i < n; i++)); do
-		p=$(printf 'pool-%04d' "$i")
+		printf -v p 'pool-%04d' "$i"
 		for ((j = 0; j < pods; j++)); do
-			cat <<YAML
----
+			printf '%s\n' "---
 apiVersion: v1
 kind: Pod
 metadata:
@@ -96,9 +118,8 @@ status:
   podIP: 10.$((100 + i / 250)).$((i % 250)).$((j + 1))
   conditions:
   - type: Ready
-    status: "True"
-YAML
+    status: \"True\""
 		done
 	done
 } >"$dir/file-mode/pods.yaml"
-echo "$dir: $n pools, $((n * pods)) pods" >&2
+echo "$dir: $n pools, $((n * pods)) pods, $gateways Gateway(s)" >&2

@@ -15,8 +15,9 @@
 #     (hack/k8s-test-binaries.sh: kube-apiserver, kube-controller-manager,
 #     kube-scheduler, etcd; hack/epp-binaries.sh: the endpoint pickers,
 #     then hack/images.sh for each suite: the binaries the conformance
-#     node runs as images, which reuses lwepp), start building in the
-#     background at once; hack/helm.sh (helm, built inside this module)
+#     node runs as images, which reuses lwepp; hack/extauthz-binary.sh:
+#     the authorization server of the ExternalAuth test), start building
+#     in the background at once; hack/helm.sh (helm, built inside this module)
 #     after vet;
 #   - vet, gofmt and the unit tests run in the foreground meanwhile;
 #   - staticcheck runs beside the integration suites, filling the cores
@@ -80,6 +81,9 @@ background k8s hack/k8s-test-binaries.sh
 # into the same cache folder. Then the Gateway API suite's images
 # (its test binary, CoreDNS).
 background epp bash -c 'hack/epp-binaries.sh && hack/images.sh && SUITE=gateway-api hack/images.sh'
+# The ExternalAuth test's authorization server (Istio's sample ext_authz):
+# a small build of its own module, about a minute of CPU cold.
+background authz hack/extauthz-binary.sh
 
 make vet GO="$GO"
 step "vet and gofmt done"
@@ -93,6 +97,7 @@ step "unit tests done"
 
 finish k8s
 finish epp
+finish authz
 finish helm
 step "integration binaries ready"
 

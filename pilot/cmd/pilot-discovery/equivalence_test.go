@@ -36,6 +36,11 @@ const (
 	examplesDir    = "examples"
 	checkDir       = "pilot/cmd/pilot-discovery/testdata/check"
 	equivalenceDir = "pilot/cmd/pilot-discovery/testdata/equivalence"
+	goldenDir      = "pilot/pkg/config/kube/gateway/testdata"
+	// envoyCorpusDir holds Envoy's router_check tests (route
+	// configurations and their expectations), not Kubernetes manifests:
+	// the test data plane's TestEnvoyRouterCheckCorpus reads it.
+	envoyCorpusDir = "pkg/test/dataplane/testdata/envoy-router-check"
 )
 
 // manifestCorpora finds every folder holding manifests (*.yaml, *.yml,
@@ -47,12 +52,16 @@ const (
 //   - testdata/check/NAME: with the seed's other manifests, as TestCheck
 //     and testdata/check/README.md run it (a file of the folder replaces
 //     the seed's file of the same name);
-//   - testdata/equivalence/NAME: the folder alone.
+//   - testdata/equivalence/NAME: the folder alone;
+//   - the controller's golden cases (pilot/pkg/config/kube/gateway/testdata/NAME):
+//     the folder alone. A case that reads other folders (its inputs.txt
+//     names them) holds no manifests, and those folders are read above.
 //
 // A folder of manifests anywhere else under testdata or examples fails the
 // test until it is given a way to be read here, so no corpus is left out.
 // (The repository's other testdata hold no manifests: xDS goldens
-// *.yaml.golden and Envoy config dumps *.json.txt.)
+// *.yaml.golden, Envoy config dumps *.json.txt, and Envoy's route table
+// tests, envoyCorpusDir, which are Envoy's own configuration.)
 func manifestCorpora(t *testing.T) []manifestCorpus {
 	t.Helper()
 	seen := map[string]bool{}
@@ -83,6 +92,8 @@ func manifestCorpora(t *testing.T) []manifestCorpus {
 		}
 		var c manifestCorpus
 		switch {
+		case strings.HasPrefix(rel, envoyCorpusDir+"/"):
+			return nil
 		case strings.HasPrefix(rel, examplesDir+"/") && len(parts) > 2:
 			c.name = examplesDir + "/" + parts[1]
 			c.paths = []string{filepath.Join(repoRoot, examplesDir, parts[1])}
@@ -95,6 +106,10 @@ func manifestCorpora(t *testing.T) []manifestCorpus {
 			name := parts[strings.Count(equivalenceDir, "/")+1]
 			c.name = equivalenceDir + "/" + name
 			c.paths = []string{filepath.Join(repoRoot, equivalenceDir, name)}
+		case strings.HasPrefix(rel, goldenDir+"/") && len(parts) > strings.Count(goldenDir, "/")+2:
+			name := parts[strings.Count(goldenDir, "/")+1]
+			c.name = goldenDir + "/" + name
+			c.paths = []string{filepath.Join(repoRoot, goldenDir, name)}
 		default:
 			t.Errorf("%s: a manifest under testdata or examples that the equivalence test does not read; "+
 				"put it in a corpus folder manifestCorpora knows, or teach it how the folder is read", rel)
@@ -155,6 +170,7 @@ func TestFileModeServesWhatStatusReports(t *testing.T) {
 	for _, want := range []string{
 		"examples/seed", checkDir + "/listenerset-not-allowed", checkDir + "/bad-regex",
 		equivalenceDir + "/listenersets", equivalenceDir + "/https", equivalenceDir + "/routes", equivalenceDir + "/refused",
+		goldenDir + "/pool-two-gateways", goldenDir + "/tenant-hostname-takeover",
 	} {
 		if !slices.Contains(names, want) {
 			t.Errorf("corpus %s not found among %q", want, names)

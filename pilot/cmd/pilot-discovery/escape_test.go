@@ -5,7 +5,6 @@ package main
 
 import (
 	"bytes"
-	"context"
 	"encoding/json"
 	"errors"
 	"net/http"
@@ -17,13 +16,11 @@ import (
 	"time"
 
 	routev3 "github.com/envoyproxy/go-control-plane/envoy/config/route/v3"
-	discoveryv3 "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
 	matcherv3 "github.com/envoyproxy/go-control-plane/envoy/type/matcher/v3"
 	resourcev3 "github.com/envoyproxy/go-control-plane/pkg/resource/v3"
-	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials/insecure"
 
 	"github.com/infermesh/infermesh/pilot/pkg/xds"
+	"github.com/infermesh/infermesh/pkg/test/adsclient"
 )
 
 func TestEscapeCell(t *testing.T) {
@@ -116,49 +113,29 @@ func TestRoutesTableEscapes(t *testing.T) {
 // rows that differ (the PEER column: remote address and stream id).
 func TestProxyStatusTellsStreamsApart(t *testing.T) {
 	e := startXDS(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
 	node := proxyNode(gatewayRef{"gateway-namespace", "gateway"})
 	node.Id = "same-id"
 	for range 2 {
-		conn, err := grpc.NewClient(e.ads, grpc.WithTransportCredentials(insecure.NewCredentials()))
-		if err != nil {
+		s := adsclient.NewSotW(t, adsclient.Dial(t, e.ads), node, adsclient.Within(10*time.Second))
+		if err := s.Request(resourcev3.ClusterType); err != nil {
 			t.Fatal(err)
 		}
-		defer func() { _ = conn.Close() }()
-		s, err := discoveryv3.NewAggregatedDiscoveryServiceClient(conn).StreamAggregatedResources(ctx)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := s.Send(&discoveryv3.DiscoveryRequest{TypeUrl: resourcev3.ClusterType, Node: node}); err != nil {
-			t.Fatal(err)
-		}
-		if _, err := s.Recv(); err != nil {
+		if _, err := s.Recv(10 * time.Second); err != nil {
 			t.Fatal(err)
 		}
 	}
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		out, err := run(t, defaultDeps(), "proxy-status", "--debug-address", e.http.URL)
-		if err != nil {
-			t.Fatal(err)
-		}
-		var rows []string
+	var rows []string
+	out := proxyStatusWhen(t, e.http.URL, "proxy-status showing both streams", func(out string) bool {
+		rows = nil
 		for l := range strings.Lines(out) {
 			if strings.HasPrefix(l, "same-id ") {
 				rows = append(rows, l)
 			}
 		}
-		if len(rows) == 2 {
-			if rows[0] == rows[1] {
-				t.Errorf("two streams of node same-id print the same row:\n%s", out)
-			}
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("proxy-status never showed both streams:\n%s", out)
-		}
-		time.Sleep(20 * time.Millisecond)
+		return len(rows) == 2
+	})
+	if rows[0] == rows[1] {
+		t.Errorf("two streams of node same-id print the same row:\n%s", out)
 	}
 }
 

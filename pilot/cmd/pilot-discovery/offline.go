@@ -15,6 +15,7 @@ import (
 
 	"github.com/infermesh/infermesh/pilot/pkg/bootstrap"
 	"github.com/infermesh/infermesh/pilot/pkg/config/file"
+	"github.com/infermesh/infermesh/pilot/pkg/config/kube/gateway"
 	"github.com/infermesh/infermesh/pilot/pkg/features"
 	"github.com/infermesh/infermesh/pkg/kube/krt"
 )
@@ -58,7 +59,7 @@ func newOfflineCommand(a *app, use, short, long string, run func(cmd *cobra.Comm
 
 // offlineResult is what the controller computes over a set of manifests.
 type offlineResult struct {
-	// docs are the status documents, in statusDocuments' order.
+	// docs are the status documents, in gateway.StatusDocuments' order.
 	docs []any
 	// problems are the manifests left out, each file named as given.
 	problems []file.Problem
@@ -91,7 +92,7 @@ func runOffline(ctx context.Context, paths []string, stdin io.Reader, lookupEnv 
 	defer close(stop)
 	// The controller discovery -f runs, over the same inputs.
 	c := bootstrap.FileController(src, feats, []krt.CollectionOption{krt.WithStop(stop)})
-	docs, err := statusDocuments(ctx, c.Outputs, metav1.NewTime(now.UTC().Truncate(time.Second)))
+	docs, err := gateway.StatusDocuments(ctx, c.Outputs, metav1.NewTime(now.UTC().Truncate(time.Second)))
 	if err != nil {
 		return nil, err
 	}

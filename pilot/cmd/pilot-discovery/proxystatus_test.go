@@ -4,7 +4,6 @@
 package main
 
 import (
-	"context"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -14,9 +13,9 @@ import (
 	discoveryv3 "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
 	resourcev3 "github.com/envoyproxy/go-control-plane/pkg/resource/v3"
 	"github.com/google/go-cmp/cmp"
-	rpcstatus "google.golang.org/genproto/googleapis/rpc/status"
-	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials/insecure"
+
+	"github.com/infermesh/infermesh/pkg/test/adsclient"
+	"github.com/infermesh/infermesh/pkg/test/poll"
 )
 
 const fixedSyncz = `[
@@ -82,54 +81,48 @@ func TestProxyStatusErrors(t *testing.T) {
 // running server's /debug/syncz reports it.
 func TestProxyStatusLive(t *testing.T) {
 	e := startXDS(t)
-	conn, err := grpc.NewClient(e.ads, grpc.WithTransportCredentials(insecure.NewCredentials()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() { _ = conn.Close() }()
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	s, err := discoveryv3.NewAggregatedDiscoveryServiceClient(conn).StreamAggregatedResources(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
 	node := proxyNode(gatewayRef{"gateway-namespace", "gateway"})
 	node.Id = "router~10.244.0.20~gw-1.gateway-namespace"
+	s := adsclient.NewSotW(t, adsclient.Dial(t, e.ads), node, adsclient.Within(10*time.Second))
 	for _, step := range []struct {
 		typeURL string
 		nack    bool
 	}{{resourcev3.ClusterType, false}, {resourcev3.ListenerType, true}} {
-		if err := s.Send(&discoveryv3.DiscoveryRequest{TypeUrl: step.typeURL, Node: node}); err != nil {
+		if err := s.Request(step.typeURL); err != nil {
 			t.Fatal(err)
 		}
-		r, err := s.Recv()
+		r, err := s.Recv(10 * time.Second)
 		if err != nil {
 			t.Fatal(err)
 		}
-		ack := &discoveryv3.DiscoveryRequest{TypeUrl: step.typeURL, ResponseNonce: r.GetNonce(), VersionInfo: r.GetVersionInfo()}
+		ack := s.ACK
 		if step.nack {
-			ack.VersionInfo = ""
-			ack.ErrorDetail = &rpcstatus.Status{Message: "rejected by test"}
+			ack = func(r *discoveryv3.DiscoveryResponse) error { return s.NACK(r, "rejected by test") }
 		}
-		if err := s.Send(ack); err != nil {
+		if err := ack(r); err != nil {
 			t.Fatal(err)
 		}
 	}
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		out, err := run(t, defaultDeps(), "proxy-status", "--debug-address", e.http.URL)
+	out := proxyStatusWhen(t, e.http.URL, "proxy-status showing the ACK and the NACK", func(out string) bool {
+		return strings.Contains(out, "SYNCED (") && strings.Contains(out, "NACKED (") && strings.Contains(out, "rejected by test")
+	})
+	if !strings.Contains(out, "router~10.244.0.20~gw-1.gateway-namespace     gateway-namespace/gateway     sotw") {
+		t.Errorf("row lacks node, Gateway and stream:\n%s", out)
+	}
+}
+
+// proxyStatusWhen runs proxy-status against the debug server at url until
+// cond holds of its output (within 10 s), and returns that output.
+func proxyStatusWhen(t *testing.T, url, what string, cond func(out string) bool) string {
+	t.Helper()
+	var out string
+	poll.UntilOr(t, 10*time.Second, what, func() bool {
+		var err error
+		out, err = run(t, defaultDeps(), "proxy-status", "--debug-address", url)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if strings.Contains(out, "SYNCED (") && strings.Contains(out, "NACKED (") && strings.Contains(out, "rejected by test") {
-			if !strings.Contains(out, "router~10.244.0.20~gw-1.gateway-namespace     gateway-namespace/gateway     sotw") {
-				t.Errorf("row lacks node, Gateway and stream:\n%s", out)
-			}
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("proxy-status never showed the ACK and the NACK:\n%s", out)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+		return cond(out)
+	}, func() string { return out })
+	return out
 }

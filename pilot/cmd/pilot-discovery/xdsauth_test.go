@@ -6,7 +6,7 @@ package main
 import (
 	"bytes"
 	"context"
-	"crypto/tls"
+	"crypto/x509"
 	"encoding/base64"
 	"errors"
 	"fmt"
@@ -25,9 +25,6 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/credentials"
-	"google.golang.org/grpc/credentials/insecure"
-	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 	appsv1 "k8s.io/api/apps/v1"
 	authnv1 "k8s.io/api/authentication/v1"
@@ -39,6 +36,7 @@ import (
 	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
 
 	"github.com/infermesh/infermesh/pkg/kube"
+	"github.com/infermesh/infermesh/pkg/test/adsclient"
 	"github.com/infermesh/infermesh/pkg/test/logbuf"
 	"github.com/infermesh/infermesh/pkg/test/poll"
 )
@@ -163,31 +161,14 @@ func (g *fakeGateways) set(key, sa string) {
 	g.sas[key] = sa
 }
 
-// adsConnTo is a plaintext client connection to addr.
-func adsConnTo(t *testing.T, addr string) *grpc.ClientConn {
-	t.Helper()
-	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = conn.Close() })
-	return conn
-}
+// adsWait bounds each ADS receive and each stream of these tests.
+const adsWait = 30 * time.Second
 
-// openDelta opens a delta ADS stream with token ("" sends none); the
-// stream ends with the test.
-func openDelta(t *testing.T, conn *grpc.ClientConn, token string) discoveryv3.AggregatedDiscoveryService_DeltaAggregatedResourcesClient {
+// openDelta opens a delta ADS stream for a proxy of gw with token ("" sends
+// none) on a plaintext connection to addr; the stream ends with the test.
+func openDelta(t *testing.T, addr string, gw gatewayRef, token string, opts ...adsclient.DialOption) *adsclient.Delta {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	t.Cleanup(cancel)
-	if token != "" {
-		ctx = metadata.AppendToOutgoingContext(ctx, "authorization", "Bearer "+token)
-	}
-	s, err := discoveryv3.NewAggregatedDiscoveryServiceClient(conn).DeltaAggregatedResources(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return s
+	return adsclient.NewDelta(t, adsclient.Dial(t, addr, opts...), proxyNode(gw), adsclient.Token(token), adsclient.Within(adsWait))
 }
 
 // TestXDSAuthServiceAccount: only a token of the Gateway's own
@@ -195,7 +176,6 @@ func openDelta(t *testing.T, conn *grpc.ClientConn, token string) discoveryv3.Ag
 func TestXDSAuthServiceAccount(t *testing.T) {
 	gws := seedGateways()
 	e := startXDS(t, grpc.ChainStreamInterceptor(newFakeAPI().authenticator(gws, nil).streamInterceptor()))
-	conn := adsConnTo(t, e.ads)
 	seed := gatewayRef{"gateway-namespace", "gateway"}
 	cases := []struct {
 		name  string
@@ -220,9 +200,9 @@ func TestXDSAuthServiceAccount(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			s := openDelta(t, conn, tc.token)
-			_ = s.Send(&discoveryv3.DeltaDiscoveryRequest{TypeUrl: resourcev3.ClusterType, Node: proxyNode(tc.gw)})
-			resp, err := s.Recv()
+			s := openDelta(t, e.ads, tc.gw, tc.token)
+			_ = s.Subscribe(resourcev3.ClusterType)
+			resp, err := s.Recv(adsWait)
 			if got := status.Code(err); got != tc.want {
 				t.Fatalf("code = %s (%v), want %s", got, err, tc.want)
 			}
@@ -241,17 +221,16 @@ func TestXDSAuthServiceAccount(t *testing.T) {
 // request that carries one), and a node naming no Gateway is refused.
 func TestXDSAuthOneGatewayPerStream(t *testing.T) {
 	e := startXDS(t, grpc.ChainStreamInterceptor(newFakeAPI().authenticator(seedGateways(), nil).streamInterceptor()))
-	conn := adsConnTo(t, e.ads)
-	s := openDelta(t, conn, "gw-token")
-	_ = s.Send(&discoveryv3.DeltaDiscoveryRequest{TypeUrl: resourcev3.ClusterType, Node: proxyNode(gatewayRef{"gateway-namespace", "gateway"})})
-	r, err := s.Recv()
+	s := openDelta(t, e.ads, gatewayRef{"gateway-namespace", "gateway"}, "gw-token")
+	_ = s.Subscribe(resourcev3.ClusterType)
+	r, err := s.Recv(adsWait)
 	if err != nil {
 		t.Fatal(err)
 	}
-	_ = s.Send(&discoveryv3.DeltaDiscoveryRequest{TypeUrl: resourcev3.ClusterType, ResponseNonce: r.GetNonce()})
+	_ = s.ACK(r)
 	_ = s.Send(&discoveryv3.DeltaDiscoveryRequest{TypeUrl: resourcev3.ListenerType, Node: proxyNode(gatewayRef{"gateway-namespace", "second"})})
-	for {
-		if _, err = s.Recv(); err != nil {
+	for range 100 { // the responses, if any, before the stream ends
+		if _, err = s.Recv(adsWait); err != nil {
 			break
 		}
 	}
@@ -259,11 +238,11 @@ func TestXDSAuthOneGatewayPerStream(t *testing.T) {
 		t.Errorf("switching Gateways: %v, want PermissionDenied naming both", err)
 	}
 
-	s = openDelta(t, conn, "gw-token")
 	node := proxyNode(gatewayRef{"gateway-namespace", "gateway"})
 	node.Metadata = nil
-	_ = s.Send(&discoveryv3.DeltaDiscoveryRequest{TypeUrl: resourcev3.ClusterType, Node: node})
-	if _, err := s.Recv(); status.Code(err) != codes.InvalidArgument {
+	s = adsclient.NewDelta(t, adsclient.Dial(t, e.ads), node, adsclient.Token("gw-token"), adsclient.Within(adsWait))
+	_ = s.Subscribe(resourcev3.ClusterType)
+	if _, err := s.Recv(adsWait); status.Code(err) != codes.InvalidArgument {
 		t.Errorf("node without Gateway metadata: %v, want InvalidArgument", err)
 	}
 }
@@ -273,9 +252,9 @@ func TestXDSAuthOneGatewayPerStream(t *testing.T) {
 func TestXDSAuthNotSynced(t *testing.T) {
 	gws := &fakeGateways{sas: map[string]string{}}
 	e := startXDS(t, grpc.ChainStreamInterceptor(newFakeAPI().authenticator(gws, nil).streamInterceptor()))
-	s := openDelta(t, adsConnTo(t, e.ads), "gw-token")
-	_ = s.Send(&discoveryv3.DeltaDiscoveryRequest{TypeUrl: resourcev3.ClusterType, Node: proxyNode(gatewayRef{"gateway-namespace", "gateway"})})
-	if _, err := s.Recv(); status.Code(err) != codes.Unavailable || !strings.Contains(err.Error(), "not all read yet") {
+	s := openDelta(t, e.ads, gatewayRef{"gateway-namespace", "gateway"}, "gw-token")
+	_ = s.Subscribe(resourcev3.ClusterType)
+	if _, err := s.Recv(adsWait); status.Code(err) != codes.Unavailable || !strings.Contains(err.Error(), "not all read yet") {
 		t.Errorf("got %v, want Unavailable: not all read yet", err)
 	}
 }
@@ -325,9 +304,9 @@ func TestXDSAuthRecheck(t *testing.T) {
 			a := api.authenticator(gws, slog.New(slog.NewTextHandler(&logs, nil)))
 			a.recheck = 20 * time.Millisecond
 			e := startXDS(t, grpc.ChainStreamInterceptor(a.streamInterceptor()))
-			s := openDelta(t, adsConnTo(t, e.ads), "gw-token")
-			_ = s.Send(&discoveryv3.DeltaDiscoveryRequest{TypeUrl: resourcev3.ClusterType, Node: proxyNode(gatewayRef{"gateway-namespace", "gateway"})})
-			if _, err := s.Recv(); err != nil {
+			s := openDelta(t, e.ads, gatewayRef{"gateway-namespace", "gateway"}, "gw-token")
+			_ = s.Subscribe(resourcev3.ClusterType)
+			if _, err := s.Recv(adsWait); err != nil {
 				t.Fatal(err)
 			}
 			// Checked again at least twice while nothing changed: the
@@ -340,7 +319,7 @@ func TestXDSAuthRecheck(t *testing.T) {
 			tc.change(api, gws)
 			// The proxy sends nothing more: the server must end the stream
 			// on its own.
-			_, err := s.Recv()
+			_, err := s.Recv(adsWait)
 			if status.Code(err) != tc.code || !strings.Contains(err.Error(), tc.message) {
 				t.Fatalf("stream ended with %v, want %s containing %q", err, tc.code, tc.message)
 			}
@@ -358,9 +337,9 @@ func TestXDSAuthRecheck(t *testing.T) {
 		a := api.authenticator(seedGateways(), slog.New(slog.NewTextHandler(&logs, nil)))
 		a.recheck = 20 * time.Millisecond
 		e := startXDS(t, grpc.ChainStreamInterceptor(a.streamInterceptor()))
-		s := openDelta(t, adsConnTo(t, e.ads), "gw-token")
-		_ = s.Send(&discoveryv3.DeltaDiscoveryRequest{TypeUrl: resourcev3.ClusterType, Node: proxyNode(gatewayRef{"gateway-namespace", "gateway"})})
-		r, err := s.Recv()
+		s := openDelta(t, e.ads, gatewayRef{"gateway-namespace", "gateway"}, "gw-token")
+		_ = s.Subscribe(resourcev3.ClusterType)
+		r, err := s.Recv(adsWait)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -370,9 +349,9 @@ func TestXDSAuthRecheck(t *testing.T) {
 		}, logs.String)
 		api.setDown(false)
 		// Still served: a new subscription is answered on the same stream.
-		_ = s.Send(&discoveryv3.DeltaDiscoveryRequest{TypeUrl: resourcev3.ClusterType, ResponseNonce: r.GetNonce()})
-		_ = s.Send(&discoveryv3.DeltaDiscoveryRequest{TypeUrl: resourcev3.ListenerType})
-		if r, err := s.Recv(); err != nil || r.GetTypeUrl() != resourcev3.ListenerType {
+		_ = s.ACK(r)
+		_ = s.Subscribe(resourcev3.ListenerType)
+		if r, err := s.Recv(adsWait); err != nil || r.GetTypeUrl() != resourcev3.ListenerType {
 			t.Fatalf("after the API server came back: %v, %v; want the listeners", r.GetTypeUrl(), err)
 		}
 	})
@@ -398,13 +377,13 @@ func TestRecheckLogsExpiryAtInfo(t *testing.T) {
 	a := api.authenticator(seedGateways(), slog.New(slog.NewTextHandler(&logs, nil)))
 	a.recheck = 20 * time.Millisecond
 	e := startXDS(t, grpc.ChainStreamInterceptor(a.streamInterceptor()))
-	s := openDelta(t, adsConnTo(t, e.ads), jwt)
-	_ = s.Send(&discoveryv3.DeltaDiscoveryRequest{TypeUrl: resourcev3.ClusterType, Node: proxyNode(gatewayRef{"gateway-namespace", "gateway"})})
-	if _, err := s.Recv(); err != nil {
+	s := openDelta(t, e.ads, gatewayRef{"gateway-namespace", "gateway"}, jwt)
+	_ = s.Subscribe(resourcev3.ClusterType)
+	if _, err := s.Recv(adsWait); err != nil {
 		t.Fatal(err)
 	}
 	api.revoke(jwt)
-	if _, err := s.Recv(); status.Code(err) != codes.Unauthenticated {
+	if _, err := s.Recv(adsWait); status.Code(err) != codes.Unauthenticated {
 		t.Fatalf("got %v, want Unauthenticated", err)
 	}
 	poll.UntilOr(t, 10*time.Second, "the INFO line", func() bool {
@@ -512,15 +491,15 @@ func TestDiscoveryXDSAuthAudienceFlag(t *testing.T) {
 		t.Errorf("projected token audiences %q, want [%s]", audiences, audience)
 	}
 
-	creds := credentials.NewTLS(&tls.Config{InsecureSkipVerify: true}) //nolint:gosec // the test's own server
-	conn, err := grpc.NewClient(ads.String(), grpc.WithTransportCredentials(creds))
+	pem, err := os.ReadFile(cert)
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { _ = conn.Close() })
-	s := openDelta(t, conn, "gw-token")
-	_ = s.Send(&discoveryv3.DeltaDiscoveryRequest{TypeUrl: resourcev3.ClusterType, Node: proxyNode(gatewayRef{"gateway-namespace", "gateway"})})
-	if _, err := s.Recv(); err != nil {
+	roots := x509.NewCertPool()
+	roots.AppendCertsFromPEM(pem)
+	s := openDelta(t, ads.String(), gatewayRef{"gateway-namespace", "gateway"}, "gw-token", adsclient.TLS(roots, ""))
+	_ = s.Subscribe(resourcev3.ClusterType)
+	if _, err := s.Recv(adsWait); err != nil {
 		t.Fatalf("the Gateway's own token: %v", err)
 	}
 	mu.Lock()

@@ -36,6 +36,7 @@ func FileInputs(src *file.Source) gateway.Inputs {
 		BackendTLSPolicies: src.BackendTLSPolicies(),
 		DestinationRules:   src.DestinationRules(),
 		ListenerSets:       src.ListenerSets(),
+		ExternalProcessors: src.ExternalProcessors(),
 	}
 }
 

@@ -64,13 +64,22 @@ type Features struct {
 	// audience, such as the API server's own that every pod mounts, is
 	// refused on ADS.
 	GatewayXDSTokenAudience string
+	// MaxRouteMatchesPerNamespace bounds the route matches (a rule without
+	// matches counts one) that the routes of one namespace put into one
+	// Gateway; past it that namespace's newest routes are not accepted on
+	// that Gateway (PILOT_MAX_ROUTE_MATCHES_PER_NAMESPACE; 0: no limit).
+	MaxRouteMatchesPerNamespace int
+	// MaxRegexMatchesPerNamespace is the same bound for regular
+	// expressions in matches (path, header, query parameter, gRPC method)
+	// (PILOT_MAX_REGEX_MATCHES_PER_NAMESPACE; 0: no limit).
+	MaxRegexMatchesPerNamespace int
 }
 
 // Flag describes one environment variable.
 type Flag struct {
 	Name        string   `json:"name"`
 	Aliases     []string `json:"aliases,omitempty"`
-	Type        string   `json:"type"` // "bool" or "string"
+	Type        string   `json:"type"` // "bool", "string" or "int"
 	Default     string   `json:"default"`
 	Description string   `json:"description"`
 }
@@ -109,6 +118,21 @@ func stringFlag(name, def, desc string, field func(*Features) *string, check fun
 				}
 			}
 			*field(f) = v
+			return nil
+		},
+	}
+}
+
+// countFlag is a non-negative integer flag.
+func countFlag(name, def, desc string, field func(*Features) *int) flagDef {
+	return flagDef{
+		Flag: Flag{Name: name, Type: "int", Default: def, Description: desc},
+		set: func(f *Features, v string) error {
+			n, err := strconv.Atoi(strings.TrimSpace(v))
+			if err != nil || n < 0 {
+				return fmt.Errorf("%q is not a whole number of 0 or more", v)
+			}
+			*field(f) = n
 			return nil
 		},
 	}
@@ -164,6 +188,12 @@ var table = []flagDef{
 	stringFlag("PILOT_GATEWAY_XDS_TOKEN_AUDIENCE", DefaultXDSTokenAudience,
 		"Audience of the ServiceAccount token Gateway proxies send on ADS: their projected token is issued for it and pilot-discovery's TokenReview requires it. Overridden by discovery --xds-auth-audience.",
 		func(f *Features) *string { return &f.GatewayXDSTokenAudience }, CheckAudience),
+	countFlag("PILOT_MAX_ROUTE_MATCHES_PER_NAMESPACE", "20000",
+		"Route matches (a rule without matches counts one) the HTTPRoutes and GRPCRoutes of one namespace may put into one Gateway, whose route configuration every namespace attached to it shares. Past it, that namespace's newest routes get Accepted=False (TooManyMatches) on that Gateway; other namespaces' routes are never affected. 0: no limit.",
+		func(f *Features) *int { return &f.MaxRouteMatchesPerNamespace }),
+	countFlag("PILOT_MAX_REGEX_MATCHES_PER_NAMESPACE", "10000",
+		"Regular expressions (path, header and query parameter matches of type RegularExpression, gRPC method regex matches) the routes of one namespace may put into one Gateway; as PILOT_MAX_ROUTE_MATCHES_PER_NAMESPACE past it. 0: no limit.",
+		func(f *Features) *int { return &f.MaxRegexMatchesPerNamespace }),
 }
 
 // DefaultXDSTokenAudience is the default audience of Gateway proxies' ADS
@@ -227,6 +257,11 @@ func Load(lookup func(string) (string, bool)) (Features, error) {
 }
 
 func sameValue(typ, a, b string) bool {
+	if typ == "int" {
+		x, err1 := strconv.Atoi(strings.TrimSpace(a))
+		y, err2 := strconv.Atoi(strings.TrimSpace(b))
+		return err1 == nil && err2 == nil && x == y
+	}
 	if typ == "bool" {
 		x, err1 := strconv.ParseBool(a)
 		y, err2 := strconv.ParseBool(b)

@@ -36,6 +36,10 @@ func TestDefaultsAreIstios(t *testing.T) {
 		// Istio's proxies use "istio-ca" (TOKEN_AUDIENCES); ours is our
 		// own name.
 		GatewayXDSTokenAudience: "infermesh",
+		// Ours (Istio has none): far above what one team puts on a shared
+		// Gateway, low enough that one namespace cannot fill it alone.
+		MaxRouteMatchesPerNamespace: 20000,
+		MaxRegexMatchesPerNamespace: 10000,
 	}
 	if d := cmp.Diff(want, Defaults()); d != "" {
 		t.Fatalf("defaults (-want +got):\n%s", d)
@@ -64,6 +68,12 @@ func TestLoad(t *testing.T) {
 			want: func(f *Features) { f.GatewayXDSTokenAudience = "https://xds.example.com" }},
 		{name: "token audience with a comma", env: env("PILOT_GATEWAY_XDS_TOKEN_AUDIENCE", "a,b"),
 			wantErr: `PILOT_GATEWAY_XDS_TOKEN_AUDIENCE: "a,b": must not contain white space, control characters or commas`},
+		{name: "limits", env: env("PILOT_MAX_ROUTE_MATCHES_PER_NAMESPACE", "0", "PILOT_MAX_REGEX_MATCHES_PER_NAMESPACE", " 500 "),
+			want: func(f *Features) { f.MaxRouteMatchesPerNamespace = 0; f.MaxRegexMatchesPerNamespace = 500 }},
+		{name: "negative limit", env: env("PILOT_MAX_REGEX_MATCHES_PER_NAMESPACE", "-1"),
+			wantErr: `PILOT_MAX_REGEX_MATCHES_PER_NAMESPACE: "-1" is not a whole number of 0 or more`},
+		{name: "limit not a number", env: env("PILOT_MAX_ROUTE_MATCHES_PER_NAMESPACE", "1e4"),
+			wantErr: `PILOT_MAX_ROUTE_MATCHES_PER_NAMESPACE: "1e4" is not a whole number`},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

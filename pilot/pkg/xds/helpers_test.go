@@ -5,7 +5,6 @@ package xds
 
 import (
 	"context"
-	"errors"
 	"io"
 	"log/slog"
 	"net"
@@ -19,8 +18,6 @@ import (
 	"go.uber.org/goleak"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
-	"google.golang.org/protobuf/proto"
-	"google.golang.org/protobuf/reflect/protoreflect"
 	"google.golang.org/protobuf/types/known/anypb"
 	"google.golang.org/protobuf/types/known/structpb"
 	corev1 "k8s.io/api/core/v1"
@@ -30,6 +27,7 @@ import (
 	"github.com/infermesh/infermesh/pilot/pkg/networking/core"
 	"github.com/infermesh/infermesh/pilot/test/seedmodel"
 	"github.com/infermesh/infermesh/pkg/kube/krt"
+	"github.com/infermesh/infermesh/pkg/test/adsclient"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -164,140 +162,69 @@ const (
 	quietWait   = 400 * time.Millisecond
 )
 
-// sotwClient is a raw state-of-the-world ADS stream.
-type sotwClient struct {
-	t      *testing.T
-	stream discoveryv3.AggregatedDiscoveryService_StreamAggregatedResourcesClient
-	node   *corev3.Node
-	in     chan *discoveryv3.DiscoveryResponse
-	errs   chan error
+// adsStream is what the tests use of an adsclient stream.
+type adsStream[Req, Resp any] interface {
+	Send(*Req) error
+	Recv(time.Duration) (*Resp, error)
+	Quiet(time.Duration) error
 }
+
+// client is an ADS stream of the test (s) whose helpers fail the test;
+// every response recv returns is validated (checkAnys).
+type client[Req, Resp any, S adsStream[Req, Resp]] struct {
+	s S
+	t *testing.T
+}
+
+// sotwClient and deltaClient are the two kinds.
+type (
+	sotwClient  = client[discoveryv3.DiscoveryRequest, discoveryv3.DiscoveryResponse, *adsclient.SotW]
+	deltaClient = client[discoveryv3.DeltaDiscoveryRequest, discoveryv3.DeltaDiscoveryResponse, *adsclient.Delta]
+)
 
 func (e *env) sotw(n *corev3.Node) *sotwClient {
 	e.t.Helper()
-	ctx, cancel := context.WithCancel(context.Background())
-	s, err := discoveryv3.NewAggregatedDiscoveryServiceClient(e.conn).StreamAggregatedResources(ctx)
-	if err != nil {
-		e.t.Fatal(err)
-	}
-	c := &sotwClient{t: e.t, stream: s, node: n, in: make(chan *discoveryv3.DiscoveryResponse, 100), errs: make(chan error, 1)}
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		for {
-			r, err := s.Recv()
-			if err != nil {
-				c.errs <- err
-				return
-			}
-			c.in <- r
-		}
-	}()
-	e.t.Cleanup(func() { cancel(); <-done })
-	return c
+	return &sotwClient{s: adsclient.NewSotW(e.t, e.conn, n, adsclient.Buffer(100)), t: e.t}
 }
 
-func (c *sotwClient) send(req *discoveryv3.DiscoveryRequest) {
+func (e *env) delta(n *corev3.Node) *deltaClient {
+	e.t.Helper()
+	return &deltaClient{s: adsclient.NewDelta(e.t, e.conn, n, adsclient.Buffer(100)), t: e.t}
+}
+
+func (c *client[Req, Resp, S]) send(req *Req) {
 	c.t.Helper()
-	req.Node = c.node
-	if err := c.stream.Send(req); err != nil {
+	if err := c.s.Send(req); err != nil {
 		c.t.Fatal(err)
 	}
 }
 
 // recv waits for a response and checks every resource in it.
-func (c *sotwClient) recv() *discoveryv3.DiscoveryResponse {
+func (c *client[Req, Resp, S]) recv() *Resp {
 	c.t.Helper()
-	select {
-	case r := <-c.in:
-		checkAnys(c.t, r.GetResources())
-		return r
-	case err := <-c.errs:
-		c.t.Fatalf("stream ended: %v", err)
-	case <-time.After(recvTimeout):
-		c.t.Fatal("no response")
+	r, err := c.s.Recv(recvTimeout)
+	if err != nil {
+		c.t.Fatal(err)
 	}
-	return nil
+	switch r := any(r).(type) {
+	case *discoveryv3.DiscoveryResponse:
+		checkAnys(c.t, r.GetResources())
+	case *discoveryv3.DeltaDiscoveryResponse:
+		checkAnys(c.t, adsclient.Resources(r))
+	}
+	return r
 }
 
 // quiet fails if a response arrives within quietWait.
-func (c *sotwClient) quiet(why string) {
+func (c *client[Req, Resp, S]) quiet(why string) {
 	c.t.Helper()
-	select {
-	case r := <-c.in:
-		c.t.Fatalf("%s: got a %s response version %s with %d resources", why, r.GetTypeUrl(), r.GetVersionInfo(), len(r.GetResources()))
-	case <-time.After(quietWait):
+	if err := c.s.Quiet(quietWait); err != nil {
+		c.t.Fatalf("%s: %v", why, err)
 	}
 }
 
-// deltaClient is a raw DeltaAggregatedResources stream.
-type deltaClient struct {
-	t      *testing.T
-	stream discoveryv3.AggregatedDiscoveryService_DeltaAggregatedResourcesClient
-	node   *corev3.Node
-	in     chan *discoveryv3.DeltaDiscoveryResponse
-	errs   chan error
-}
-
-func (e *env) delta(n *corev3.Node) *deltaClient {
-	e.t.Helper()
-	ctx, cancel := context.WithCancel(context.Background())
-	s, err := discoveryv3.NewAggregatedDiscoveryServiceClient(e.conn).DeltaAggregatedResources(ctx)
-	if err != nil {
-		e.t.Fatal(err)
-	}
-	c := &deltaClient{t: e.t, stream: s, node: n, in: make(chan *discoveryv3.DeltaDiscoveryResponse, 100), errs: make(chan error, 1)}
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		for {
-			r, err := s.Recv()
-			if err != nil {
-				c.errs <- err
-				return
-			}
-			c.in <- r
-		}
-	}()
-	e.t.Cleanup(func() { cancel(); <-done })
-	return c
-}
-
-func (c *deltaClient) send(req *discoveryv3.DeltaDiscoveryRequest) {
-	c.t.Helper()
-	req.Node = c.node
-	if err := c.stream.Send(req); err != nil {
-		c.t.Fatal(err)
-	}
-}
-
-func (c *deltaClient) recv() *discoveryv3.DeltaDiscoveryResponse {
-	c.t.Helper()
-	select {
-	case r := <-c.in:
-		for _, res := range r.GetResources() {
-			checkAnys(c.t, []*anypb.Any{res.GetResource()})
-		}
-		return r
-	case err := <-c.errs:
-		c.t.Fatalf("stream ended: %v", err)
-	case <-time.After(recvTimeout):
-		c.t.Fatal("no delta response")
-	}
-	return nil
-}
-
-func (c *deltaClient) quiet(why string) {
-	c.t.Helper()
-	select {
-	case r := <-c.in:
-		c.t.Fatalf("%s: got a %s delta response with %d resources, removed %v", why, r.GetTypeUrl(), len(r.GetResources()), r.GetRemovedResources())
-	case <-time.After(quietWait):
-	}
-}
-
-// checkAnys unpacks every served resource and runs ValidateAll on it and on
-// every Any inside it (core.Validate on a one-resource set).
+// checkAnys unpacks every served resource and runs adsclient.Validate on
+// it (ValidateAll on it and on every Any inside it).
 func checkAnys(t *testing.T, as []*anypb.Any) {
 	t.Helper()
 	for _, a := range as {
@@ -305,51 +232,8 @@ func checkAnys(t *testing.T, as []*anypb.Any) {
 		if err != nil {
 			t.Fatalf("served resource %s: %v", a.GetTypeUrl(), err)
 		}
-		if err := validateOne(m); err != nil {
+		if err := adsclient.Validate(m); err != nil {
 			t.Fatalf("served resource fails validation: %v", err)
 		}
 	}
-}
-
-// validateOne runs ValidateAll on m and, recursively, on every message
-// packed in an Any inside it.
-func validateOne(m proto.Message) error {
-	var errs []error
-	if v, ok := m.(interface{ ValidateAll() error }); ok {
-		if err := v.ValidateAll(); err != nil {
-			errs = append(errs, err)
-		}
-	}
-	var walk func(protoreflect.Message)
-	walk = func(r protoreflect.Message) {
-		if a, ok := r.Interface().(*anypb.Any); ok {
-			inner, err := a.UnmarshalNew()
-			if err != nil {
-				errs = append(errs, err)
-				return
-			}
-			if err := validateOne(inner); err != nil {
-				errs = append(errs, err)
-			}
-			return
-		}
-		r.Range(func(fd protoreflect.FieldDescriptor, v protoreflect.Value) bool {
-			switch {
-			case fd.IsList() && fd.Message() != nil:
-				for i := 0; i < v.List().Len(); i++ {
-					walk(v.List().Get(i).Message())
-				}
-			case fd.IsMap() && fd.MapValue().Message() != nil:
-				v.Map().Range(func(_ protoreflect.MapKey, mv protoreflect.Value) bool {
-					walk(mv.Message())
-					return true
-				})
-			case !fd.IsList() && !fd.IsMap() && fd.Message() != nil:
-				walk(v.Message())
-			}
-			return true
-		})
-	}
-	walk(m.ProtoReflect())
-	return errors.Join(errs...)
 }

@@ -412,7 +412,9 @@ func (p *pusher) pushGateway(key string, u update, unlinked map[string]bool) {
 		p.refuseAll(key, "gateway", err)
 		return
 	}
-	snap.sdsNames = sdsNames
+	// The names are kept with the encoding: the next set with the same
+	// listener and cluster lists reuses them (above).
+	snap.sdsNames, next.sdsNames = sdsNames, sdsNames
 	old := p.good[key]
 	sameShared := old != nil && sameList(old.edsNames, edsNames) && sameList(old.sdsNames, sdsNames)
 	if !sameShared {

@@ -216,3 +216,101 @@ func TestSDSAnotherGatewaysSecretNeverSent(t *testing.T) {
 		}
 	}
 }
+
+// gatewayGainingHTTPS is Gateway a/gw as plain, its one HTTP listener with
+// route host, and as withHTTPS, the same plus listener https:443
+// terminating TLS with the Secret a/cert and carrying the same route.
+func gatewayGainingHTTPS(host string) (plain, withHTTPS model.Gateway) {
+	plain = seedmodel.GatewayWith("a", "gw", "a", "gw-route", host,
+		seedmodel.PoolBackend("a", "gw-pool", "gw-pool-ip-00000000", "FailClose"))
+	withHTTPS = plain
+	https := plain.Listeners[0]
+	https.Name, https.Protocol, https.Port = "https", gwv1.HTTPSProtocolType, 443
+	https.TLS = &model.ListenerTLS{CertificateRefs: []string{"a/cert"}}
+	withHTTPS.Listeners = []model.Listener{plain.Listeners[0], https}
+	return plain, withHTTPS
+}
+
+// TestSDSListenerAddedToGateway: a Gateway gains an HTTPS listener naming a
+// Secret that already exists. A proxy that subscribed to the certificate's
+// SDS name before the update (the Gateway did not name it: nothing) gets
+// it with the update; one that subscribes after gets it at once; both
+// SotW and delta. A later change to the Gateway's routes alone (its
+// listeners and clusters unchanged) keeps the certificate: a proxy that
+// starts after it still gets it, and the delta stream is not told to
+// remove it.
+func TestSDSListenerAddedToGateway(t *testing.T) {
+	name := core.SecretName("a/cert")
+	for _, subscribeFirst := range []bool{true, false} {
+		t.Run(map[bool]string{true: "subscribed before the update", false: "subscribed after the update"}[subscribeFirst], func(t *testing.T) {
+			plain, withHTTPS := gatewayGainingHTTPS("a.example.com")
+			e := newEnv(t, envOptions{gateways: []model.Gateway{plain}, secrets: []*corev1.Secret{tlsSecretFor(t, "a", "cert", "a.example.com")}})
+			// watcher holds the listeners and the route configuration
+			// http.80: its next response of a type says that a publish
+			// changing that type happened.
+			watcher := e.sotw(node("proxy-watcher", "a", "gw"))
+			last := map[string]*discoveryv3.DiscoveryResponse{}
+			watch := func(typeURL string, names ...string) {
+				watcher.send(&discoveryv3.DiscoveryRequest{TypeUrl: typeURL, ResourceNames: names})
+				last[typeURL] = watcher.recv()
+				watcher.send(&discoveryv3.DiscoveryRequest{TypeUrl: typeURL, ResourceNames: names,
+					VersionInfo: last[typeURL].VersionInfo, ResponseNonce: last[typeURL].Nonce})
+			}
+			watch(resourcev3.ListenerType)
+			watch(resourcev3.RouteType, "http.80")
+			published := func(typeURL string, names ...string) {
+				t.Helper()
+				r := watcher.recv()
+				if r.GetTypeUrl() != typeURL || r.GetVersionInfo() == last[typeURL].GetVersionInfo() {
+					t.Fatalf("got %s version %s, want a new %s version", r.GetTypeUrl(), r.GetVersionInfo(), typeURL)
+				}
+				last[typeURL] = r
+				watcher.send(&discoveryv3.DiscoveryRequest{TypeUrl: typeURL, ResourceNames: names, VersionInfo: r.VersionInfo, ResponseNonce: r.Nonce})
+			}
+
+			p := e.sotw(node("proxy", "a", "gw"))
+			d := e.delta(node("proxy-delta", "a", "gw"))
+			subscribe := func() {
+				p.send(&discoveryv3.DiscoveryRequest{TypeUrl: resourcev3.SecretType, ResourceNames: []string{name}})
+				d.send(&discoveryv3.DeltaDiscoveryRequest{TypeUrl: resourcev3.SecretType, ResourceNamesSubscribe: []string{name}})
+			}
+			if subscribeFirst {
+				subscribe()
+				r := d.recv() // a first delta request is answered at once
+				if len(r.GetResources()) != 0 {
+					t.Fatalf("delta proxy got %d secrets before its Gateway named one", len(r.GetResources()))
+				}
+				d.send(&discoveryv3.DeltaDiscoveryRequest{TypeUrl: resourcev3.SecretType, ResponseNonce: r.Nonce})
+				p.quiet("the Gateway names no Secret yet")
+			}
+			e.gateways.UpdateObject(withHTTPS)
+			published(resourcev3.ListenerType)
+			if !subscribeFirst {
+				subscribe()
+			}
+			sds := p.recv()
+			if got := secretsOf(t, sds); sds.TypeUrl != resourcev3.SecretType || got[name] == nil {
+				t.Fatalf("SotW proxy got %s %v, want the secret %s", sds.TypeUrl, slices.Collect(maps.Keys(got)), name)
+			}
+			p.send(&discoveryv3.DiscoveryRequest{TypeUrl: resourcev3.SecretType, ResourceNames: []string{name},
+				VersionInfo: sds.VersionInfo, ResponseNonce: sds.Nonce})
+			dr := d.recv()
+			if len(dr.GetResources()) != 1 || dr.GetResources()[0].GetName() != name {
+				t.Fatalf("delta proxy got %d resources, want the secret %s", len(dr.GetResources()), name)
+			}
+			d.send(&discoveryv3.DeltaDiscoveryRequest{TypeUrl: resourcev3.SecretType, ResponseNonce: dr.Nonce})
+
+			// The route's hostname changes: RDS only.
+			_, renamed := gatewayGainingHTTPS("b.example.com")
+			e.gateways.UpdateObject(renamed)
+			published(resourcev3.RouteType, "http.80")
+			late := e.sotw(node("proxy-late", "a", "gw"))
+			late.send(&discoveryv3.DiscoveryRequest{TypeUrl: resourcev3.SecretType, ResourceNames: []string{name}})
+			if got := secretsOf(t, late.recv()); got[name] == nil {
+				t.Fatalf("a proxy starting after a route change got secrets %v, want %s", slices.Collect(maps.Keys(got)), name)
+			}
+			d.quiet("a route change must not remove the certificate")
+			p.quiet("a route change must not re-send the certificate")
+		})
+	}
+}

@@ -4,7 +4,6 @@
 package xds
 
 import (
-	"context"
 	"fmt"
 	"sort"
 	"testing"
@@ -13,11 +12,10 @@ import (
 	discoveryv3 "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
 	resourcev3 "github.com/envoyproxy/go-control-plane/pkg/resource/v3"
 	"github.com/prometheus/client_golang/prometheus"
-	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials/insecure"
 
 	"github.com/infermesh/infermesh/pilot/pkg/model"
 	"github.com/infermesh/infermesh/pkg/kube/krt"
+	"github.com/infermesh/infermesh/pkg/test/adsclient"
 	"github.com/infermesh/infermesh/pkg/test/cputime"
 )
 
@@ -41,39 +39,27 @@ func BenchmarkEndpointChangeStreams10000(b *testing.B) {
 		names = append(names, e.Cluster)
 	}
 	sort.Strings(names)
-	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()),
-		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(256<<20)))
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer conn.Close()
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	ads := discoveryv3.NewAggregatedDiscoveryServiceClient(conn)
+	conn := adsclient.Dial(b, addr, adsclient.MaxRecvMsgSize(256<<20))
 	n := node("bench", gw.Namespace, gw.Name)
-	sotw, err := ads.StreamAggregatedResources(ctx)
-	if err != nil {
-		b.Fatal(err)
-	}
-	delta, err := ads.DeltaAggregatedResources(ctx)
-	if err != nil {
-		b.Fatal(err)
-	}
+	// The node on the first request only: the ACKs are what Envoy sends
+	// with set_node_on_first_message_only.
+	sotw := adsclient.NewSotW(b, conn, n, adsclient.NodeOnFirstOnly())
+	delta := adsclient.NewDelta(b, conn, n, adsclient.NodeOnFirstOnly())
 	must := func(err error) {
 		if err != nil {
 			b.Helper()
 			b.Fatal(err)
 		}
 	}
+	// The SotW ACK repeats the 20,000 names requested.
 	ack := func(r *discoveryv3.DiscoveryResponse, dr *discoveryv3.DeltaDiscoveryResponse) {
-		must(sotw.Send(&discoveryv3.DiscoveryRequest{TypeUrl: resourcev3.EndpointType, VersionInfo: r.GetVersionInfo(),
-			ResponseNonce: r.GetNonce(), ResourceNames: names}))
-		must(delta.Send(&discoveryv3.DeltaDiscoveryRequest{TypeUrl: resourcev3.EndpointType, ResponseNonce: dr.GetNonce()}))
+		must(sotw.ACK(r))
+		must(delta.ACK(dr))
 	}
 	recv := func(want int, cluster string) (*discoveryv3.DiscoveryResponse, *discoveryv3.DeltaDiscoveryResponse) {
-		r, err := sotw.Recv()
+		r, err := sotw.Recv(time.Minute)
 		must(err)
-		dr, err := delta.Recv()
+		dr, err := delta.Recv(time.Minute)
 		must(err)
 		if len(r.GetResources()) != want || len(dr.GetResources()) != want ||
 			(cluster != "" && dr.GetResources()[0].GetName() != cluster) {
@@ -98,8 +84,8 @@ func BenchmarkEndpointChangeStreams10000(b *testing.B) {
 			time.Sleep(20 * time.Microsecond)
 		}
 	}
-	must(sotw.Send(&discoveryv3.DiscoveryRequest{Node: n, TypeUrl: resourcev3.EndpointType, ResourceNames: names}))
-	must(delta.Send(&discoveryv3.DeltaDiscoveryRequest{Node: n, TypeUrl: resourcev3.EndpointType, ResourceNamesSubscribe: names}))
+	must(sotw.Request(resourcev3.EndpointType, names...))
+	must(delta.Subscribe(resourcev3.EndpointType, names...))
 	ack(recv(len(names), ""))
 	parked()
 

@@ -87,7 +87,7 @@ func TestVersionFloor(t *testing.T) {
 		c.send(&discoveryv3.DiscoveryRequest{TypeUrl: resourcev3.ClusterType})
 		r := c.recv()
 		if len(r.GetResources()) == 0 {
-			t.Fatalf("%s: not served", c.node.GetId())
+			t.Fatalf("%s: not served", c.s.Node().GetId())
 		}
 		// A second request on the stream (an ACK) must not log again.
 		c.send(&discoveryv3.DiscoveryRequest{TypeUrl: resourcev3.ClusterType, ResponseNonce: r.GetNonce(), VersionInfo: r.GetVersionInfo()})
@@ -122,7 +122,7 @@ func TestVersionFloor(t *testing.T) {
 		t.Errorf("infermesh_xds_proxies_below_version_floor{gateway=%q} = %v (present %v), want 1", seedGatewayKey, v, ok)
 	}
 
-	if err := old.stream.CloseSend(); err != nil {
+	if err := old.s.CloseSend(); err != nil {
 		t.Fatal(err)
 	}
 	waitFor(t, "the old Envoy's stream to close", func() bool { return len(e.srv.tracker.Status()) == 2 })

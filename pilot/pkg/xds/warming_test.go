@@ -7,7 +7,6 @@ import (
 	"bytes"
 	"sync/atomic"
 	"testing"
-	"time"
 
 	endpointv3 "github.com/envoyproxy/go-control-plane/envoy/config/endpoint/v3"
 	listenerv3 "github.com/envoyproxy/go-control-plane/envoy/config/listener/v3"
@@ -122,20 +121,19 @@ func TestDeltaChangedRdsGetsItsRouteConfigurationAgain(t *testing.T) {
 	// listener), then RDS: http.80 again, though it did not change.
 	seen := map[string][]string{}
 	for {
-		select {
-		case r := <-d.in:
-			for _, res := range r.GetResources() {
-				seen[r.GetTypeUrl()] = append(seen[r.GetTypeUrl()], res.GetName())
+		r, err := d.s.Recv(recvTimeout)
+		if err != nil {
+			t.Fatalf("after the listener's Rds changed, http.80 was not sent again; the stream got %v (%v)", seen, err)
+		}
+		for _, res := range r.GetResources() {
+			seen[r.GetTypeUrl()] = append(seen[r.GetTypeUrl()], res.GetName())
+		}
+		d.send(&discoveryv3.DeltaDiscoveryRequest{TypeUrl: r.GetTypeUrl(), ResponseNonce: r.GetNonce()})
+		if r.GetTypeUrl() == resourcev3.RouteType {
+			if len(r.GetResources()) != 1 || r.GetResources()[0].GetName() != "http.80" {
+				t.Fatalf("want http.80 again, got %v", seen[resourcev3.RouteType])
 			}
-			d.send(&discoveryv3.DeltaDiscoveryRequest{TypeUrl: r.GetTypeUrl(), ResponseNonce: r.GetNonce()})
-			if r.GetTypeUrl() == resourcev3.RouteType {
-				if len(r.GetResources()) != 1 || r.GetResources()[0].GetName() != "http.80" {
-					t.Fatalf("want http.80 again, got %v", seen[resourcev3.RouteType])
-				}
-				return
-			}
-		case <-time.After(recvTimeout):
-			t.Fatalf("after the listener's Rds changed, http.80 was not sent again; the stream got %v", seen)
+			return
 		}
 	}
 }

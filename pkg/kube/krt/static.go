@@ -63,6 +63,24 @@ func (c StaticCollection[T]) ConditionalUpdateObject(obj T) {
 	c.apply([]change[T]{{key: c.keyOf(&obj), obj: &obj}}, false)
 }
 
+// ConditionalApply removes the objects with the keys in deletes, then adds
+// or replaces each of updates (emitting nothing for one equal to the stored
+// object), all in one batch: every handler and derived collection gets the
+// changes together, as one round, instead of one event per call. Updates
+// are applied in order: of several with one key, each emits its event and
+// the last stays.
+func (c StaticCollection[T]) ConditionalApply(deletes []string, updates []T) {
+	changes := make([]change[T], 0, len(deletes)+len(updates))
+	for _, k := range deletes {
+		changes = append(changes, change[T]{key: k})
+	}
+	for i := range updates {
+		v := updates[i]
+		changes = append(changes, change[T]{key: c.keyOf(&v), obj: &v})
+	}
+	c.apply(changes, false)
+}
+
 // DeleteObject removes the object with key k, if any.
 func (c StaticCollection[T]) DeleteObject(k string) {
 	c.apply([]change[T]{{key: k}}, false)

@@ -104,6 +104,31 @@ func TestStaticReset(t *testing.T) {
 	}
 }
 
+// ConditionalApply hands its deletes and updates over as one batch: a
+// batch handler gets them in one call, deletes first, with nothing for an
+// update equal to the stored object or a delete of a missing key, and the
+// last of two updates of one key.
+func TestStaticConditionalApplyIsOneBatch(t *testing.T) {
+	c := krt.NewStaticCollection(nil, []pod{podA, podB})
+	var b batches
+	reg := c.RegisterBatch(b.add, false)
+	defer reg.UnregisterHandler()
+	waitSynced(t, reg)
+	a2 := withIP(podA, "10.0.0.7")
+	c.ConditionalApply([]string{"ns/b", "ns/missing"}, []pod{withIP(podC, "stale"), podA, a2, podC})
+	eventually(t, "one batch", func() bool { return len(b.flat()) >= 3 })
+	b.mu.Lock()
+	got := b.got
+	b.mu.Unlock()
+	want := [][]krt.Event[pod]{{delEv(podB), addEv(withIP(podC, "stale")), updEv(podA, a2), updEv(withIP(podC, "stale"), podC)}}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("batches (-want +got):\n%s", diff)
+	}
+	if diff := cmp.Diff([]pod{a2, podC}, c.List()); diff != "" {
+		t.Errorf("List (-want +got):\n%s", diff)
+	}
+}
+
 // eventLess orders events by type, then by key, for order-free comparison.
 func eventLess[T any](a, b krt.Event[T]) bool {
 	if a.Event != b.Event {

@@ -13,8 +13,26 @@ import (
 	"fmt"
 	"math/big"
 	"net"
+	"testing"
 	"time"
 )
+
+// CertPEM is SelfSigned's certificate for commonName, as a string; an
+// error fails t.
+func CertPEM(t testing.TB, commonName string) string {
+	t.Helper()
+	crt, _, err := SelfSigned(commonName)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(crt)
+}
+
+// NotACertificatePEM is a PEM block of type CERTIFICATE whose contents are
+// what, not a certificate: what Envoy cannot load as trusted_ca.
+func NotACertificatePEM(what string) string {
+	return string(pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: []byte(what)}))
+}
 
 // SelfSigned returns a PEM certificate and PEM ("EC PRIVATE KEY") key: an
 // ECDSA P-256 server certificate named commonName, valid from an hour ago for

@@ -6,5 +6,6 @@
 // # Files
 //
 //   - certs.go: SelfSigned, SelfSignedFor and SelfSignedClient: PEM ECDSA P-256
-//     certificates and keys valid for a day.
+//     certificates and keys valid for a day; CertPEM and NotACertificatePEM
+//     for tests of CA bundles.
 package certs

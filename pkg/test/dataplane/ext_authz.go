@@ -142,6 +142,7 @@ func compileExtAuthz(c *extauthzv3.ExtAuthz, re regexEngine) (*extAuthzConfig, e
 		for _, h := range []string{"authorization", ":method", ":path", ":authority"} {
 			cfg.allowed = append(cfg.allowed, &stringMatcher{kind: "exact", value: h})
 		}
+		//lint:ignore SA1019 Envoy still reads the deprecated http_service.authorization_request.allowed_headers, and pilot sets it
 		for i, p := range hs.GetAuthorizationRequest().GetAllowedHeaders().GetPatterns() {
 			m, err := compileStringMatcher(p, re)
 			if err != nil {

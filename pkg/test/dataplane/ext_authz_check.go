@@ -202,6 +202,7 @@ func headerOptionValue(h *corev3.HeaderValueOption) string {
 // append (true: append to an existing header; false: set) wins; else its
 // append_action.
 func headerOptionOp(h *corev3.HeaderValueOption) (authzOp, bool) {
+	//lint:ignore SA1019 Envoy still honours the legacy append flag of an authorization server's header, and it wins over append_action
 	if a := h.GetAppend(); a != nil {
 		if a.GetValue() {
 			return opAppendIfExists, true

@@ -96,6 +96,11 @@ type Record struct {
 	// RequestHeaders are the request headers the data plane sent, keys as
 	// sent (lower case, pseudo-headers included).
 	RequestHeaders map[string][]string
+	// ResponseStatus is the :status of the response headers the data
+	// plane sent ("" if none). A stream may carry response headers only:
+	// a local reply of a filter before ext_proc (an ext_authz denial) goes
+	// through ext_proc's encoder side, which opens a stream for it.
+	ResponseStatus string
 	// PickedMetadata is envoy.lb / x-gateway-destination-endpoint from the
 	// EPP's dynamic_metadata (the last one set).
 	PickedMetadata string
@@ -348,6 +353,11 @@ func observeRequest(rec *Record, m *extprocsvc.ProcessingRequest, idHeader strin
 			if strings.ToLower(h.GetKey()) == idHeader && rec.RequestID == "" {
 				rec.RequestID = v
 			}
+		}
+	}
+	for _, h := range m.GetResponseHeaders().GetHeaders().GetHeaders() {
+		if h.GetKey() == ":status" {
+			rec.ResponseStatus = string(h.GetRawValue()) + h.GetValue()
 		}
 	}
 	if s := m.GetMetadataContext().GetFilterMetadata()[NamespaceLB].GetFields()[KeyServed].GetStringValue(); s != "" {

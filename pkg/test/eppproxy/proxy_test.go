@@ -219,7 +219,7 @@ func TestProxyRecordsPicks(t *testing.T) {
 				if got := rec.RequestHeaders[":path"]; len(got) != 1 || got[0] != "/v1/models" {
 					t.Errorf("%s: request headers %v", id, rec.RequestHeaders)
 				}
-				if rec.Immediate != nil || rec.FromDataPlane != 3 || rec.FromEPP != 3 {
+				if rec.Immediate != nil || rec.FromDataPlane != 3 || rec.FromEPP != 3 || rec.ResponseStatus != "200" {
 					t.Errorf("%s: record %+v", id, rec)
 				}
 			}

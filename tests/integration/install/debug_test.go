@@ -20,14 +20,13 @@ import (
 	"testing"
 	"time"
 
-	discoveryv3 "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
 	"github.com/envoyproxy/go-control-plane/pkg/resource/v3"
 	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/metadata"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/client-go/kubernetes"
 
+	"github.com/infermesh/infermesh/pkg/test/adsclient"
 	"github.com/infermesh/infermesh/pkg/test/kubeenv"
 	"github.com/infermesh/infermesh/pkg/test/poll"
 	"github.com/infermesh/infermesh/pkg/test/seed"
@@ -73,7 +72,7 @@ func TestDebugPortRefusesOtherNamespaces(t *testing.T) {
 		_, err := kc.CoreV1().ServiceAccounts(seed.GatewayNamespace).Get(t.Context(), "gateway-istio", metav1.GetOptions{})
 		return err == nil
 	})
-	openADS(t, conn, "seed-proxy", podToken(t, kc, seed.GatewayNamespace, "gateway-istio", xdsAudience), wait).clusters(shadowCluster)
+	openProxy(t, conn, "seed-proxy", seedGatewayRef, podToken(t, kc, seed.GatewayNamespace, "gateway-istio", xdsAudience), wait).clusters(t, shadowCluster)
 
 	// A token good for our ADS audience, of a ServiceAccount of another
 	// namespace.
@@ -100,7 +99,7 @@ func TestDebugPortRefusesOtherNamespaces(t *testing.T) {
 		}
 	}
 	// The ADS port refuses the token itself, not only for want of HTTP.
-	openADS(t, conn, "intruder", intruder, wait).denied(codes.PermissionDenied)
+	openProxy(t, conn, "intruder", seedGatewayRef, intruder, wait).denied(t, codes.PermissionDenied)
 
 	// Inside the pod (loopback), the debug endpoints answer: the checks
 	// above would have seen the configuration had it been there.
@@ -123,15 +122,15 @@ func TestDebugPortRefusesOtherNamespaces(t *testing.T) {
 func adsClusters(t *testing.T, addr string, certs adsTLS, token string) (int, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	ctx = metadata.AppendToOutgoingContext(ctx, "authorization", "Bearer "+token)
-	s, err := discoveryv3.NewAggregatedDiscoveryServiceClient(adsConn(t, addr, certs.caPool)).StreamAggregatedResources(ctx)
+	s, err := adsclient.OpenSotW(ctx, adsConn(t, addr, certs.caPool), proxyNode("intruder", seedGatewayRef), adsclient.Token(token))
 	if err != nil {
 		return 0, err
 	}
-	if err := s.Send(&discoveryv3.DiscoveryRequest{Node: proxyNode("intruder"), TypeUrl: resource.ClusterType}); err != nil {
+	defer s.Close()
+	if err := s.Request(resource.ClusterType); err != nil {
 		return 0, err
 	}
-	r, err := s.Recv()
+	r, err := s.Recv(10 * time.Second)
 	return len(r.GetResources()), err
 }
 

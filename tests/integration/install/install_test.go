@@ -107,21 +107,21 @@ func TestInstalledPilotDiscovery(t *testing.T) {
 	// seed's configuration over TLS.
 	conn := adsConn(t, p.ads, certs.caPool)
 	gwToken := podToken(t, kc, seed.GatewayNamespace, "gateway-istio", xdsAudience)
-	proxy := openADS(t, conn, "seed-proxy", gwToken, wait)
-	cl := proxy.clusters(shadowCluster)
+	proxy := openProxy(t, conn, "seed-proxy", seedGatewayRef, gwToken, wait)
+	cl := proxy.clusters(t, shadowCluster)
 	if lb := cl[shadowCluster].GetLoadBalancingPolicy().GetPolicies(); len(lb) == 0 ||
 		lb[0].GetTypedExtensionConfig().GetName() != "envoy.load_balancing_policies.override_host" {
 		t.Errorf("shadow cluster load balancing policy = %v, want override_host", lb)
 	}
-	if got, want := proxy.endpoints(shadowCluster, 3), []string{"10.244.0.13:8000", "10.244.0.14:8000", "10.244.0.15:8000"}; !slices.Equal(got, want) {
+	if got, want := proxy.endpoints(t, shadowCluster, 3), []string{"10.244.0.13:8000", "10.244.0.14:8000", "10.244.0.15:8000"}; !slices.Equal(got, want) {
 		t.Errorf("shadow cluster endpoints = %v, want %v", got, want)
 	}
 
 	// No token, and a token of another namespace's ServiceAccount: nothing.
-	openADS(t, conn, "anonymous", "", wait).denied(codes.Unauthenticated)
+	openProxy(t, conn, "anonymous", seedGatewayRef, "", wait).denied(t, codes.Unauthenticated)
 	ensureServiceAccount(t, kc, seed.Namespace, "intruder")
-	openADS(t, conn, "intruder", podToken(t, kc, seed.Namespace, "intruder", xdsAudience), wait).denied(codes.PermissionDenied)
-	openADS(t, conn, "forged", gwToken[:len(gwToken)-4]+"AAAA", wait).denied(codes.Unauthenticated)
+	openProxy(t, conn, "intruder", seedGatewayRef, podToken(t, kc, seed.Namespace, "intruder", xdsAudience), wait).denied(t, codes.PermissionDenied)
+	openProxy(t, conn, "forged", seedGatewayRef, gwToken[:len(gwToken)-4]+"AAAA", wait).denied(t, codes.Unauthenticated)
 
 	// The leader has renewed its Lease at least once (a renewal is get +
 	// update, which the first acquisition does not exercise).

@@ -6,22 +6,15 @@
 package install_test
 
 import (
-	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"testing"
 	"time"
 
-	clusterv3 "github.com/envoyproxy/go-control-plane/envoy/config/cluster/v3"
-	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
-	tlsv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/transport_sockets/tls/v3"
-	discoveryv3 "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
 	"github.com/envoyproxy/go-control-plane/pkg/resource/v3"
-	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
-	"google.golang.org/protobuf/types/known/structpb"
 	authenticationv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -32,7 +25,7 @@ import (
 	gatewayclient "sigs.k8s.io/gateway-api/pkg/client/clientset/versioned"
 
 	"github.com/infermesh/infermesh/pilot/pkg/networking/core"
-	"github.com/infermesh/infermesh/pilot/pkg/xds"
+	"github.com/infermesh/infermesh/pkg/test/adsclient"
 	"github.com/infermesh/infermesh/pkg/test/certs"
 	"github.com/infermesh/infermesh/pkg/test/kubeenv"
 	"github.com/infermesh/infermesh/pkg/test/poll"
@@ -103,9 +96,9 @@ func TestADSIdentityBound(t *testing.T) {
 
 	// Each rule is a subtest, so that a binary that breaks one shows every
 	// case it breaks. Streams that outlive a subtest are opened on t.
-	seedProxy := openProxy(t, conn, "seed-proxy", seedGW, own)
+	seedProxy := openProxy(t, conn, "seed-proxy", seedGW, own, 5*wait)
 	seedServed := t.Run("the Gateway's own ServiceAccount, our audience: served", func(t *testing.T) {
-		seedProxy.waitCluster(t, shadowCluster)
+		seedProxy.clusters(t, shadowCluster)
 	})
 
 	for _, tc := range []struct {
@@ -127,10 +120,10 @@ func TestADSIdentityBound(t *testing.T) {
 			codes.PermissionDenied, "served only to its own ServiceAccount gateway-namespace/second-istio"},
 	} {
 		t.Run("refused: "+tc.name, func(t *testing.T) {
-			pr := openProxy(t, conn, "intruder", tc.gw, tc.token)
-			pr.request(resource.SecretType, nil, core.SecretName(ns+"/"+secondCert))
-			pr.request(resource.ClusterType, nil)
-			r, err := pr.stream.Recv()
+			pr := openProxy(t, conn, "intruder", tc.gw, tc.token, 5*wait)
+			pr.request(resource.SecretType, core.SecretName(ns+"/"+secondCert))
+			pr.request(resource.ClusterType)
+			r, err := pr.Recv(wait)
 			if err == nil {
 				t.Fatalf("got a %s response with %d resources, want the stream to end with %s", r.GetTypeUrl(), len(r.GetResources()), tc.code)
 			}
@@ -140,11 +133,11 @@ func TestADSIdentityBound(t *testing.T) {
 		})
 	}
 
-	secondProxy := openProxy(t, conn, "second-proxy", secondGW, podToken(t, kc, ns, "second-istio", xdsAudience))
+	secondProxy := openProxy(t, conn, "second-proxy", secondGW, podToken(t, kc, ns, "second-istio", xdsAudience), 5*wait)
 	secondServed := false
 	t.Run("SDS: a proxy never receives a Secret its Gateway does not reference", func(t *testing.T) {
 		// second's own proxy gets its certificate: it is published.
-		secondProxy.request(resource.SecretType, nil, core.SecretName(ns+"/"+secondCert))
+		secondProxy.request(resource.SecretType, core.SecretName(ns+"/"+secondCert))
 		if got := secondProxy.secrets(t); len(got) != 1 || got[0] != core.SecretName(ns+"/"+secondCert) {
 			t.Fatalf("second's proxy got secrets %v, want its certificate", got)
 		}
@@ -155,18 +148,14 @@ func TestADSIdentityBound(t *testing.T) {
 		// The seed's authorized proxy asks for it by name and gets
 		// nothing: an answer would come before the listeners it asks for
 		// next.
-		seedProxy.request(resource.SecretType, nil, core.SecretName(ns+"/"+secondCert))
-		seedProxy.request(resource.ListenerType, nil)
+		seedProxy.request(resource.SecretType, core.SecretName(ns+"/"+secondCert))
+		seedProxy.request(resource.ListenerType)
 		for {
-			r, err := seedProxy.stream.Recv()
-			if err != nil {
-				t.Fatalf("seed proxy: %v", err)
-			}
+			r := seedProxy.next(t, "")
 			if r.GetTypeUrl() == resource.SecretType && len(r.GetResources()) > 0 {
 				t.Fatalf("the seed Gateway's proxy got %d secrets, asking only for %s, which only Gateway second references",
 					len(r.GetResources()), secondCert)
 			}
-			seedProxy.ack(r)
 			if r.GetTypeUrl() == resource.ListenerType {
 				break
 			}
@@ -181,25 +170,19 @@ func TestADSIdentityBound(t *testing.T) {
 		if err := kc.CoreV1().ServiceAccounts(ns).Delete(ctx, "second-istio", metav1.DeleteOptions{}); err != nil {
 			t.Fatal(err)
 		}
-		ended := make(chan error, 1)
-		go func() {
-			for {
-				if _, err := secondProxy.stream.Recv(); err != nil {
-					ended <- err
-					return
-				}
-			}
-		}()
-		select {
-		case err := <-ended:
-			if status.Code(err) != codes.Unauthenticated || !strings.Contains(err.Error(), "token not accepted") {
-				t.Errorf("second's stream ended with %v, want Unauthenticated: token not accepted", err)
-			}
-			t.Logf("second's stream ended %s after its ServiceAccount was deleted (re-check 1s; the API server caches a token's success for up to 10s)",
-				time.Since(deleted).Round(100*time.Millisecond))
-		case <-time.After(wait):
+		// Responses, were there any, are read past until the stream ends.
+		var err error
+		for end := time.Now().Add(wait); err == nil; {
+			_, err = secondProxy.Recv(time.Until(end))
+		}
+		if errors.Is(err, adsclient.ErrNoResponse) {
 			t.Fatalf("second's stream still open %s after its ServiceAccount was deleted", wait)
 		}
+		if status.Code(err) != codes.Unauthenticated || !strings.Contains(err.Error(), "token not accepted") {
+			t.Errorf("second's stream ended with %v, want Unauthenticated: token not accepted", err)
+		}
+		t.Logf("second's stream ended %s after its ServiceAccount was deleted (re-check 1s; the API server caches a token's success for up to 10s)",
+			time.Since(deleted).Round(100*time.Millisecond))
 		poll.UntilOr(t, wait, "the log line naming Gateway second and its ServiceAccount", func() bool {
 			for _, l := range p.logLines(t) {
 				if l["msg"] == "xds auth: ending an ADS stream: its identity is no longer authorized" &&
@@ -211,8 +194,8 @@ func TestADSIdentityBound(t *testing.T) {
 		}, func() string { return p.log(t) })
 		// The seed's stream is untouched by the re-checks.
 		if seedServed {
-			seedProxy.request(resource.ClusterType, nil)
-			if r, err := seedProxy.stream.Recv(); err != nil || r.GetTypeUrl() != resource.ClusterType {
+			seedProxy.request(resource.ClusterType)
+			if r, err := seedProxy.Recv(wait); err != nil || r.GetTypeUrl() != resource.ClusterType {
 				t.Errorf("the seed's stream after the re-checks: %v, %v", r.GetTypeUrl(), err)
 			}
 		}
@@ -294,100 +277,4 @@ func podToken(t *testing.T, kc kubernetes.Interface, ns, sa string, audiences ..
 		t.Fatalf("token for %s/%s bound to pod %s: %v", ns, sa, pod.Name, err)
 	}
 	return tr.Status.Token
-}
-
-// gatewayRef is a Gateway's namespace and name.
-type gatewayRef struct{ namespace, name string }
-
-// proxy is one state-of-the-world ADS stream of a proxy that names gw.
-type proxy struct {
-	stream discoveryv3.AggregatedDiscoveryService_StreamAggregatedResourcesClient
-	node   *corev3.Node
-	// subs are the names subscribed per type, repeated in each ACK.
-	subs map[string][]string
-}
-
-// openProxy opens the stream with token; it ends with the test.
-func openProxy(t *testing.T, conn *grpc.ClientConn, id string, gw gatewayRef, token string) *proxy {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 5*wait)
-	t.Cleanup(cancel)
-	ctx = metadata.AppendToOutgoingContext(ctx, "authorization", "Bearer "+token)
-	s, err := discoveryv3.NewAggregatedDiscoveryServiceClient(conn).StreamAggregatedResources(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	md, err := structpb.NewStruct(map[string]any{xds.MetadataGatewayNamespace: gw.namespace, xds.MetadataGatewayName: gw.name})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return &proxy{stream: s, node: &corev3.Node{Id: id, Metadata: md}, subs: map[string][]string{}}
-}
-
-// request subscribes to names of typeURL (none: all of them); prev, when
-// not nil, is the response it acknowledges. A send may fail once the
-// server ended the stream; Recv then returns its status.
-func (p *proxy) request(typeURL string, prev *discoveryv3.DiscoveryResponse, names ...string) {
-	p.subs[typeURL] = names
-	req := &discoveryv3.DiscoveryRequest{Node: p.node, TypeUrl: typeURL, ResourceNames: names}
-	if prev != nil {
-		req.VersionInfo, req.ResponseNonce = prev.GetVersionInfo(), prev.GetNonce()
-	}
-	_ = p.stream.Send(req)
-}
-
-// ack acknowledges r, keeping the type's subscription.
-func (p *proxy) ack(r *discoveryv3.DiscoveryResponse) {
-	p.request(r.GetTypeUrl(), r, p.subs[r.GetTypeUrl()]...)
-}
-
-// waitCluster asks for CDS and reads responses (acknowledging each) until
-// one holds cluster.
-func (p *proxy) waitCluster(t *testing.T, cluster string) {
-	t.Helper()
-	p.request(resource.ClusterType, nil)
-	for {
-		r, err := p.stream.Recv()
-		if err != nil {
-			t.Fatalf("CDS: %v", err)
-		}
-		p.ack(r)
-		if r.GetTypeUrl() != resource.ClusterType {
-			continue
-		}
-		for _, res := range r.GetResources() {
-			c := &clusterv3.Cluster{}
-			if err := res.UnmarshalTo(c); err != nil {
-				t.Fatal(err)
-			}
-			if c.GetName() == cluster {
-				return
-			}
-		}
-	}
-}
-
-// secrets reads responses until an SDS one and returns its secrets' names,
-// each checked to unmarshal.
-func (p *proxy) secrets(t *testing.T) []string {
-	t.Helper()
-	for {
-		r, err := p.stream.Recv()
-		if err != nil {
-			t.Fatalf("SDS: %v", err)
-		}
-		p.ack(r)
-		if r.GetTypeUrl() != resource.SecretType {
-			continue
-		}
-		var names []string
-		for _, res := range r.GetResources() {
-			s := &tlsv3.Secret{}
-			if err := res.UnmarshalTo(s); err != nil {
-				t.Fatal(err)
-			}
-			names = append(names, s.GetName())
-		}
-		return names
-	}
 }

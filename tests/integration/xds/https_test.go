@@ -8,6 +8,7 @@ package xds_test
 import (
 	"bufio"
 	"crypto/tls"
+	"errors"
 	"net/http"
 	"os"
 	"sync"
@@ -16,8 +17,6 @@ import (
 	"time"
 
 	"github.com/envoyproxy/go-control-plane/pkg/resource/v3"
-	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials/insecure"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
@@ -27,6 +26,7 @@ import (
 
 	"github.com/infermesh/infermesh/pilot/pkg/config/kube/gateway"
 	"github.com/infermesh/infermesh/pilot/pkg/networking/core"
+	"github.com/infermesh/infermesh/pkg/test/adsclient"
 	"github.com/infermesh/infermesh/pkg/test/certs"
 	"github.com/infermesh/infermesh/pkg/test/controller"
 	"github.com/infermesh/infermesh/pkg/test/gwproxy"
@@ -182,36 +182,30 @@ func TestHTTPSRotationAndSecretIsolation(t *testing.T) {
 	t.Logf("open connection: %d requests before the rotation, %d in all, none failed", before, served.Load())
 
 	// Isolation: the other Gateway's proxy asks for the Secret by name.
-	conn, err := grpc.NewClient(pilot.Addr(), grpc.WithTransportCredentials(insecure.NewCredentials()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close()
-	otherProxy := newDeltaClient(t, conn, controller.ProxyNode("other-proxy", ns, "other"))
-	otherProxy.subscribe(resource.ClusterType)
-	otherProxy.ack(otherProxy.recv(wait))
-	otherProxy.subscribe(resource.SecretType, core.SecretName(ns+"/cert"))
+	conn := adsclient.Dial(t, pilot.Addr())
+	otherProxy := adsclient.NewDelta(t, conn, controller.ProxyNode("other-proxy", ns, "other"))
+	must(t, otherProxy.Subscribe(resource.ClusterType))
+	must(t, otherProxy.ACK(recv(t, otherProxy)))
+	must(t, otherProxy.Subscribe(resource.SecretType, core.SecretName(ns+"/cert")))
 	// Nothing for 2 s: no response, or responses without the Secret (the
 	// server may answer the new subscription with an empty one).
-	for deadline := time.After(2 * time.Second); ; {
-		select {
-		case r, ok := <-otherProxy.in:
-			if !ok {
-				t.Fatal("the other proxy's stream ended")
-			}
-			if n := len(r.GetResources()); n != 0 {
-				t.Fatalf("a proxy of Gateway other asked for tls's certificate and got %d resources (first %s)", n, r.GetResources()[0].GetName())
-			}
-			otherProxy.ack(r)
-			continue
-		case <-deadline:
+	for deadline := time.Now().Add(2 * time.Second); ; {
+		r, err := otherProxy.Recv(time.Until(deadline))
+		if errors.Is(err, adsclient.ErrNoResponse) {
+			break
 		}
-		break
+		if err != nil {
+			t.Fatalf("the other proxy's stream ended: %v", err)
+		}
+		if n := len(r.GetResources()); n != 0 {
+			t.Fatalf("a proxy of Gateway other asked for tls's certificate and got %d resources (first %s)", n, r.GetResources()[0].GetName())
+		}
+		must(t, otherProxy.ACK(r))
 	}
 	// The Gateway that names it does get it on the same server.
-	tlsProxy := newDeltaClient(t, conn, controller.ProxyNode("tls-proxy", ns, "tls"))
-	tlsProxy.subscribe(resource.SecretType, core.SecretName(ns+"/cert"))
-	r := tlsProxy.recv(wait)
+	tlsProxy := adsclient.NewDelta(t, conn, controller.ProxyNode("tls-proxy", ns, "tls"))
+	must(t, tlsProxy.Subscribe(resource.SecretType, core.SecretName(ns+"/cert")))
+	r := recv(t, tlsProxy)
 	if len(r.GetResources()) != 1 || r.GetResources()[0].GetName() != core.SecretName(ns+"/cert") {
 		t.Errorf("the proxy of Gateway tls got %d secrets, want its certificate", len(r.GetResources()))
 	}

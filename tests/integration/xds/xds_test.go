@@ -5,31 +5,25 @@
 
 // Package xds_test runs pilot-discovery's stages in process (pilot/pkg/bootstrap)
 // against a real cluster and reads its configuration as a Gateway's proxy
-// would: go-control-plane's state-of-the-world client, and a minimal delta
-// client written here on the raw DeltaAggregatedResources stream.
+// would: go-control-plane's state-of-the-world client, and the tests' delta
+// client (pkg/test/adsclient).
 package xds_test
 
 import (
-	"context"
-	"net"
 	"slices"
-	"strconv"
 	"testing"
 	"time"
 
 	clusterv3 "github.com/envoyproxy/go-control-plane/envoy/config/cluster/v3"
-	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	endpointv3 "github.com/envoyproxy/go-control-plane/envoy/config/endpoint/v3"
 	discoveryv3 "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
 	sotw "github.com/envoyproxy/go-control-plane/pkg/client/sotw/v3"
 	"github.com/envoyproxy/go-control-plane/pkg/resource/v3"
-	rpcstatus "google.golang.org/genproto/googleapis/rpc/status"
-	"google.golang.org/grpc"
-	"google.golang.org/grpc/codes"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 	gatewayclient "sigs.k8s.io/gateway-api/pkg/client/clientset/versioned"
 
+	"github.com/infermesh/infermesh/pkg/test/adsclient"
 	"github.com/infermesh/infermesh/pkg/test/controller"
 	"github.com/infermesh/infermesh/pkg/test/kubeenv"
 	"github.com/infermesh/infermesh/pkg/test/seed"
@@ -66,19 +60,6 @@ func applySeed(t *testing.T, env *kubeenv.Env) kubernetes.Interface {
 		"10.244.0.13", "10.244.0.14", "10.244.0.15"))
 	must(kubeenv.CreateReadyPods(ctx, kc, seed.Namespace, "epp", map[string]string{"app": seed.EPPName}, seed.EPPPort, "10.244.0.16"))
 	return kc
-}
-
-// addresses lists a ClusterLoadAssignment's endpoints as address:port.
-func addresses(cla *endpointv3.ClusterLoadAssignment) []string {
-	var out []string
-	for _, l := range cla.GetEndpoints() {
-		for _, e := range l.GetLbEndpoints() {
-			a := e.GetEndpoint().GetAddress().GetSocketAddress()
-			out = append(out, net.JoinHostPort(a.GetAddress(), strconv.Itoa(int(a.GetPortValue()))))
-		}
-	}
-	slices.Sort(out)
-	return out
 }
 
 func TestSeedOverSotWAndDelta(t *testing.T) {
@@ -123,28 +104,28 @@ func TestSeedOverSotWAndDelta(t *testing.T) {
 
 	// The delta client: EDS for the shadow cluster and the EPP cluster, on
 	// the seed Gateway's proxy and on the other Gateway's.
-	seedProxy := newDeltaClient(t, conn, controller.ProxyNode("delta-seed", seed.GatewayNamespace, seed.GatewayName))
-	otherProxy := newDeltaClient(t, conn, controller.ProxyNode("delta-other", seed.GatewayNamespace, "other"))
-	seedProxy.subscribe(resource.EndpointType, shadowCluster, eppCluster)
+	seedProxy := adsclient.NewDelta(t, conn, controller.ProxyNode("delta-seed", seed.GatewayNamespace, seed.GatewayName))
+	otherProxy := adsclient.NewDelta(t, conn, controller.ProxyNode("delta-other", seed.GatewayNamespace, "other"))
+	must(t, seedProxy.Subscribe(resource.EndpointType, shadowCluster, eppCluster))
 	got := map[string][]string{}
 	for len(got[shadowCluster]) != 3 || len(got[eppCluster]) != 1 {
-		r := seedProxy.recv(wait)
-		for _, res := range r.GetResources() {
-			cla := &endpointv3.ClusterLoadAssignment{}
-			if err := res.GetResource().UnmarshalTo(cla); err != nil {
-				t.Fatal(err)
-			}
-			got[res.GetName()] = addresses(cla)
+		r := recv(t, seedProxy)
+		clas, err := adsclient.Assignments(adsclient.Resources(r))
+		if err != nil {
+			t.Fatal(err)
 		}
-		seedProxy.ack(r)
+		for i, cla := range clas {
+			got[r.GetResources()[i].GetName()] = adsclient.Addresses(cla)
+		}
+		must(t, seedProxy.ACK(r))
 	}
 	if want := []string{"10.244.0.13:8000", "10.244.0.14:8000", "10.244.0.15:8000"}; !slices.Equal(got[shadowCluster], want) {
 		t.Errorf("shadow endpoints = %v, want %v", got[shadowCluster], want)
 	}
-	otherProxy.subscribe(resource.ClusterType)
-	otherProxy.ack(otherProxy.recv(wait)) // its first CDS answer
-	otherProxy.subscribe(resource.ListenerType)
-	otherProxy.ack(otherProxy.recv(wait))
+	must(t, otherProxy.Subscribe(resource.ClusterType))
+	must(t, otherProxy.ACK(recv(t, otherProxy))) // its first CDS answer
+	must(t, otherProxy.Subscribe(resource.ListenerType))
+	must(t, otherProxy.ACK(recv(t, otherProxy)))
 
 	// Scale 3 -> 5: one ClusterLoadAssignment on the seed proxy's delta
 	// stream, nothing on the other Gateway's.
@@ -153,7 +134,7 @@ func TestSeedOverSotWAndDelta(t *testing.T) {
 		t.Fatal(err)
 	}
 	for {
-		r := seedProxy.recv(wait)
+		r := recv(t, seedProxy)
 		if r.GetTypeUrl() != resource.EndpointType {
 			t.Fatalf("scaling pods sent a %s response", r.GetTypeUrl())
 		}
@@ -161,16 +142,15 @@ func TestSeedOverSotWAndDelta(t *testing.T) {
 			t.Fatalf("scaling pods sent %d resources (first %q), removed %v; want only %s",
 				len(r.GetResources()), r.GetResources()[0].GetName(), r.GetRemovedResources(), shadowCluster)
 		}
-		cla := &endpointv3.ClusterLoadAssignment{}
-		if err := r.GetResources()[0].GetResource().UnmarshalTo(cla); err != nil {
-			t.Fatal(err)
-		}
-		seedProxy.ack(r)
-		if len(addresses(cla)) == 5 { // the slice may grow in two steps
+		cla := assignment(t, r)
+		must(t, seedProxy.ACK(r))
+		if len(adsclient.Addresses(cla)) == 5 { // the slice may grow in two steps
 			break
 		}
 	}
-	otherProxy.quiet(2*time.Second, "the other Gateway's proxy after the seed pool scaled")
+	if err := otherProxy.Quiet(2 * time.Second); err != nil {
+		t.Fatalf("the other Gateway's proxy after the seed pool scaled: %v", err)
+	}
 
 	// A NACK is not answered by a resend of the same version; the next
 	// change is sent.
@@ -179,120 +159,60 @@ func TestSeedOverSotWAndDelta(t *testing.T) {
 		t.Fatal(err)
 	}
 	for {
-		r := seedProxy.recv(wait)
-		cla := &endpointv3.ClusterLoadAssignment{}
-		if err := r.GetResources()[0].GetResource().UnmarshalTo(cla); err != nil {
-			t.Fatal(err)
-		}
-		if slices.Contains(addresses(cla), "10.244.0.19:8000") {
-			seedProxy.nack(r, "test: rejected on purpose")
+		r := recv(t, seedProxy)
+		if slices.Contains(adsclient.Addresses(assignment(t, r)), "10.244.0.19:8000") {
+			must(t, seedProxy.NACK(r, "test: rejected on purpose"))
 			break
 		}
-		seedProxy.ack(r)
+		must(t, seedProxy.ACK(r))
 	}
-	seedProxy.quiet(2*time.Second, "after a NACK")
+	if err := seedProxy.Quiet(2 * time.Second); err != nil {
+		t.Fatalf("after a NACK: %v", err)
+	}
 	if _, err := kubeenv.CreateReadyPods(ctx, kc, seed.Namespace, "vllm-after-nack", map[string]string{"app": seed.PoolName}, 8000,
 		"10.244.0.20"); err != nil {
 		t.Fatal(err)
 	}
-	r := seedProxy.recv(wait)
-	cla := &endpointv3.ClusterLoadAssignment{}
-	if err := r.GetResources()[0].GetResource().UnmarshalTo(cla); err != nil {
-		t.Fatal(err)
-	}
-	if !slices.Contains(addresses(cla), "10.244.0.20:8000") {
-		t.Errorf("the change after the NACK: endpoints %v lack 10.244.0.20:8000", addresses(cla))
+	cla := assignment(t, recv(t, seedProxy))
+	if !slices.Contains(adsclient.Addresses(cla), "10.244.0.20:8000") {
+		t.Errorf("the change after the NACK: endpoints %v lack 10.244.0.20:8000", adsclient.Addresses(cla))
 	}
 }
 
-// deltaClient is the minimal incremental xDS client of this test: one
-// DeltaAggregatedResources stream, requests by hand, responses on a channel.
-type deltaClient struct {
-	t      *testing.T
-	stream discoveryv3.AggregatedDiscoveryService_DeltaAggregatedResourcesClient
-	node   *corev3.Node
-	in     chan *discoveryv3.DeltaDiscoveryResponse
-}
-
-func newDeltaClient(t *testing.T, conn *grpc.ClientConn, node *corev3.Node) *deltaClient {
+// recv reads d's next response within wait and checks each resource with
+// adsclient.Validate.
+func recv(t *testing.T, d *adsclient.Delta) *discoveryv3.DeltaDiscoveryResponse {
 	t.Helper()
-	ctx, cancel := context.WithCancel(context.Background())
-	s, err := discoveryv3.NewAggregatedDiscoveryServiceClient(conn).DeltaAggregatedResources(ctx)
+	r, err := d.Recv(wait)
 	if err != nil {
 		t.Fatal(err)
 	}
-	c := &deltaClient{t: t, stream: s, node: node, in: make(chan *discoveryv3.DeltaDiscoveryResponse, 64)}
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		defer close(c.in)
-		for {
-			r, err := s.Recv()
-			if err != nil {
-				return
-			}
-			c.in <- r
+	for _, res := range r.GetResources() {
+		m, err := res.GetResource().UnmarshalNew()
+		if err != nil {
+			t.Fatal(err)
 		}
-	}()
-	t.Cleanup(func() { cancel(); <-done })
-	return c
-}
-
-func (c *deltaClient) subscribe(typeURL string, names ...string) {
-	c.t.Helper()
-	if err := c.stream.Send(&discoveryv3.DeltaDiscoveryRequest{Node: c.node, TypeUrl: typeURL, ResourceNamesSubscribe: names}); err != nil {
-		c.t.Fatal(err)
-	}
-}
-
-func (c *deltaClient) ack(r *discoveryv3.DeltaDiscoveryResponse) {
-	c.t.Helper()
-	if err := c.stream.Send(&discoveryv3.DeltaDiscoveryRequest{Node: c.node, TypeUrl: r.GetTypeUrl(), ResponseNonce: r.GetNonce()}); err != nil {
-		c.t.Fatal(err)
-	}
-}
-
-func (c *deltaClient) nack(r *discoveryv3.DeltaDiscoveryResponse, msg string) {
-	c.t.Helper()
-	if err := c.stream.Send(&discoveryv3.DeltaDiscoveryRequest{Node: c.node, TypeUrl: r.GetTypeUrl(), ResponseNonce: r.GetNonce(),
-		ErrorDetail: &rpcstatus.Status{Code: int32(codes.InvalidArgument), Message: msg}}); err != nil {
-		c.t.Fatal(err)
-	}
-}
-
-func (c *deltaClient) recv(within time.Duration) *discoveryv3.DeltaDiscoveryResponse {
-	c.t.Helper()
-	select {
-	case r, ok := <-c.in:
-		if !ok {
-			c.t.Fatal("delta stream ended")
+		if err := adsclient.Validate(m); err != nil {
+			t.Errorf("%s: %v", res.GetName(), err)
 		}
-		for _, res := range r.GetResources() {
-			m, err := res.GetResource().UnmarshalNew()
-			if err != nil {
-				c.t.Fatal(err)
-			}
-			if v, ok := m.(interface{ ValidateAll() error }); ok {
-				if err := v.ValidateAll(); err != nil {
-					c.t.Errorf("%s: %v", res.GetName(), err)
-				}
-			}
-		}
-		return r
-	case <-time.After(within):
-		c.t.Fatalf("%s: no delta response within %v", c.node.GetId(), within)
 	}
-	return nil
+	return r
 }
 
-// quiet fails if a response arrives within d (absence needs a window).
-func (c *deltaClient) quiet(d time.Duration, why string) {
-	c.t.Helper()
-	select {
-	case r, ok := <-c.in:
-		if ok {
-			c.t.Fatalf("%s: got a %s response with %d resources", why, r.GetTypeUrl(), len(r.GetResources()))
-		}
-	case <-time.After(d):
+// must fails the test on a send's error.
+func must(t *testing.T, err error) {
+	t.Helper()
+	if err != nil {
+		t.Fatal(err)
 	}
+}
+
+// assignment is the response's first resource, a ClusterLoadAssignment.
+func assignment(t *testing.T, r *discoveryv3.DeltaDiscoveryResponse) *endpointv3.ClusterLoadAssignment {
+	t.Helper()
+	clas, err := adsclient.Assignments(adsclient.Resources(r)[:1])
+	if err != nil {
+		t.Fatal(err)
+	}
+	return clas[0]
 }

@@ -29,14 +29,10 @@ import (
 	"net"
 	"os"
 	"slices"
-	"strconv"
-	"sync/atomic"
 	"testing"
 	"time"
 
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
-	endpointv3 "github.com/envoyproxy/go-control-plane/envoy/config/endpoint/v3"
-	routev3 "github.com/envoyproxy/go-control-plane/envoy/config/route/v3"
 	discoveryv3 "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
 	"github.com/envoyproxy/go-control-plane/pkg/resource/v3"
 	"golang.org/x/sync/errgroup"
@@ -57,6 +53,7 @@ import (
 	"github.com/infermesh/infermesh/pilot/pkg/config/kube/gateway"
 	"github.com/infermesh/infermesh/pilot/pkg/networking/core"
 	"github.com/infermesh/infermesh/pkg/kube"
+	"github.com/infermesh/infermesh/pkg/test/adsclient"
 	"github.com/infermesh/infermesh/pkg/test/controller"
 	"github.com/infermesh/infermesh/pkg/test/kubeenv"
 	"github.com/infermesh/infermesh/pkg/test/seed"
@@ -165,7 +162,7 @@ func changeToPush(b *testing.B, sz size) {
 	b.Logf("objects created in %v", time.Since(began).Round(time.Millisecond))
 
 	conn := startChangeToPushPilot(b, env)
-	clients := make([]*deltaClient, sz.gateways)
+	clients := make([]*adsclient.Delta, sz.gateways)
 	for g := range clients {
 		clients[g] = newDeltaClient(b, conn, controller.ProxyNode(fmt.Sprintf("proxy-%d", g), seed.GatewayNamespace, gatewayName(g)))
 	}
@@ -178,8 +175,8 @@ func changeToPush(b *testing.B, sz size) {
 		}
 		deadline := time.Now().Add(settle)
 		for len(want) > 0 {
-			r := c.recv(b, time.Until(deadline))
-			for _, res := range r.resp.GetResources() {
+			r, _ := recv(b, c, time.Until(deadline))
+			for _, res := range r.GetResources() {
 				if want[res.GetName()] && len(addresses(b, res.GetResource())) == podsPerPool {
 					delete(want, res.GetName())
 				}
@@ -205,7 +202,7 @@ func changeToPush(b *testing.B, sz size) {
 // pod with a pod status write, and kube-controller-manager's EndpointSlice
 // controller turns that into an EndpointSlice change. ready is whether each
 // extra pod is ready now (one per pool); the ops update it.
-func benchPodStatus(b *testing.B, kc kubernetes.Interface, clients []*deltaClient, extras []*corev1.Pod, ready []bool) {
+func benchPodStatus(b *testing.B, kc kubernetes.Interface, clients []*adsclient.Delta, extras []*corev1.Pod, ready []bool) {
 	pools, gateways := len(ready), len(clients)
 	ctx := b.Context()
 	sliceWatcher := watchNew[*discoveryv1.EndpointSlice, *discoveryv1.EndpointSliceList](b, kc.DiscoveryV1().EndpointSlices(ns))
@@ -237,7 +234,7 @@ func benchPodStatus(b *testing.B, kc kubernetes.Interface, clients []*deltaClien
 // ready. One op flips that endpoint's ready condition with one Update, and
 // latency runs from the Update call to the delta client reading the
 // pool's assignment with the endpoint in it (or out of it).
-func benchSliceWrite(b *testing.B, kc kubernetes.Interface, clients []*deltaClient, owned []*discoveryv1.EndpointSlice, pools int) []*discoveryv1.EndpointSlice {
+func benchSliceWrite(b *testing.B, kc kubernetes.Interface, clients []*adsclient.Delta, owned []*discoveryv1.EndpointSlice, pools int) []*discoveryv1.EndpointSlice {
 	ctx := b.Context()
 	api := kc.DiscoveryV1().EndpointSlices(ns)
 	gateways := len(clients)
@@ -277,7 +274,7 @@ func benchSliceWrite(b *testing.B, kc kubernetes.Interface, clients []*deltaClie
 // status write that follows (observedGeneration) is not waited for. A
 // watch on the HTTPRoutes splits it: watch-p50-ms/watch-p99-ms up to the
 // watch event, pilot-p50-ms/pilot-p99-ms from there to the ADS response.
-func benchRouteWrite(b *testing.B, gw gatewayclient.Interface, clients []*deltaClient, pools int) {
+func benchRouteWrite(b *testing.B, gw gatewayclient.Interface, clients []*adsclient.Delta, pools int) {
 	ctx := b.Context()
 	gateways := len(clients)
 	api := gw.GatewayV1().HTTPRoutes(ns)
@@ -309,18 +306,18 @@ const benchHeader = "x-bench-op"
 // awaitRoute reads c's responses until a RouteConfiguration (checked with
 // ValidateAll) has, in the virtual host for host, a route that sets
 // benchHeader to value, and returns when that response was read.
-func awaitRoute(b *testing.B, c *deltaClient, host, value string) time.Time {
+func awaitRoute(b *testing.B, c *adsclient.Delta, host, value string) time.Time {
 	b.Helper()
 	for {
-		r := c.recv(b, opWait)
-		if r.resp.GetTypeUrl() != resource.RouteType {
+		r, at := recv(b, c, opWait)
+		if r.GetTypeUrl() != resource.RouteType {
 			continue
 		}
-		for _, res := range r.resp.GetResources() {
-			rc := &routev3.RouteConfiguration{}
-			if err := res.GetResource().UnmarshalTo(rc); err != nil {
-				b.Fatal(err)
-			}
+		rcs, err := adsclient.RouteConfigurations(adsclient.Resources(r))
+		if err != nil {
+			b.Fatal(err)
+		}
+		for _, rc := range rcs {
 			if err := rc.ValidateAll(); err != nil {
 				b.Fatalf("%s: %v", rc.GetName(), err)
 			}
@@ -331,7 +328,7 @@ func awaitRoute(b *testing.B, c *deltaClient, host, value string) time.Time {
 				for _, rt := range vh.GetRoutes() {
 					for _, h := range rt.GetRequestHeadersToAdd() {
 						if h.GetHeader().GetKey() == benchHeader && h.GetHeader().GetValue() == value {
-							return r.at
+							return at
 						}
 					}
 				}
@@ -376,16 +373,16 @@ func createBenchSlices(b *testing.B, api discoveryclient.EndpointSliceInterface,
 // awaitAssignment reads c's responses until pool's shadow cluster
 // assignment has ip:8000 in it (ready) or not, and returns when that
 // response was read.
-func awaitAssignment(b *testing.B, c *deltaClient, pool int, ip string, ready bool) time.Time {
+func awaitAssignment(b *testing.B, c *adsclient.Delta, pool int, ip string, ready bool) time.Time {
 	b.Helper()
 	for {
-		r := c.recv(b, opWait)
-		res := findResource(r.resp, shadowCluster(pool))
+		r, at := recv(b, c, opWait)
+		res := findResource(r, shadowCluster(pool))
 		if res == nil {
 			continue
 		}
 		if slices.Contains(addresses(b, res.GetResource()), net.JoinHostPort(ip, "8000")) == ready {
-			return r.at
+			return at
 		}
 	}
 }
@@ -422,7 +419,7 @@ func report(b *testing.B, name string, d []time.Duration) {
 }
 
 // waitQuiet returns once no client has read a response for 3 s.
-func waitQuiet(b *testing.B, clients []*deltaClient) {
+func waitQuiet(b *testing.B, clients []*adsclient.Delta) {
 	b.Helper()
 	start := time.Now()
 	for time.Since(lastResponse(clients)) < 3*time.Second {
@@ -431,7 +428,7 @@ func waitQuiet(b *testing.B, clients []*deltaClient) {
 		}
 		time.Sleep(100 * time.Millisecond)
 		for _, c := range clients {
-			c.drain()
+			c.Drain()
 		}
 	}
 }
@@ -542,10 +539,10 @@ func routeSets(name, value string) func(*gwv1.HTTPRoute) bool {
 }
 
 // lastResponse is when any client last read a response.
-func lastResponse(cs []*deltaClient) time.Time {
+func lastResponse(cs []*adsclient.Delta) time.Time {
 	var last time.Time
 	for _, c := range cs {
-		if t := time.Unix(0, c.last.Load()); t.After(last) {
+		if t := c.Last(); t.After(last) {
 			last = t
 		}
 	}
@@ -652,84 +649,30 @@ func modelServerPod(namespace, name string, labels map[string]string) *corev1.Po
 	}
 }
 
-// deltaClient is one DeltaAggregatedResources stream with wildcard EDS and
-// RDS subscriptions. Its reader goroutine stamps each response with the time it
-// was read and acks it at once, so the next change is never held back by
-// the client.
-type deltaClient struct {
-	node *corev3.Node
-	in   chan received
-	errs chan error
-	// last is when the last response was read (Unix nanoseconds).
-	last atomic.Int64
-}
-
-// drain discards the responses read so far.
-func (c *deltaClient) drain() {
-	for {
-		select {
-		case <-c.in:
-		default:
-			return
-		}
-	}
-}
-
-type received struct {
-	resp *discoveryv3.DeltaDiscoveryResponse
-	at   time.Time
-}
-
-func newDeltaClient(b *testing.B, conn *grpc.ClientConn, node *corev3.Node) *deltaClient {
+// newDeltaClient opens a DeltaAggregatedResources stream with wildcard EDS
+// and RDS subscriptions. Its reading goroutine stamps each response with
+// the time it was read and acks it at once (adsclient.AutoACK), so the next
+// change is never held back by the client.
+func newDeltaClient(b *testing.B, conn *grpc.ClientConn, node *corev3.Node) *adsclient.Delta {
 	b.Helper()
-	ctx, cancel := context.WithCancel(context.Background())
-	s, err := discoveryv3.NewAggregatedDiscoveryServiceClient(conn).DeltaAggregatedResources(ctx)
-	if err != nil {
-		b.Fatal(err)
-	}
+	c := adsclient.NewDelta(b, conn, node, adsclient.AutoACK(), adsclient.Buffer(1024))
 	for _, typ := range []string{resource.EndpointType, resource.RouteType} {
-		if err := s.Send(&discoveryv3.DeltaDiscoveryRequest{Node: node, TypeUrl: typ}); err != nil {
+		if err := c.Subscribe(typ); err != nil {
 			b.Fatal(err)
 		}
 	}
-	c := &deltaClient{node: node, in: make(chan received, 1024), errs: make(chan error, 1)}
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		for {
-			r, err := s.Recv()
-			if err != nil {
-				c.errs <- err
-				return
-			}
-			at := time.Now()
-			c.last.Store(at.UnixNano())
-			if err := s.Send(&discoveryv3.DeltaDiscoveryRequest{Node: node, TypeUrl: r.GetTypeUrl(), ResponseNonce: r.GetNonce()}); err != nil {
-				c.errs <- err
-				return
-			}
-			c.in <- received{resp: r, at: at}
-		}
-	}()
-	b.Cleanup(func() { cancel(); <-done })
 	return c
 }
 
-// recv returns the next response; it fails the benchmark when none comes
-// within d or the stream ends.
-func (c *deltaClient) recv(b *testing.B, d time.Duration) received {
+// recv returns the next response and when it was read; it fails the
+// benchmark when none comes within d or the stream ends.
+func recv(b *testing.B, c *adsclient.Delta, d time.Duration) (*discoveryv3.DeltaDiscoveryResponse, time.Time) {
 	b.Helper()
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case r := <-c.in:
-		return r
-	case err := <-c.errs:
-		b.Fatalf("%s: delta stream ended: %v", c.node.GetId(), err)
-	case <-t.C:
-		b.Fatalf("%s: no delta response within %v", c.node.GetId(), d)
+	r, at, err := c.RecvAt(d)
+	if err != nil {
+		b.Fatalf("%s: %v", c.Node().GetId(), err)
 	}
-	return received{}
+	return r, at
 }
 
 func findResource(r *discoveryv3.DeltaDiscoveryResponse, name string) *discoveryv3.Resource {
@@ -745,22 +688,14 @@ func findResource(r *discoveryv3.DeltaDiscoveryResponse, name string) *discovery
 // lists its endpoints as address:port, sorted.
 func addresses(b *testing.B, a *anypb.Any) []string {
 	b.Helper()
-	cla := &endpointv3.ClusterLoadAssignment{}
-	if err := a.UnmarshalTo(cla); err != nil {
+	clas, err := adsclient.Assignments([]*anypb.Any{a})
+	if err != nil {
 		b.Fatal(err)
 	}
-	if err := cla.ValidateAll(); err != nil {
-		b.Fatalf("%s: %v", cla.GetClusterName(), err)
+	if err := clas[0].ValidateAll(); err != nil {
+		b.Fatalf("%s: %v", clas[0].GetClusterName(), err)
 	}
-	var out []string
-	for _, l := range cla.GetEndpoints() {
-		for _, e := range l.GetLbEndpoints() {
-			sa := e.GetEndpoint().GetAddress().GetSocketAddress()
-			out = append(out, net.JoinHostPort(sa.GetAddress(), strconv.Itoa(int(sa.GetPortValue()))))
-		}
-	}
-	slices.Sort(out)
-	return out
+	return adsclient.Addresses(clas[0])
 }
 
 // parallel runs f(0..n-1), workersAdmin at a time, and fails on the first

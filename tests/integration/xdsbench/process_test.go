@@ -24,7 +24,8 @@ import (
 	"time"
 
 	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials/insecure"
+
+	"github.com/infermesh/infermesh/pkg/test/adsclient"
 )
 
 // buildPilot builds pilot-discovery from this checkout into a temporary
@@ -47,13 +48,7 @@ func buildPilot(b *testing.B) string {
 // connection is closed by b's cleanup.
 func dialADS(b *testing.B, addr string) *grpc.ClientConn {
 	b.Helper()
-	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()),
-		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(math.MaxInt32)))
-	if err != nil {
-		b.Fatal(err)
-	}
-	b.Cleanup(func() { _ = conn.Close() })
-	return conn
+	return adsclient.Dial(b, addr, adsclient.MaxRecvMsgSize(math.MaxInt32))
 }
 
 // pilotProcess is pilot-discovery run as a user runs it: its own process,

@@ -6,7 +6,7 @@
 package xdsbench
 
 import (
-	"context"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -18,7 +18,6 @@ import (
 	endpointv3 "github.com/envoyproxy/go-control-plane/envoy/config/endpoint/v3"
 	discoveryv3 "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
 	"github.com/envoyproxy/go-control-plane/pkg/resource/v3"
-	"google.golang.org/grpc"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
@@ -28,6 +27,7 @@ import (
 	"github.com/infermesh/infermesh/pilot/pkg/config/kube/gateway"
 	"github.com/infermesh/infermesh/pilot/pkg/networking/core"
 	"github.com/infermesh/infermesh/pkg/kube"
+	"github.com/infermesh/infermesh/pkg/test/adsclient"
 	"github.com/infermesh/infermesh/pkg/test/controller"
 	"github.com/infermesh/infermesh/pkg/test/kubeapply"
 	"github.com/infermesh/infermesh/pkg/test/kubeenv"
@@ -385,45 +385,42 @@ type startWatch struct {
 // watchStart dials addr and subscribes; the stream ends with the process.
 func watchStart(b *testing.B, addr string, want map[string]bool) *startWatch {
 	b.Helper()
-	conn := dialADS(b, addr)
-	ctx, cancel := context.WithCancel(context.Background())
+	w := &startWatch{first: make(chan time.Time, 1), complete: make(chan time.Time, 1), errs: make(chan error, 1)}
+	// The reading goroutine ends once the stream does (its cleanup, which
+	// runs first).
+	var wg sync.WaitGroup
+	b.Cleanup(wg.Wait)
 	// The process may not serve yet: wait for the connection rather than
-	// fail the stream.
-	s, err := discoveryv3.NewAggregatedDiscoveryServiceClient(conn).DeltaAggregatedResources(ctx, grpc.WaitForReady(true))
-	if err != nil {
-		b.Fatal(err)
-	}
+	// fail the stream. Each response is acked as soon as it is read.
 	node := controller.ProxyNode("start-proxy", seed.GatewayNamespace, seed.GatewayName)
+	s := adsclient.NewDelta(b, dialADS(b, addr), node, adsclient.WaitForReady(), adsclient.AutoACK(),
+		adsclient.NodeOnFirstOnly(), adsclient.Buffer(1024))
 	for _, typ := range []string{resource.ClusterType, resource.EndpointType} {
 		if err := s.Send(&discoveryv3.DeltaDiscoveryRequest{Node: node, TypeUrl: typ}); err != nil {
 			b.Fatal(err)
 		}
 	}
-	w := &startWatch{first: make(chan time.Time, 1), complete: make(chan time.Time, 1), errs: make(chan error, 1)}
-	var wg sync.WaitGroup
-	wg.Go(func() { w.read(s, node.GetId(), want) })
-	b.Cleanup(func() { cancel(); wg.Wait() })
+	wg.Go(func() { w.read(s, want) })
 	return w
 }
 
-// read receives and acks until the stream ends.
-func (w *startWatch) read(s discoveryv3.AggregatedDiscoveryService_DeltaAggregatedResourcesClient, id string, want map[string]bool) {
+// read receives until the stream ends (each response acked as it is
+// read).
+func (w *startWatch) read(s *adsclient.Delta, want map[string]bool) {
 	full := map[string]bool{}
 	sentFirst, sentComplete := false, false
 	for {
-		r, err := s.Recv()
+		r, at, err := s.RecvAt(time.Minute)
+		if errors.Is(err, adsclient.ErrNoResponse) {
+			continue
+		}
 		if err != nil {
 			w.errs <- err
 			return
 		}
-		at := time.Now()
 		if !sentFirst {
 			w.first <- at
 			sentFirst = true
-		}
-		if err := s.Send(&discoveryv3.DeltaDiscoveryRequest{TypeUrl: r.GetTypeUrl(), ResponseNonce: r.GetNonce()}); err != nil {
-			w.errs <- err
-			return
 		}
 		if r.GetTypeUrl() != resource.EndpointType || sentComplete {
 			continue
@@ -434,7 +431,7 @@ func (w *startWatch) read(s discoveryv3.AggregatedDiscoveryService_DeltaAggregat
 			}
 			cla := &endpointv3.ClusterLoadAssignment{}
 			if err := res.GetResource().UnmarshalTo(cla); err != nil {
-				w.errs <- fmt.Errorf("%s: %s: %w", id, res.GetName(), err)
+				w.errs <- fmt.Errorf("%s: %s: %w", s.Node().GetId(), res.GetName(), err)
 				return
 			}
 			count := 0

@@ -7,6 +7,7 @@ import (
 	"embed"
 	"fmt"
 	"io/fs"
+	"maps"
 	"path"
 	"sync"
 
@@ -26,6 +27,14 @@ import (
 //
 //go:embed crds/*.yaml
 var crdFS embed.FS
+
+// ownCRDFS holds infermesh's own CRDs, copies of the ones the chart
+// installs (manifests/charts/infermesh/crds; TestOwnCRDsMatchChart keeps
+// them equal): a file-mode folder is checked as the cluster the chart set
+// up would check it.
+//
+//go:embed owncrds/*.yaml
+var ownCRDFS embed.FS
 
 // crdVersion is what the API server builds for one served version of a CRD:
 // the structural schema (pruning, defaulting), the OpenAPI validator and the
@@ -97,7 +106,16 @@ var (
 // embeddedCRDs parses the embedded CRDs once per process. An error means the
 // embedded files are broken, which is a build defect.
 func embeddedCRDs() (crdSchemas, error) {
-	embeddedOnce.Do(func() { embeddedSchemas, embeddedErr = parseCRDs(crdFS, "crds") })
+	embeddedOnce.Do(func() {
+		embeddedSchemas, embeddedErr = parseCRDs(crdFS, "crds")
+		if embeddedErr != nil {
+			return
+		}
+		var own crdSchemas
+		if own, embeddedErr = parseCRDs(ownCRDFS, "owncrds"); embeddedErr == nil {
+			maps.Copy(embeddedSchemas, own)
+		}
+	})
 	return embeddedSchemas, embeddedErr
 }
 

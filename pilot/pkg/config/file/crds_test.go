@@ -81,3 +81,37 @@ func TestEmbeddedCRDsBuild(t *testing.T) {
 		}
 	}
 }
+
+// TestOwnCRDsMatchChart: the embedded infermesh.io CRDs are the chart's,
+// byte for byte, and every chart CRD is embedded.
+func TestOwnCRDsMatchChart(t *testing.T) {
+	const chart = "../../../../manifests/charts/infermesh/crds"
+	entries, err := os.ReadDir(chart)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(entries) == 0 {
+		t.Fatal("the chart has no CRDs")
+	}
+	for _, e := range entries {
+		want, err := os.ReadFile(filepath.Join(chart, e.Name()))
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := ownCRDFS.ReadFile("owncrds/" + e.Name())
+		if err != nil {
+			t.Errorf("the chart's %s is not embedded in owncrds/", e.Name())
+			continue
+		}
+		if !bytes.Equal(got, want) {
+			t.Errorf("owncrds/%s differs from the chart's; copy it again", e.Name())
+		}
+	}
+	own, err := ownCRDFS.ReadDir("owncrds")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(own) != len(entries) {
+		t.Errorf("owncrds/ has %d files, the chart %d", len(own), len(entries))
+	}
+}

@@ -36,6 +36,8 @@
 //     (x-kubernetes-validations). Messages are the API server's field errors.
 //     Every served version is stored as the v1 Go type: these CRDs convert
 //     with strategy None.
+//   - infermesh.io ExternalProcessors: against the chart's own CRD
+//     (manifests/charts/infermesh/crds, copied to owncrds/), the same way.
 //   - Built-in kinds of the client-go scheme: strict decoding (unknown and
 //     duplicate fields are errors). Namespaces, Pods, Services,
 //     EndpointSlices, ConfigMaps and Secrets are stored; every other built-in
@@ -118,30 +120,69 @@
 //
 // New reads the folder synchronously and returns synced collections. Run
 // watches the folder (fsnotify on the folder and every subfolder, never on
-// files, so renames and symlink swaps are seen), debounces events, rereads
-// the whole folder (decoding and validating again only the files whose bytes
-// changed since the last read; the checks across files run every time,
-// unless every file has the bytes of the last read and that read had no
-// problem, when its result is kept as it is), and hands each collection only
-// the differences (ConditionalUpdateObject / DeleteObject): an unchanged
-// object emits no event. Revision counts reloads that changed an object or
-// the problems. The documents of every file to decode are decoded and
-// validated together on every core, custom resources first (their
-// validation makes most of the garbage, the Pods most of what stays live),
-// each result kept at its document's place, so the outcome is the one of a
-// single goroutine.
+// files, so renames and symlink swaps are seen), debounces events, and then
+// reloads incrementally (reload.go, state.go):
+//
+//   - it lists the folder and reads only the files whose stat (device,
+//     inode, size, modification and change times, files.go) differs from
+//     the last read's, or that were written within a few seconds of it
+//     (file system clocks tick in milliseconds, so an equal stat proves
+//     nothing then); a file whose bytes are the same is left alone;
+//   - each changed file is decoded on goroutines of its own (all cores but
+//     one, so the rest of the control plane keeps a core while a large
+//     file is validated), and within a file only the documents whose bytes
+//     changed are decoded and
+//     validated (a document's result depends on nothing else; it is moved
+//     to its new place, its problems' lines with it; decodefiles.go);
+//   - a decoded file is committed as soon as no file still being decoded
+//     declares an object it declares (those identities are read before any
+//     validation, from each document's lines where its shape allows,
+//     quickIdentity, else by parsing it); files that share an object are
+//     committed together,
+//     so an object moved between files is never absent, and a small
+//     change is never held behind a large file's validation;
+//   - a commit decides again only the objects the committed files
+//     declared, declare or held, and the refused duplicates (whose message
+//     says whether the served one was loaded first): the outcome of each
+//     commit is that of deciding the whole folder as above, with the files
+//     not committed yet at their last committed state
+//     (TestCommitsDecideAsTheWholeFolder checks it against the former
+//     whole-folder decision);
+//   - each collection gets only the differences, as one batch per commit
+//     (krt.StaticCollection.ConditionalApply): an unchanged object emits no
+//     event, and a commit of ten thousand objects is one round for each
+//     derived collection. A file that changes again while it is decoded is
+//     read again after its commit.
+//
+// Revision counts commits that changed an object or the problems. New
+// decodes the documents of every file together on every core, custom
+// resources first (their validation makes most of the garbage, the Pods
+// most of what stays live), each result kept at its document's place, so
+// the outcome is the one of a single goroutine.
 //
 // # Files
 //
 //   - source.go: Options, Source and New: the collections and their accessors,
-//     one read of the folder (load), and a reload handed to the collections as
-//     differences.
-//   - watch.go: Run: fsnotify on every folder of the tree, debounced rereads,
-//     and the wait for a folder that disappeared.
+//     the first read of the folder, and a commit's differences handed to each
+//     collection as one batch.
+//   - watch.go: Run: fsnotify on every folder of the tree, debounced
+//     reloads, and the wait for a folder that disappeared.
+//   - reload.go: the reloader: which files a reload reads (their stat), the
+//     decoding of each changed file on goroutines of its own, and when a
+//     decoded file is committed (no file still decoding declares one of its
+//     objects).
+//   - state.go: folder, the committed state of every file, and commit, which
+//     decides again only the objects the committed files touch.
 //   - files.go: the walk of the folder for manifest files (extensions, dot
-//     names, symlinks).
-//   - decodefiles.go: decoding of the files to read, skipping those whose bytes
-//     are unchanged, documents decoded in parallel with custom resources first.
+//     names, symlinks) and each file's stat.
+//   - stat_linux.go: the stat a reload compares on Linux (device, inode,
+//     size, modification and change times).
+//   - stat_other.go: elsewhere, size and modification time only, so every
+//     reload reads every file again and compares its bytes.
+//   - decodefiles.go: decoding of files, only the documents whose bytes
+//     changed (the others' results moved to their new place), documents
+//     decoded in parallel with custom resources first; the identities a
+//     file declares, read before validation (declaredIDs).
 //   - document.go: a file cut into YAML documents at "---", and a document to
 //     JSON the way kubectl does.
 //   - yamlblock.go: blockDocument, a hand reader of the block-style subset most
@@ -152,11 +193,13 @@
 //   - genericjson.go: genericJSON, encoding/json's output for a decoded
 //     document's generic value, written without reflection.
 //   - decode.go: decoder, one document to accepted objects and problems by
-//     kind, and the object identity and digest.
+//     kind, the object identity (idOf) and digest, and quickIdentity, a
+//     document's identity read from its lines.
 //   - builtin.go: built-in kinds: strict decoding, and the API server's
 //     defaults and checks reproduced for Namespaces, Pods, Services, Secrets
 //     and EndpointSlices.
-//   - crds.go: the embedded CRDs parsed into each served version's structural
+//   - crds.go: the embedded CRDs (crds/, and the chart's own in owncrds/)
+//     parsed into each served version's structural
 //     schema, OpenAPI validator and CEL validator.
 //   - custom.go: custom resources as the API server creates them: pruning,
 //     defaulting, ObjectMeta, schema and CEL validation.

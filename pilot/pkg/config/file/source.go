@@ -15,10 +15,10 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
-	"k8s.io/apimachinery/pkg/runtime"
 	inferencev1 "sigs.k8s.io/gateway-api-inference-extension/api/v1"
 	gatewayv1 "sigs.k8s.io/gateway-api/apis/v1"
 
+	imv1alpha1 "github.com/infermesh/infermesh/pkg/apis/infermesh/v1alpha1"
 	"github.com/infermesh/infermesh/pkg/kube"
 	"github.com/infermesh/infermesh/pkg/kube/krt"
 )
@@ -63,14 +63,20 @@ type Source struct {
 	listenerSets       krt.StaticCollection[*gatewayv1.ListenerSet]
 	inferencePools     krt.StaticCollection[*inferencev1.InferencePool]
 	destinationRules   krt.StaticCollection[kube.DestinationRule]
+	externalProcessors krt.StaticCollection[*imv1alpha1.ExternalProcessor]
 	sinks              map[string]sink // by collection name
 
-	mu       sync.Mutex // serializes reloads; guards accepted, problems and decoded
-	accepted map[objectID]object
-	// decoded is the last read's decoding of each file (decodeFile).
-	decoded  map[string]*fileDecode
+	// state is the committed folder; only New, then Run's goroutine, use
+	// it.
+	state    *folder
+	mu       sync.Mutex // guards problems
 	problems []Problem
 	revision atomic.Uint64
+	// decodedDocs counts the documents decoded and validated since New.
+	decodedDocs atomic.Int64
+	// beforeDecode, when set (tests), is called by a reload's decoding
+	// goroutine once the identities are sent, before validating.
+	beforeDecode func(file string)
 }
 
 // New reads every manifest under dir once, synchronously, and returns a
@@ -88,23 +94,33 @@ func New(dir string, opts Options) (*Source, error) {
 	if opts.Debounce <= 0 {
 		opts.Debounce = defaultDebounce
 	}
-	s := &Source{dir: dir, opts: opts, log: opts.Logger, dec: &decoder{crds: crds}, sinks: map[string]sink{}}
-	l, err := s.load(nil)
+	s := &Source{dir: dir, opts: opts, log: opts.Logger, dec: &decoder{crds: crds}, sinks: map[string]sink{}, state: newFolder()}
+	sc, err := listManifests(dir)
 	if err != nil {
 		return nil, fmt.Errorf("file: read %s: %w", dir, err)
 	}
-	prevProblems := s.problems
-	s.accepted, s.problems = l.accepted, l.problems
-	s.logProblems(prevProblems)
+	readAt := time.Now()
+	fds, unread := s.readFiles(sc.files)
+	ups := make([]fileUpdate, len(sc.files))
+	for i, f := range sc.files {
+		ups[i] = fileUpdate{file: f, state: fileState{stat: sc.stats[i], readAt: readAt, fd: fds[i], unread: unread[i]}}
+		if fds[i] != nil {
+			ups[i].state.sum = fds[i].sum
+		}
+	}
+	s.state.scanProblems = sc.problems
+	s.state.commit(ups)
+	s.problems = s.state.problemList()
+	s.logProblems(nil)
 
-	objs := sortedObjects(l.accepted)
+	objs := sortedObjects(s.state.accepted)
 	loaded := changes{}
 	for _, o := range objs {
 		if o.coll != "" {
 			loaded.add(o.coll, "added", o.key, s.log)
 		}
 	}
-	s.log.Info("file: loaded", "dir", dir, "changes", loaded.String(), "objects", len(l.accepted), "rejected", len(l.problems))
+	s.log.Info("file: loaded", "dir", dir, "changes", loaded.String(), "objects", len(s.state.accepted), "rejected", len(s.problems))
 	s.namespaces = newCollection[*corev1.Namespace](s, "Namespaces", objs)
 	s.pods = newCollection[*corev1.Pod](s, "Pods", objs)
 	s.services = newCollection[*corev1.Service](s, "Services", objs)
@@ -120,6 +136,7 @@ func New(dir string, opts Options) (*Source, error) {
 	s.listenerSets = newCollection[*gatewayv1.ListenerSet](s, "ListenerSets", objs)
 	s.inferencePools = newCollection[*inferencev1.InferencePool](s, "InferencePools", objs)
 	s.destinationRules = newCollection[kube.DestinationRule](s, "DestinationRules", objs)
+	s.externalProcessors = newCollection[*imv1alpha1.ExternalProcessor](s, "ExternalProcessors", objs)
 	return s, nil
 }
 
@@ -173,6 +190,12 @@ func (s *Source) InferencePools() krt.Collection[*inferencev1.InferencePool] { r
 // with kube.DestinationRuleFromUnstructured.
 func (s *Source) DestinationRules() krt.Collection[kube.DestinationRule] { return s.destinationRules }
 
+// ExternalProcessors returns the accepted infermesh.io ExternalProcessors,
+// checked against the chart's CRD (schema and CEL rules).
+func (s *Source) ExternalProcessors() krt.Collection[*imv1alpha1.ExternalProcessor] {
+	return s.externalProcessors
+}
+
 // Problems returns the problems of the latest read, sorted by file, then
 // document. The slice is the caller's.
 func (s *Source) Problems() []Problem {
@@ -187,14 +210,20 @@ func (s *Source) Revision() uint64 { return s.revision.Load() }
 
 // sink is the write side of one collection.
 type sink interface {
-	update(v any)
-	delete(key string)
+	// apply deletes the objects of keys deletes and adds or replaces
+	// updates, as one batch of events (krt.StaticCollection.ConditionalApply).
+	apply(deletes []string, updates []any)
 }
 
 type staticSink[T any] struct{ c krt.StaticCollection[T] }
 
-func (s staticSink[T]) update(v any)      { s.c.ConditionalUpdateObject(v.(T)) }
-func (s staticSink[T]) delete(key string) { s.c.DeleteObject(key) }
+func (s staticSink[T]) apply(deletes []string, updates []any) {
+	vals := make([]T, len(updates))
+	for i, u := range updates {
+		vals[i] = u.(T)
+	}
+	s.c.ConditionalApply(deletes, vals)
+}
 
 func newCollection[T any](s *Source, name string, objs []object) krt.StaticCollection[T] {
 	var vals []T
@@ -254,156 +283,40 @@ func sortObjects(objs []object) []object {
 	return objs
 }
 
-// loadResult is one read of the folder.
-type loadResult struct {
-	accepted map[objectID]object
-	problems []Problem
-	dirs     []string
-	// unchanged: the read found the same files with the same bytes as the
-	// last one, which had no problems; accepted is prev.
-	unchanged bool
-}
-
-// load reads the folder and decides what is accepted, given what was
-// accepted before (prev):
-//   - every valid object; when several documents declare the same one, the
-//     established declaration, else the first by file path and document
-//     (pickDeclarations; the others are problems);
-//   - an earlier accepted object whose new version is rejected (a rejected
-//     apply leaves the stored object);
-//   - every earlier accepted object of a file that cannot be read now or has
-//     a document that is not valid YAML (a half-written file).
-//
-// Objects of a deleted file are gone.
-func (s *Source) load(prev map[objectID]object) (loadResult, error) {
-	sc, err := listManifests(s.dir)
-	if err != nil {
-		return loadResult{}, err
+// apply commits ups (and, when scan is not nil, the listing's problems),
+// hands the collections the differences and logs the reload. It runs on
+// Run's goroutine.
+func (s *Source) apply(ups []fileUpdate, scan []Problem) {
+	if scan != nil {
+		s.state.scanProblems = scan
 	}
-	problems := sc.problems
-	fds, unread := s.readFiles(sc.files)
-	// same: the files and their bytes are the last read's, which had no
-	// problem (problems about duplicates and held objects depend on what
-	// was accepted before, so only a read without them is repeated exactly
-	// by returning its result).
-	same := prev != nil && len(s.problems) == 0 && len(sc.problems) == 0 && len(sc.files) == len(s.decoded)
-	decoded := make(map[string]*fileDecode, len(sc.files))
-	n := 0
-	for i, f := range sc.files {
-		if fds[i] == nil {
-			same = false
-			continue
-		}
-		same = same && fds[i] == s.decoded[f]
-		decoded[f] = fds[i]
-		n += len(fds[i].objects)
-	}
-	s.decoded = decoded
-	if same {
-		// Reading the same bytes again decides the same: each file decodes
-		// to the same objects (decodeFile), each declared once, and each
-		// is the stored value, kept as it is. Spare the work.
-		return loadResult{accepted: prev, dirs: sc.dirs, unchanged: true}, nil
-	}
-	candidates := make([]object, 0, n)  // sized once: a folder's objects are many, and large
-	broken := map[string]bool{}         // files kept whole at their last good state
-	rejected := map[objectID]bool{}     // objects declared but invalid
-	rejectedIn := map[fileObject]bool{} // the same, by declaring file
-	for i, f := range sc.files {
-		fd := fds[i]
-		if fd == nil {
-			problems = append(problems, unread[i])
-			broken[f] = true
-			continue
-		}
-		candidates = append(candidates, fd.objects...)
-		problems = append(problems, fd.problems...)
-		if fd.broken {
-			broken[f] = true
-		}
-		for _, id := range fd.rejected {
-			rejected[id] = true
-			rejectedIn[fileObject{file: f, id: id}] = true
-		}
-	}
-	accepted, dups := pickDeclarations(candidates, prev, func(fo fileObject) bool {
-		return broken[fo.file] || rejectedIn[fo]
-	})
-	problems = append(problems, dups...)
-	stampAccepted(accepted, prev)
-	for id, o := range prev {
-		if _, ok := accepted[id]; !ok && (broken[o.ref.file] || rejected[id]) {
-			accepted[id] = o
-		}
-	}
-	sortProblems(problems)
-	return loadResult{accepted: accepted, problems: problems, dirs: sc.dirs}, nil
-}
-
-// stampAccepted sets the server's fields (stampServerFields) on each newly
-// accepted object, given its previous version in prev, if any; an object
-// whose value is the stored one is kept as stored.
-func stampAccepted(accepted, prev map[objectID]object) {
-	for id, c := range accepted {
-		var p *object
-		if o, ok := prev[id]; ok {
-			if o.value == c.value {
-				// The same decoded value as the stored one (its file is
-				// unchanged): already stamped; keep it as it is.
-				accepted[id] = o
-				continue
-			}
-			p = &o
-		}
-		if c.reused {
-			// A value decoded by an earlier read that is not the stored
-			// one may still be held by a collection's readers: stamp a copy.
-			if ro, ok := c.value.(runtime.Object); ok {
-				c.value = ro.DeepCopyObject()
-			}
-		}
-		stampServerFields(&c, p)
-		accepted[id] = c
-	}
-}
-
-// reload reads the folder again and hands the collections the differences.
-// It returns the folders to watch; on error (the folder itself is
-// unreadable) nothing changes.
-func (s *Source) reload() ([]string, error) {
+	prev, next := s.state.commit(ups)
+	ch := s.applyDiff(prev, next)
+	problems := s.state.problemList()
 	s.mu.Lock()
-	defer s.mu.Unlock()
-	l, err := s.load(s.accepted)
-	if err != nil {
-		return nil, err
-	}
-	if l.unchanged {
-		return l.dirs, nil
-	}
-	ch := s.applyDiff(s.accepted, l.accepted)
-	changed := len(ch) > 0
-	if !slices.Equal(s.problems, l.problems) {
-		changed = true
-	}
 	prevProblems := s.problems
-	s.accepted, s.problems = l.accepted, l.problems
-	s.logProblems(prevProblems)
-	if changed {
-		s.revision.Add(1)
-		s.log.Info("file: reloaded", "dir", s.dir, "changes", ch.String(), "objects", len(l.accepted),
-			"rejected", len(l.problems))
+	s.problems = problems
+	s.mu.Unlock()
+	if len(ch) == 0 && slices.Equal(prevProblems, problems) {
+		return
 	}
-	return l.dirs, nil
+	s.logProblems(prevProblems)
+	s.revision.Add(1)
+	files := make([]string, len(ups))
+	for i, u := range ups {
+		files[i] = u.file
+	}
+	s.log.Info("file: reloaded", "dir", s.dir, "files", strings.Join(files, ", "), "changes", ch.String(),
+		"objects", len(s.state.accepted), "rejected", len(problems))
 }
 
 // applyDiff deletes from the collections what is gone and updates what is
-// new or changed (by digest), in collection and key order. It returns the
-// changes per collection (empty when nothing differed), and logs each
-// changed object at debug.
+// new or changed (by digest), in collection and key order, one batch per
+// collection, given the previous and new versions of the objects a commit
+// decided (commit). It
+// returns the changes per collection (empty when nothing differed), and
+// logs each changed object at debug.
 func (s *Source) applyDiff(prev, next map[objectID]object) changes {
-	// Only what changed is sorted (into the order it is applied in): a
-	// reread of an unchanged folder of a hundred thousand objects costs a
-	// look-up each.
 	var deleted, updated []object
 	for _, o := range prev {
 		if n, ok := next[o.id]; !ok || n.coll != o.coll || n.key != o.key {
@@ -422,17 +335,44 @@ func (s *Source) applyDiff(prev, next map[objectID]object) changes {
 		}
 	}
 	ch := changes{}
+	type batch struct {
+		deletes []string
+		updates []any
+	}
+	batches := map[string]*batch{}
+	batchOf := func(coll string) *batch {
+		b := batches[coll]
+		if b == nil {
+			b = &batch{}
+			batches[coll] = b
+		}
+		return b
+	}
 	for _, o := range sortObjects(deleted) {
-		s.sinks[o.coll].delete(o.key)
+		b := batchOf(o.coll)
+		b.deletes = append(b.deletes, o.key)
 		ch.add(o.coll, "deleted", o.key, s.log)
 	}
 	for _, o := range sortObjects(updated) {
-		s.sinks[o.coll].update(o.value)
+		b := batchOf(o.coll)
+		b.updates = append(b.updates, o.value)
 		op := "updated"
 		if p, ok := prev[o.id]; !ok || p.coll != o.coll || p.key != o.key {
 			op = "added"
 		}
 		ch.add(o.coll, op, o.key, s.log)
+	}
+	// One batch per collection, in collection order: a commit of ten
+	// thousand routes is one round for each derived collection, not ten
+	// thousand events that it takes a few at a time.
+	colls := make([]string, 0, len(batches))
+	for coll := range batches {
+		colls = append(colls, coll)
+	}
+	slices.Sort(colls)
+	for _, coll := range colls {
+		b := batches[coll]
+		s.sinks[coll].apply(b.deletes, b.updates)
 	}
 	return ch
 }
@@ -479,7 +419,7 @@ func (s *Source) logProblems(prev []Problem) {
 	for _, p := range prev {
 		seen[p] = true
 	}
-	for _, p := range s.problems {
+	for _, p := range s.Problems() {
 		if seen[p] {
 			continue
 		}

@@ -7,9 +7,6 @@ import (
 	"crypto/sha256"
 	"encoding/json"
 	"fmt"
-	"log/slog"
-	"os"
-	"path/filepath"
 	"runtime"
 	"strings"
 	"testing"
@@ -180,53 +177,4 @@ func problemStrings(ps []Problem) []string {
 		out[i] = p.Error()
 	}
 	return out
-}
-
-// TestUnchangedReread: rereading a folder whose files have the bytes of the
-// last read, which had no problems, returns that read's objects as they are;
-// with a problem, or an edited file, the folder is decided again.
-func TestUnchangedReread(t *testing.T) {
-	dir := t.TempDir()
-	pod := "apiVersion: v1\nkind: Pod\nmetadata: {name: %s, namespace: ns}\nspec: {containers: [{name: c, image: i}]}\n"
-	writeFile := func(name, text string) {
-		t.Helper()
-		if err := os.WriteFile(filepath.Join(dir, name), []byte(text), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	writeFile("a.yaml", fmt.Sprintf(pod, "a"))
-	writeFile("b.yaml", fmt.Sprintf(pod, "b"))
-	s, err := New(dir, Options{Logger: slog.New(slog.DiscardHandler)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	reread := func() loadResult {
-		t.Helper()
-		l, err := s.load(s.accepted)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return l
-	}
-	if l := reread(); !l.unchanged || len(l.accepted) != 2 || len(l.problems) != 0 {
-		t.Fatalf("unchanged folder: unchanged %v, %d objects, problems %v", l.unchanged, len(l.accepted), l.problems)
-	}
-	writeFile("b.yaml", fmt.Sprintf(pod, "b2"))
-	l := reread()
-	if l.unchanged {
-		t.Fatal("an edited file was taken for unchanged")
-	}
-	if _, ok := l.accepted[objectID{kind: "Pod", namespace: "ns", name: "b2"}]; !ok {
-		t.Fatalf("the edit was not read: %v", l.accepted)
-	}
-	s.accepted, s.problems = l.accepted, l.problems
-	writeFile("c.yaml", fmt.Sprintf(pod, "a")) // a second declaration of ns/a
-	l = reread()
-	if l.unchanged || len(l.problems) != 1 {
-		t.Fatalf("a new file with a duplicate: unchanged %v, problems %v", l.unchanged, l.problems)
-	}
-	s.accepted, s.problems = l.accepted, l.problems
-	if l := reread(); l.unchanged || len(l.problems) != 1 {
-		t.Fatalf("a folder with a problem must be decided again: unchanged %v, problems %v", l.unchanged, l.problems)
-	}
 }

@@ -18,6 +18,15 @@ import (
 // burst of filesystem events, once Options.Debounce has passed without one
 // (or ten times Debounce after the first event of a steady stream).
 //
+// A read of the folder lists it and reads only the files whose stat
+// changed (or that were written too shortly before their last read for
+// their stat to tell), and decodes only those whose bytes changed, each on
+// goroutines of its own and, within a file, only the documents whose bytes
+// changed (reloader, decodeReusing). Each decoded file is committed as
+// soon as no file still being decoded declares an object it declares; a
+// file that changes again while it is decoded is read again after its
+// commit.
+//
 // It watches folders, never files, so a file replaced by rename and a
 // mounted ConfigMap's symlink swap (..data renamed over) are seen as events of
 // the folder. A new subfolder is watched by the reload its creation causes,
@@ -29,7 +38,11 @@ func (s *Source) Run(ctx context.Context) error {
 		return fmt.Errorf("file: watch %s: %w", s.dir, err)
 	}
 	defer fw.Close()
-	w := &folderWatch{s: s, fw: fw, watched: map[string]bool{}}
+	ctx, cancel := context.WithCancel(ctx)
+	r := newReloader(ctx, s)
+	defer r.wait()
+	defer cancel()
+	w := &folderWatch{s: s, fw: fw, r: r, watched: map[string]bool{}}
 	debounce := s.opts.Debounce
 	timer := time.NewTimer(debounce)
 	timer.Stop()
@@ -42,6 +55,12 @@ func (s *Source) Run(ctx context.Context) error {
 		select {
 		case <-ctx.Done():
 			return nil
+		case ev := <-r.events:
+			r.received(ev)
+			if r.rescan {
+				r.rescan = false
+				timer.Reset(0)
+			}
 		case ev, ok := <-fw.Events:
 			if !ok {
 				return errors.New("file: watcher closed")
@@ -78,6 +97,7 @@ func (s *Source) Run(ctx context.Context) error {
 type folderWatch struct {
 	s       *Source
 	fw      *fsnotify.Watcher
+	r       *reloader
 	watched map[string]bool // absolute folder paths
 	missing bool            // the folder could not be read at the last reload
 }
@@ -86,16 +106,17 @@ type folderWatch struct {
 // disappeared.
 const retryMissingFolder = time.Second
 
-// reload watches every folder, then rereads the tree: a file written in
-// between is both read and reported by an event (one extra reload, nothing
-// missed). It reports false when the folder cannot be read: the last
-// configuration stays, every watch is forgotten (a deleted folder's watches
-// died with it; a recreated one needs new ones), and the caller retries.
+// reload watches every folder, then lists the tree and reads what changed
+// (reloader.scanned): a file written in between is both read and reported
+// by an event (one extra reload, nothing missed). It reports false when
+// the folder cannot be read: the last configuration stays, every watch is
+// forgotten (a deleted folder's watches died with it; a recreated one
+// needs new ones), and the caller retries.
 func (w *folderWatch) reload() bool {
 	if sc, err := listManifests(w.s.dir); err == nil {
 		w.add(sc.dirs)
 	}
-	dirs, err := w.s.reload()
+	sc, err := listManifests(w.s.dir)
 	if err != nil {
 		if !w.missing {
 			w.s.log.Warn("file: cannot read folder; keeping the last configuration until it is back", "dir", w.s.dir, "error", err)
@@ -107,11 +128,12 @@ func (w *folderWatch) reload() bool {
 		clear(w.watched)
 		return false
 	}
+	w.r.scanned(sc)
 	if w.missing {
 		w.s.log.Info("file: folder is back; reloaded", "dir", w.s.dir)
 		w.missing = false
 	}
-	w.add(dirs)
+	w.add(sc.dirs)
 	return true
 }
 

@@ -11,24 +11,8 @@ import (
 	"github.com/infermesh/infermesh/pkg/test/certs"
 )
 
-// caTestCert is a real self-signed certificate (PEM) for name.
-func caTestCert(t *testing.T, name string) string {
-	t.Helper()
-	crt, _, err := certs.SelfSigned(name)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return string(crt)
-}
-
-// garbageCert is a PEM block of type CERTIFICATE whose contents are not a
-// certificate: what Envoy cannot load as trusted_ca.
-func garbageCert(what string) string {
-	return string(pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: []byte(what)}))
-}
-
 func TestParseCABundle(t *testing.T) {
-	one, two := caTestCert(t, "one"), caTestCert(t, "two")
+	one, two := certs.CertPEM(t, "one"), certs.CertPEM(t, "two")
 	key := string(pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: []byte("k")}))
 	for _, tc := range []struct {
 		name, in, want, wantErr string
@@ -36,8 +20,8 @@ func TestParseCABundle(t *testing.T) {
 		{name: "one certificate", in: one, want: one},
 		{name: "two, with comments around them and no final newline", in: "# Issuer: one\n" + one + "# Issuer: two\n" + strings.TrimSuffix(two, "\n"),
 			want: one + two},
-		{name: "a CERTIFICATE block with garbage inside", in: garbageCert("not a certificate"), wantErr: "PEM block 1 is not a certificate"},
-		{name: "garbage after a good certificate", in: one + garbageCert("x"), wantErr: "PEM block 2 is not a certificate"},
+		{name: "a CERTIFICATE block with garbage inside", in: certs.NotACertificatePEM("not a certificate"), wantErr: "PEM block 1 is not a certificate"},
+		{name: "garbage after a good certificate", in: one + certs.NotACertificatePEM("x"), wantErr: "PEM block 2 is not a certificate"},
 		{name: "another block type", in: one + key, wantErr: `PEM block 2 is "PRIVATE KEY", not CERTIFICATE`},
 		{name: "no PEM at all", in: "hello", wantErr: "no PEM certificate"},
 		{name: "empty", in: "", wantErr: "no PEM certificate"},

@@ -6,6 +6,7 @@ package core
 import (
 	"errors"
 	"fmt"
+	"sync"
 
 	"github.com/infermesh/infermesh/pkg/bootstrap"
 	"github.com/infermesh/infermesh/pkg/re2size"
@@ -21,6 +22,52 @@ import (
 // regex within a few percent of the limit may be refused here while Envoy
 // would take it.
 func checkRegex(re string) error {
+	return regexChecks.check(re)
+}
+
+// regexChecks remembers checkRegex's answers: the controller checks every
+// rule of a changed route (CheckRoute) and the translator checks it again
+// (buildRule), and a tenant that rewrites ten thousand routes usually
+// leaves their expressions as they were, so most checks are look-ups. The
+// answer depends on the expression alone.
+var regexChecks = &regexMemo{max: 1 << 15}
+
+// regexMemo keeps up to about 2*max answers: new ones go to cur; when cur
+// is full it becomes prev (still read) and cur starts empty, so what is in
+// use stays and what is not falls out after two rounds.
+type regexMemo struct {
+	mu        sync.Mutex
+	max       int
+	cur, prev map[string]error
+}
+
+func (m *regexMemo) check(re string) error {
+	m.mu.Lock()
+	if err, ok := m.cur[re]; ok {
+		m.mu.Unlock()
+		return err
+	}
+	if err, ok := m.prev[re]; ok {
+		m.put(re, err)
+		m.mu.Unlock()
+		return err
+	}
+	m.mu.Unlock()
+	err := checkRegexUncached(re)
+	m.mu.Lock()
+	m.put(re, err)
+	m.mu.Unlock()
+	return err
+}
+
+func (m *regexMemo) put(re string, err error) {
+	if len(m.cur) >= m.max || m.cur == nil {
+		m.prev, m.cur = m.cur, make(map[string]error, m.max)
+	}
+	m.cur[re] = err
+}
+
+func checkRegexUncached(re string) error {
 	err := re2size.Check(re, bootstrap.RE2MaxProgramSize)
 	var tl *re2size.TooLargeError
 	if errors.As(err, &tl) {

@@ -59,3 +59,29 @@ func TestRegexMatchesEnvoyRefuses(t *testing.T) {
 		}
 	}
 }
+
+// The remembered answers are checkRegexUncached's, for expressions Envoy
+// takes and refuses, across rounds of the memo (a tiny one here, so that
+// answers move to prev and fall out); the memo never holds more than two
+// rounds.
+func TestRegexMemoAnswersAsTheCheck(t *testing.T) {
+	m := &regexMemo{max: 3}
+	exprs := []string{`^/v1/.*$`, bigRE2, `(?<name>x)`, `[`, `\p{Greek}`, `^/a$`, `^/b$`, `^/c$`}
+	for round := range 4 {
+		for i, re := range exprs {
+			if round%2 == 1 {
+				re = exprs[len(exprs)-1-i]
+			}
+			got, want := m.check(re), checkRegexUncached(re)
+			if (got == nil) != (want == nil) || got != nil && got.Error() != want.Error() {
+				t.Fatalf("round %d %q: memo %v, check %v", round, re, got, want)
+			}
+			if n := len(m.cur) + len(m.prev); n > 2*m.max {
+				t.Fatalf("memo holds %d answers, more than %d", n, 2*m.max)
+			}
+		}
+	}
+	if checkRegex(bigRE2) == nil || checkRegex(`^/ok$`) != nil {
+		t.Error("checkRegex through the package memo answers wrongly")
+	}
+}

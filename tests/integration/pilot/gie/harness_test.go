@@ -88,6 +88,14 @@ type options struct {
 	SpareIPs []string
 	// Sim adjusts every simulator's configuration.
 	Sim func(*vllmsim.Config)
+	// OtherIPs are more addresses of the network namespace, with nothing
+	// listening: a test serves what it needs there (an authorization
+	// server).
+	OtherIPs []string
+	// ExperimentalCRDs installs the Gateway API's experimental channel
+	// instead of the standard one (fields such as an HTTPRoute's
+	// ExternalAuth filter exist only there).
+	ExperimentalCRDs bool
 }
 
 func (o *options) defaults() {
@@ -142,7 +150,19 @@ func newHarness(t *testing.T, opts options) *harness {
 	if err != nil {
 		t.Fatal(err)
 	}
-	h.env = kubeenv.Start(t, kubeenv.WithStandardCRDs(), kubeenv.WithCRDs(dr, objective))
+	crds := kubeenv.WithStandardCRDs()
+	if opts.ExperimentalCRDs {
+		gwapi, err := kubeenv.GatewayAPIExperimentalCRDs()
+		if err != nil {
+			t.Fatal(err)
+		}
+		pool, err := kubeenv.InferencePoolCRD()
+		if err != nil {
+			t.Fatal(err)
+		}
+		crds = kubeenv.WithCRDs(append(gwapi, pool)...)
+	}
+	h.env = kubeenv.Start(t, crds, kubeenv.WithCRDs(dr, objective))
 	cfg := h.env.RESTConfig()
 	h.kube = kubernetes.NewForConfigOrDie(cfg)
 	h.gateways = gatewayclient.NewForConfigOrDie(cfg)
@@ -153,7 +173,7 @@ func newHarness(t *testing.T, opts options) *harness {
 	// target port.
 	// The demo (tests/integration/demotraffic) routes the seed's addresses
 	// too; the address locks make the two take turns (architecture/ci.md).
-	ips := slices.Concat(opts.ReadyPods, opts.SpareIPs, []string{eppIP})
+	ips := slices.Concat(opts.ReadyPods, opts.SpareIPs, opts.OtherIPs, []string{eppIP})
 	kubeenv.LockAddresses(t, ips...)
 	h.netns = kubeenv.NewNetNS(t, netnsName(), ips...)
 	for _, ip := range slices.Concat(opts.ReadyPods, opts.SpareIPs) {

@@ -18,6 +18,7 @@ import (
 	inferencev1 "sigs.k8s.io/gateway-api-inference-extension/api/v1"
 	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
 
+	"github.com/infermesh/infermesh/pilot/pkg/features"
 	"github.com/infermesh/infermesh/pilot/pkg/model"
 	kubelib "github.com/infermesh/infermesh/pkg/kube"
 	"github.com/infermesh/infermesh/pkg/kube/krt"
@@ -50,7 +51,14 @@ func seedObjects() []any {
 	return []any{seed.GatewayClassObject(), seed.Gateway(), seed.HTTPRoute(), seed.InferencePool(), seed.EPPService()}
 }
 
+// newPipeline builds the controller over static inputs holding objs, with
+// the default per-namespace limits (as pilot-discovery runs).
 func newPipeline(t testing.TB, inference bool, objs ...any) *pipeline {
+	t.Helper()
+	return newLimitedPipeline(t, inference, LimitsOf(features.Defaults()), objs...)
+}
+
+func newLimitedPipeline(t testing.TB, inference bool, limits TenantLimits, objs ...any) *pipeline {
 	t.Helper()
 	stop := krt.WithStop(t.Context().Done())
 	p := &pipeline{
@@ -77,7 +85,7 @@ func newPipeline(t testing.TB, inference bool, objs ...any) *pipeline {
 		ReferenceGrants: p.grants, Namespaces: p.ns, Services: p.services, InferencePools: p.pools,
 		ConfigMaps: p.cms, Secrets: p.secrets, BackendTLSPolicies: p.policies, DestinationRules: p.rules, ListenerSets: p.sets,
 	}, Options{ControllerName: controller, ClusterDomain: "cluster.local", InferenceEnabled: inference,
-		Krt: []krt.CollectionOption{stop}})
+		Limits: limits, Krt: []krt.CollectionOption{stop}})
 	p.settle()
 	return p
 }

@@ -109,7 +109,7 @@ func NewController(cfg ControllerConfig) (*Controller, error) {
 	}
 	c.Outputs = Build(in, Options{
 		ControllerName: f.ControllerName, ClusterDomain: f.ClusterDomain,
-		InferenceEnabled: f.EnableInferenceExtension, Krt: cfg.Krt, Logger: slog.Default(),
+		InferenceEnabled: f.EnableInferenceExtension, Limits: LimitsOf(f), Krt: cfg.Krt, Logger: slog.Default(),
 	})
 
 	var errs []error

@@ -8,9 +8,10 @@
 // Gateway's deployment, and what the xDS translator needs per Gateway.
 //
 // The rules are pure functions over the API types, one concept per file, each
-// taking its lookups as parameters. collections.go wires them into krt
-// collections (Build): the same pipeline runs over informers in a cluster and
-// over static collections in file mode (offline.go). Controller
+// taking its lookups as parameters. Build (collections.go) wires them into
+// krt collections, one builder per output (the *_collections.go files): the
+// same pipeline runs over informers in a cluster and over static collections
+// in file mode (offline.go). Controller
 // (controller.go) connects Build's outputs to the leader-gated writers of
 // pkg/kube/writer: the writes (controller.go, deployment_writer.go) and the
 // Warning Events on routes with rules that cannot be served (ruleproblems.go)
@@ -87,6 +88,10 @@
 //     it get a shadow Service).
 //   - routestatus.go: RouteParentStatuses: a route's status.parents entries
 //     (Accepted, ResolvedRefs per parent, PartiallyInvalid, Conflicted).
+//   - tenantlimits.go: the routes of one namespace past its limits on one
+//     Gateway (route matches, regular expressions), newest first, refused
+//     with Accepted=False/TooManyMatches on that Gateway; limitRoutes, the
+//     step between the resolved routes and everything that reads them.
 //   - shadowservice.go: a pool's shadow Service (name, labels, ports) and its
 //     EPP failure mode.
 //
@@ -101,13 +106,25 @@
 //
 // Wiring:
 //
-//   - collections.go: Inputs, Options, the result types, and Build, which wires
-//     every rule above into krt collections (Outputs), with TranslatorGateway,
-//     the translator's view of one Gateway.
+//   - collections.go: Inputs, Options, Outputs, and Build, which wires every
+//     rule above into krt collections, one builder per output.
+//   - gateway_collections.go: the builders of class parameters, ClassStatuses,
+//     Gateways, GatewayStatuses, ListenerSetStatuses and Translator.
+//   - route_collections.go: the builders of the HTTPRoute and GRPCRoute
+//     results (attachment and backends resolved) and the routes' attachments.
+//   - pool_collections.go: the builders of GatewayParents, InferencePools,
+//     PoolStatuses and ShadowServices.
+//   - results.go: the result types of those collections (RouteResult,
+//     GatewayStatusResult, InferencePoolObject, ...), each with its krt key.
+//   - translator_gateway.go: TranslatorGateway, the translator's view of one
+//     Gateway (model.Gateway), and a route's model (modelRoute).
 //   - controller.go: Controller over a cluster: Build over informers, and the
 //     leader-gated writers of shadow Services, statuses and the default
 //     GatewayClass.
 //   - offline.go: NewOffline for file mode (computed, never written), the
 //     default GatewayClass, and shadow Services as the objects the API server
 //     would store.
+//   - statusdocs.go: StatusDocuments and WriteStatusDocuments: every status
+//     the writers would write, as the YAML documents status -f prints and the
+//     golden cases of testdata/ compare (TestGolden, testdata/README.md).
 package gateway

@@ -41,7 +41,7 @@ func NewOffline(in Inputs, f features.Features, opts []krt.CollectionOption) *Co
 	}
 	c.Outputs = Build(in, Options{
 		ControllerName: f.ControllerName, ClusterDomain: f.ClusterDomain,
-		InferenceEnabled: f.EnableInferenceExtension, Krt: opts,
+		InferenceEnabled: f.EnableInferenceExtension, Limits: LimitsOf(f), Krt: opts,
 	})
 	return c
 }

@@ -10,9 +10,13 @@ import (
 	"github.com/infermesh/infermesh/pkg/kube/krt"
 )
 
-// routeStatuses derives our status.parents entries of each route in routes.
-func routeStatuses(routes krt.Collection[RouteResult], controller string, opts []krt.CollectionOption) krt.Collection[RouteStatus] {
+// routeStatuses derives our status.parents entries of each route of kind
+// in routes.
+func routeStatuses(routes krt.Collection[RouteResult], kind, controller string, opts []krt.CollectionOption) krt.Collection[RouteStatus] {
 	return krt.NewCollection(routes, func(ctx krt.HandlerContext, r RouteResult) *RouteStatus {
+		if r.Route.Kind != kind {
+			return nil
+		}
 		return &RouteStatus{Namespace: r.Route.Namespace, Name: r.Route.Name, Parents: RouteParentStatuses(r, controller)}
 	}, opts...)
 }

@@ -14,6 +14,7 @@ import (
 	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
 
 	"github.com/infermesh/infermesh/pilot/pkg/model"
+	"github.com/infermesh/infermesh/pkg/test/certs"
 )
 
 const ns = "apps"
@@ -51,13 +52,13 @@ func policy(name, svc, section string, mutate func(*gwv1.BackendTLSPolicyValidat
 // reference is InvalidCACertificateRef, another kind InvalidKind, and
 // Accepted=False/NoValidCACertificate only when no reference is valid).
 func TestResolvePolicy(t *testing.T) {
-	one, two := testCert(t, "one"), testCert(t, "two")
+	one, two := certs.CertPEM(t, "one"), certs.CertPEM(t, "two")
 	configMaps := map[string]*corev1.ConfigMap{
 		"epp-ca":   caConfigMap("epp-ca", one),
 		"other-ca": caConfigMap("other-ca", strings.TrimSuffix(two, "\n")),
 		"no-key":   {ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "no-key"}, Data: map[string]string{"tls.crt": one}},
 		"not-pem":  caConfigMap("not-pem", "hello"),
-		"garbage":  caConfigMap("garbage", garbageCert("not a certificate")),
+		"garbage":  caConfigMap("garbage", certs.NotACertificatePEM("not a certificate")),
 	}
 	lookup := func(name string) *corev1.ConfigMap { return configMaps[name] }
 	system := gwv1.WellKnownCACertificatesSystem

@@ -16,6 +16,7 @@ import (
 
 	"github.com/infermesh/infermesh/pilot/pkg/model"
 	kubelib "github.com/infermesh/infermesh/pkg/kube"
+	"github.com/infermesh/infermesh/pkg/test/certs"
 )
 
 const domain = "cluster.local"
@@ -203,7 +204,7 @@ func TestDestinationRuleHost(t *testing.T) {
 // read (Istio's: <name>-cacert first, then <name>; key cacert, then
 // ca.crt; in the proxy's namespace), and every way it fails.
 func TestCredentialCA(t *testing.T) {
-	one, two := testCert(t, "one"), testCert(t, "two")
+	one, two := certs.CertPEM(t, "one"), certs.CertPEM(t, "two")
 	secret := func(namespace, name string, data map[string]string) *corev1.Secret {
 		s := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: name}, Data: map[string][]byte{}}
 		for k, v := range data {
@@ -229,7 +230,7 @@ func TestCredentialCA(t *testing.T) {
 			wantErr: "Secret gw/cred has no CA bundle: neither key cacert nor ca.crt is set"},
 		{name: "an empty cacert and no ca.crt", secrets: []*corev1.Secret{secret("gw", "cred", map[string]string{"cacert": ""})},
 			wantErr: "has no CA bundle"},
-		{name: "garbage in a CERTIFICATE block", secrets: []*corev1.Secret{secret("gw", "cred", map[string]string{"cacert": garbageCert("x")})},
+		{name: "garbage in a CERTIFICATE block", secrets: []*corev1.Secret{secret("gw", "cred", map[string]string{"cacert": certs.NotACertificatePEM("x")})},
 			wantErr: "key cacert of the Secret gw/cred: PEM block 1 is not a certificate"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -262,7 +263,7 @@ func TestCredentialCA(t *testing.T) {
 // Gateway namespace; a namespace where the Secret is missing gets a problem
 // (ProblemIn), the others the CA, and none the system trust store.
 func TestResolveCredentialPerGateway(t *testing.T) {
-	one := testCert(t, "one")
+	one := certs.CertPEM(t, "one")
 	secrets := map[types.NamespacedName]*corev1.Secret{
 		{Namespace: "gw-a", Name: "cred"}: {ObjectMeta: metav1.ObjectMeta{Namespace: "gw-a", Name: "cred"}, Data: map[string][]byte{"cacert": []byte(one)}},
 	}
