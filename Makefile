@@ -95,7 +95,8 @@ integ:
 
 # Both conformance suites on this machine, one after the other
 # (conformance/README.md): GIE v1.6.0, then Gateway API v1.7.0 (profiles
-# GATEWAY-HTTP and GATEWAY-GRPC). One suite: `make conformance SUITE=gie`
+# GATEWAY-HTTP, GATEWAY-GRPC, GATEWAY-TLS and GATEWAY-TCP; fewer with
+# CONFORMANCE_GATEWAY_PROFILES=GATEWAY-TLS,GATEWAY-TCP). One suite: `make conformance SUITE=gie`
 # or `SUITE=gateway-api` (`make conformance-gateway-api`); one test names
 # its suite: `make conformance SUITE=gie RUN_TEST=InferencePoolAccepted`. The
 # class has no body-mode parameters (FULL_DUPLEX_STREAMED, lwepp v1.6.2);
@@ -108,8 +109,8 @@ EPP_BODY_MODE ?= default
 conformance:
 	GO=$(GO) SUITE=$(SUITE) RUN_TEST=$(RUN_TEST) SKIP_TESTS=$(SKIP_TESTS) EPP_BODY_MODE=$(EPP_BODY_MODE) hack/conformance.sh
 
-# The Gateway API v1.7.0 conformance suite, profiles GATEWAY-HTTP and
-# GATEWAY-GRPC, core and extended (conformance/README.md, "Gateway API
+# The Gateway API v1.7.0 conformance suite, profiles GATEWAY-HTTP,
+# GATEWAY-GRPC, GATEWAY-TLS and GATEWAY-TCP, core and extended (conformance/README.md, "Gateway API
 # suite"); one test: `make conformance-gateway-api RUN_TEST=HTTPRouteSimpleSameNamespace`.
 # Never part of `make test`.
 conformance-gateway-api:
@@ -118,11 +119,11 @@ conformance-gateway-api:
 # What `make test` runs of the conformance suites, one after the other, each
 # report in a temporary folder so a checkout stays clean: the GIE suite but
 # the statistical GatewayWeightedAcrossTwoInferencePools (conformance/README.md,
-# "In make test"), then the Gateway API suite (both profiles, core and
-# extended) but the tests conformance/README.md lists as gaps
+# "In make test"), then the Gateway API suite (the four Gateway profiles,
+# core and extended) but the tests conformance/README.md lists as gaps
 # (BackendTLSPolicyGRPCRoute: a BackendTLSPolicy on a GRPCRoute's backend
-# is not implemented; a gap, not a pass). Fails if either fails; both always
-# run.
+# is not implemented; a gap, not a pass). Fails if either fails; both
+# always run.
 CONFORMANCE_SUBSET_SKIP := GatewayWeightedAcrossTwoInferencePools
 CONFORMANCE_SUBSET_GWAPI_GAPS := BackendTLSPolicyGRPCRoute
 conformance-subset:

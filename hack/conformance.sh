@@ -4,7 +4,7 @@
 #
 # `make conformance`: the conformance suites against infermesh on this
 # machine (conformance/README.md): the GIE v1.6.0 suite, then the Gateway
-# API v1.7.0 suite, profiles GATEWAY-HTTP and GATEWAY-GRPC; SUITE=gie or
+# API v1.7.0 suite, profiles GATEWAY-HTTP, GATEWAY-GRPC, GATEWAY-TLS and GATEWAY-TCP; SUITE=gie or
 # SUITE=gateway-api (`make conformance-gateway-api`) runs one. For each
 # suite it builds what it needs, then runs
 # conformance/harness's TestGIEConformance or TestGatewayAPIConformance

@@ -16,8 +16,15 @@ import (
 )
 
 // gatewayAPIProfiles are the Gateway API suite's profiles the harness runs
-// (-conformance-profiles), core and extended.
-var gatewayAPIProfiles = []string{"GATEWAY-HTTP", "GATEWAY-GRPC"}
+// (-conformance-profiles), core and extended: the four Gateway profiles,
+// or those CONFORMANCE_GATEWAY_PROFILES lists (comma-separated), to run
+// fewer while working on one.
+var gatewayAPIProfiles = func() []string {
+	if v := os.Getenv("CONFORMANCE_GATEWAY_PROFILES"); v != "" {
+		return strings.Split(v, ",")
+	}
+	return []string{"GATEWAY-HTTP", "GATEWAY-GRPC", "GATEWAY-TLS", "GATEWAY-TCP"}
+}()
 
 const (
 	// usableAddress is the address the suite's GatewayStaticAddresses asks
@@ -30,13 +37,13 @@ const (
 )
 
 // gatewayAPIArgs are the Gateway API suite's flags beyond suiteArgs: the
-// profiles, and every core and extended feature of them as
-// -supported-features. Our controller publishes in its GatewayClass status
-// only the features it passes (gateway.SupportedFeatures, now all of
-// them); the flag claims every feature of the profiles, so that every
-// extended test runs and a failure shows what infermesh lacks even if a
-// feature were dropped from the class status (gateway-api-conformance.md,
-// Setup).
+// profiles, and as -supported-features every core feature of them and
+// every extended one some test exercises (TestList.Features). Our
+// controller publishes in its GatewayClass status only the features it
+// passes (gateway.SupportedFeatures); the flag claims every tested feature
+// of the profiles, so that every extended test runs and a failure shows
+// what infermesh lacks even if a feature were dropped from the class
+// status (gateway-api-conformance.md, Setup).
 func gatewayAPIArgs(cfg config, list TestList) ([]string, error) {
 	features, err := list.Features(gatewayAPIProfiles)
 	if err != nil {
@@ -56,7 +63,8 @@ func gatewayAPIArgs(cfg config, list TestList) ([]string, error) {
 
 // TestGatewayAPIConformance is `make conformance-gateway-api`: the Gateway
 // API suite (v1.7.0 by default; its own test binary, unmodified), profiles
-// GATEWAY-HTTP and GATEWAY-GRPC, core and extended, on its own cluster
+// GATEWAY-HTTP, GATEWAY-GRPC, GATEWAY-TLS and GATEWAY-TCP, core and
+// extended, on its own cluster
 // (gatewayAPICluster: the experimental-channel CRDs, its own pod and
 // load-balancer ranges). Each test's result is Go's verdict line; the
 // lines "<profile> core|extended: N passed, M failed, K skipped" go to

@@ -125,10 +125,20 @@ func (l TestList) PartOf(test SuiteTest, profile string) (part Part, ok bool) {
 	return part, true
 }
 
-// Features returns the core and extended features of profiles, sorted:
-// what the harness passes as -supported-features to run every test of
-// those profiles, extended ones included.
+// Features returns what the harness passes as -supported-features to run
+// every test of profiles, sorted: the profiles' core features, and those of
+// their extended features that some test of the list needs. An extended
+// feature no test exercises (v1.7.0 lists ClusterTrustBundle,
+// GatewayAddressRoutability and GatewayListenerFilters in its profiles
+// with no test) is left out: the flag is also the report's
+// supportedFeatures, and a report must not claim what no run checked.
 func (l TestList) Features(profiles []string) ([]string, error) {
+	tested := map[string]bool{}
+	for _, t := range l.Tests {
+		for _, f := range t.Features {
+			tested[f] = true
+		}
+	}
 	var out []string
 	for _, name := range profiles {
 		p, ok := l.Profiles[name]
@@ -136,7 +146,11 @@ func (l TestList) Features(profiles []string) ([]string, error) {
 			return nil, fmt.Errorf("the suite has no conformance profile %q", name)
 		}
 		out = append(out, p.Core...)
-		out = append(out, p.Extended...)
+		for _, f := range p.Extended {
+			if tested[f] {
+				out = append(out, f)
+			}
+		}
 	}
 	slices.Sort(out)
 	return slices.Compact(out), nil

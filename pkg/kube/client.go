@@ -187,8 +187,9 @@ func (c *Client) Dynamic() dynamic.Interface { return c.dynamic }
 func (c *Client) KubeInformers() informers.SharedInformerFactory { return c.kubeInformers }
 
 // GatewayInformers returns the shared informer factory of Gateway API types.
-// Its informers strip managedFields. GRPCRoute, BackendTLSPolicy and ListenerSet
-// are optional CRDs: use GRPCRoutes, BackendTLSPolicies and ListenerSets rather than this
+// Its informers strip managedFields. GRPCRoute, BackendTLSPolicy, ListenerSet,
+// TLSRoute and TCPRoute are optional CRDs: use their collection methods
+// (GRPCRoutes, BackendTLSPolicies, ListenerSets, TLSRoutes, TCPRoutes) rather than this
 // factory, whose informers would never sync on a cluster without them.
 func (c *Client) GatewayInformers() gatewayinformers.SharedInformerFactory { return c.gatewayInformers }
 

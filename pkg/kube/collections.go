@@ -23,7 +23,8 @@ import (
 // Required types (core, Gateway, GatewayClass, HTTPRoute, ReferenceGrant) are
 // krt.NewInformer over the shared factories: their CRDs are a precondition,
 // and without them the collection never syncs. Optional types (InferencePool,
-// GRPCRoute, BackendTLSPolicy, DestinationRule, ListenerSet) wait for their CRD
+// GRPCRoute, BackendTLSPolicy, DestinationRule, ListenerSet, TLSRoute,
+// TCPRoute) wait for their CRD
 // (optional.go): synced and empty while it is absent.
 
 // Pods returns all Pods.
@@ -129,6 +130,20 @@ func (c *Client) ListenerSets() krt.Collection[*gatewayv1.ListenerSet] {
 	return optionalCollectionFor(c, "ListenerSets", listenerSetCRD, func() cache.SharedIndexInformer {
 		return c.typedInformer(gatewayv1informers.NewListenerSetInformer(c.gateway, "", c.opts.resync, cache.Indexers{}))
 	}, typedConvert[*gatewayv1.ListenerSet]("ListenerSets"))
+}
+
+// TLSRoutes returns all TLSRoutes (gateway.networking.k8s.io/v1); optional.
+func (c *Client) TLSRoutes() krt.Collection[*gatewayv1.TLSRoute] {
+	return optionalCollectionFor(c, "TLSRoutes", tlsRouteCRD, func() cache.SharedIndexInformer {
+		return c.typedInformer(gatewayv1informers.NewTLSRouteInformer(c.gateway, "", c.opts.resync, cache.Indexers{}))
+	}, typedConvert[*gatewayv1.TLSRoute]("TLSRoutes"))
+}
+
+// TCPRoutes returns all TCPRoutes (gateway.networking.k8s.io/v1); optional.
+func (c *Client) TCPRoutes() krt.Collection[*gatewayv1.TCPRoute] {
+	return optionalCollectionFor(c, "TCPRoutes", tcpRouteCRD, func() cache.SharedIndexInformer {
+		return c.typedInformer(gatewayv1informers.NewTCPRouteInformer(c.gateway, "", c.opts.resync, cache.Indexers{}))
+	}, typedConvert[*gatewayv1.TCPRoute]("TCPRoutes"))
 }
 
 // InferencePools returns all InferencePools (inference.networking.k8s.io/v1);

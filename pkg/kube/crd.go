@@ -42,10 +42,12 @@ var (
 	backendTLSPolicyCRD  = crdKind{group: "gateway.networking.k8s.io", resource: "backendtlspolicies", version: "v1"}
 	destinationRuleCRD   = crdKind{group: "networking.istio.io", resource: "destinationrules", version: "v1"}
 	listenerSetCRD       = crdKind{group: "gateway.networking.k8s.io", resource: "listenersets", version: "v1"}
+	tlsRouteCRD          = crdKind{group: "gateway.networking.k8s.io", resource: "tlsroutes", version: "v1"}
+	tcpRouteCRD          = crdKind{group: "gateway.networking.k8s.io", resource: "tcproutes", version: "v1"}
 	externalProcessorCRD = crdKind{group: "infermesh.io", resource: "externalprocessors", version: "v1alpha1"}
 )
 
-var optionalCRDs = []crdKind{inferencePoolCRD, grpcRouteCRD, backendTLSPolicyCRD, destinationRuleCRD, listenerSetCRD, externalProcessorCRD}
+var optionalCRDs = []crdKind{inferencePoolCRD, grpcRouteCRD, backendTLSPolicyCRD, destinationRuleCRD, listenerSetCRD, tlsRouteCRD, tcpRouteCRD, externalProcessorCRD}
 
 // crdState is all the CRD informer keeps of a CRD (whose full object, with
 // its OpenAPI schema, is often over 100 kB): the name, the resourceVersion,

@@ -12,7 +12,8 @@
 // Inference, Dynamic), the informer factories, and one memoized krt
 // collection per type (Pods, Services, EndpointSlices, Namespaces, Secrets,
 // Nodes, Gateways, GatewayClasses, HTTPRoutes, ReferenceGrants, GRPCRoutes,
-// InferencePools, BackendTLSPolicies, DestinationRules, ListenerSets).
+// InferencePools, BackendTLSPolicies, DestinationRules, ListenerSets,
+// TLSRoutes, TCPRoutes).
 //
 // # Informers
 //
@@ -22,7 +23,8 @@
 // what they applied with the cache instead of reading each object). Gateway API, GatewayClass, HTTPRoute,
 // ReferenceGrant and core types are required: their collections are
 // krt.NewInformer over the shared factories and sync once listed. InferencePool,
-// GRPCRoute, BackendTLSPolicy, DestinationRule and ListenerSet are optional CRDs
+// GRPCRoute, BackendTLSPolicy, DestinationRule, ListenerSet, TLSRoute and
+// TCPRoute are optional CRDs
 // (optional.go): a small informer watches the one CRD object; while it is
 // absent, not Established, or does not serve the version we read, the
 // collection is synced and empty; when it appears the object informer starts

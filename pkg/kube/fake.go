@@ -31,7 +31,8 @@ import (
 //
 // Like a real cluster, the fake has no optional CRDs unless given: pass
 // OptionalCRDs() (or some EstablishedCRD objects) to have InferencePools,
-// GRPCRoutes, BackendTLSPolicies, DestinationRules and ListenerSets served; create them
+// GRPCRoutes, BackendTLSPolicies, DestinationRules, ListenerSets, TLSRoutes and
+// TCPRoutes served; create them
 // later through Dynamic() to test a CRD installed while running.
 func NewFake(objects ...runtime.Object) *Client {
 	return newFake(nil, objects...)
@@ -169,7 +170,8 @@ func EstablishedCRD(group, resource string, versions ...string) *unstructured.Un
 }
 
 // OptionalCRDs returns an Established CRD for each optional type
-// (InferencePool, GRPCRoute, BackendTLSPolicy, DestinationRule, ListenerSet),
+// (InferencePool, GRPCRoute, BackendTLSPolicy, DestinationRule, ListenerSet,
+// TLSRoute, TCPRoute),
 // for NewFake.
 func OptionalCRDs() []runtime.Object {
 	out := make([]runtime.Object, len(optionalCRDs))

@@ -196,6 +196,8 @@ func findingsOf(out gateway.Outputs, services krt.Collection[*corev1.Service]) [
 	}
 	routes("HTTPRoute", out.HTTPRouteStatuses)
 	routes("GRPCRoute", out.GRPCRouteStatuses)
+	routes("TLSRoute", out.TLSRouteStatuses)
+	routes("TCPRoute", out.TCPRouteStatuses)
 	if out.PoolStatuses != nil {
 		for _, ps := range out.PoolStatuses.List() {
 			for _, p := range ps.Parents {
@@ -239,7 +241,7 @@ func kindOr(k *gwv1.Kind, def string) string {
 // kindRank orders findings by kind only (within a kind, the collections'
 // own order, by key, is kept).
 func kindRank(object string) int {
-	for i, k := range []string{"GatewayClass ", "Gateway ", "ListenerSet ", "HTTPRoute ", "GRPCRoute ", "InferencePool ", "BackendTLSPolicy "} {
+	for i, k := range []string{"GatewayClass ", "Gateway ", "ListenerSet ", "HTTPRoute ", "GRPCRoute ", "TLSRoute ", "TCPRoute ", "InferencePool ", "BackendTLSPolicy "} {
 		if strings.HasPrefix(object, k) {
 			return i
 		}

@@ -121,6 +121,20 @@ func parentFindings(in inputs) []finding {
 		}
 		return out
 	})
+	routes("TLSRoute", func() []routeRefs {
+		var out []routeRefs
+		for _, r := range in.src.TLSRoutes().List() {
+			out = append(out, routeRefs{r.Namespace, r.Name, r.Spec.ParentRefs})
+		}
+		return out
+	})
+	routes("TCPRoute", func() []routeRefs {
+		var out []routeRefs
+		for _, r := range in.src.TCPRoutes().List() {
+			out = append(out, routeRefs{r.Namespace, r.Name, r.Spec.ParentRefs})
+		}
+		return out
+	})
 	return fs
 }
 

@@ -64,7 +64,7 @@ func parsePrintedStatus(t *testing.T, out string) printedStatus {
 			var s gwv1.ListenerSetStatus
 			err = json.Unmarshal(doc.Status, &s)
 			st.listenerSets[key] = s
-		case "HTTPRoute", "GRPCRoute":
+		case "HTTPRoute", "GRPCRoute", "TLSRoute", "TCPRoute":
 			var s gwv1.RouteStatus
 			err = json.Unmarshal(doc.Status, &s)
 			st.routes[doc.Kind+" "+key] = s
@@ -112,7 +112,10 @@ type listenerClaim struct {
 	port     uint32
 	protocol gwv1.ProtocolType
 	hostname string
-	attached int32
+	// terminate: a TLS listener in mode Terminate (its chains terminate
+	// TLS); a Passthrough one's never do.
+	terminate bool
+	attached  int32
 	// served: status says the listener is served (claimsServed, its
 	// Gateway and ListenerSet accepted).
 	served bool
@@ -138,6 +141,8 @@ func claimedListeners(t *testing.T, src *file.Source, st printedStatus, gw *gwv1
 			spec := specs[i]
 			out = append(out, listenerClaim{parent: parent, name: string(ls.Name), port: uint32(spec.Port), protocol: spec.Protocol,
 				hostname: string(ptr.Deref(spec.Hostname, "")), attached: ls.AttachedRoutes,
+				terminate: spec.Protocol == gwv1.TLSProtocolType && spec.TLS != nil &&
+					ptr.Deref(spec.TLS.Mode, gwv1.TLSModeTerminate) == gwv1.TLSModeTerminate,
 				served: accepted && claimsServed(ls.Conditions)})
 		}
 	}
@@ -220,6 +225,20 @@ func routeAttachments(t *testing.T, src *file.Source, st printedStatus, gw strin
 				continue
 			}
 			hostnames, rules = (*r).Spec.Hostnames, len((*r).Spec.Rules)
+		case "TLSRoute":
+			r := src.TLSRoutes().GetKey(key)
+			if r == nil {
+				t.Errorf("status -f reports %s, which is not among the manifests", k)
+				continue
+			}
+			hostnames, rules = (*r).Spec.Hostnames, len((*r).Spec.Rules)
+		case "TCPRoute":
+			r := src.TCPRoutes().GetKey(key)
+			if r == nil {
+				t.Errorf("status -f reports %s, which is not among the manifests", k)
+				continue
+			}
+			rules = len((*r).Spec.Rules)
 		}
 		for _, p := range rs.Parents {
 			ref := p.ParentRef
@@ -308,7 +327,7 @@ func compareServed(t *testing.T, gw string, claims []listenerClaim, attachments 
 		}
 	}
 	rcOf := compareListeners(t, gw, claims, served)
-	return compareRoutes(t, gw, claims, attachments, rcOf, served.Routes)
+	return compareRoutes(t, gw, claims, attachments, rcOf, served.Routes) + compareStreams(t, gw, claims, attachments, served)
 }
 
 // compareListeners checks the served listeners and filter chains against
@@ -333,6 +352,9 @@ func compareListeners(t *testing.T, gw string, claims []listenerClaim, served pr
 		if !claimedPorts[port] {
 			t.Errorf("Gateway %s: discovery -f serves port %d, where status -f reports no served listener (%s)", gw, port, describeClaims(claims, port))
 		}
+		if streamPort(claims, port) {
+			continue // compareStreams
+		}
 		https := 0
 		for _, l := range claims {
 			if l.served && l.port == port && l.protocol == gwv1.HTTPSProtocolType {
@@ -349,7 +371,7 @@ func compareListeners(t *testing.T, gw string, claims []listenerClaim, served pr
 	}
 	rcOf := map[listenerClaim]string{}
 	for _, l := range claims {
-		if !l.served {
+		if !l.served || streamPort(claims, l.port) {
 			continue
 		}
 		cs, ok := chains[l.port]
@@ -527,4 +549,98 @@ func ownerOf(h string, hosts []string) string {
 		}
 	}
 	return best
+}
+
+// streamPort reports whether status says port is served by TLS or TCP
+// listeners (a TCP proxy per filter chain, no route configuration).
+func streamPort(claims []listenerClaim, port uint32) bool {
+	return slices.ContainsFunc(claims, func(l listenerClaim) bool {
+		return l.served && l.port == port && (l.protocol == gwv1.TLSProtocolType || l.protocol == gwv1.TCPProtocolType)
+	})
+}
+
+// compareStreams checks the TLS and TCP ports served against status, both
+// ways, by server name: each hostname an accepted TLSRoute gets on a
+// served TLS listener (the intersection with the listener's hostname, less
+// what a more specific listener of the port owns) is served by exactly one
+// filter chain of that port, one of a route status reports there (routes
+// competing for a name: one wins, which one is the translator's rule,
+// StreamPortClaims); a served TCP listener with an accepted TCPRoute
+// serves one chain without server names; no chain serves a name no such
+// route explains. A chain terminates TLS exactly when its listener is in
+// mode Terminate (passthrough never terminates). Chains are named
+// "<listener>|<kind>/<namespace>/<name>". It returns the number of server
+// names (per port) status says are served.
+func compareStreams(t *testing.T, gw string, claims []listenerClaim, attachments []routeAttachment, served proxyResources) int {
+	t.Helper()
+	type key struct {
+		port uint32
+		name string // "*": no server names
+	}
+	want := map[key][]string{}      // chain names that may serve it
+	terminates := map[string]bool{} // by listener name (of a stream port)
+	for _, a := range attachments {
+		for _, ln := range a.listeners {
+			i := slices.IndexFunc(claims, func(l listenerClaim) bool { return l.parent == a.parent && l.name == ln })
+			if i < 0 || !claims[i].served || !streamPort(claims, claims[i].port) {
+				continue
+			}
+			l := claims[i]
+			terminates[l.name] = l.terminate
+			chain := l.name + "|" + a.kind + "/" + a.namespace + "/" + a.name
+			if l.protocol == gwv1.TCPProtocolType {
+				k := key{l.port, "*"}
+				want[k] = append(want[k], chain)
+				continue
+			}
+			var portHosts []string
+			for _, o := range claims {
+				if o.served && o.port == l.port {
+					portHosts = append(portHosts, o.hostname)
+				}
+			}
+			for _, h := range intersectHostnames(l.hostname, a.hostnames) {
+				if h != "*" && ownerOf(h, portHosts) != l.hostname {
+					continue
+				}
+				k := key{l.port, h}
+				want[k] = append(want[k], chain)
+			}
+		}
+	}
+	got := map[key][]string{}
+	for _, sl := range served.Listeners {
+		port := sl.GetAddress().GetSocketAddress().GetPortValue()
+		if !streamPort(claims, port) {
+			continue
+		}
+		for _, fc := range sl.GetFilterChains() {
+			names := fc.GetFilterChainMatch().GetServerNames()
+			if len(names) == 0 {
+				names = []string{"*"}
+			}
+			for _, n := range names {
+				got[key{port, n}] = append(got[key{port, n}], fc.GetName())
+			}
+			listener, _, _ := strings.Cut(fc.GetName(), "|")
+			if term, ok := terminates[listener]; ok && term != (fc.GetTransportSocket() != nil) {
+				t.Errorf("Gateway %s: port %d chain %s: terminates TLS = %v, but its listener's mode says %v",
+					gw, port, fc.GetName(), fc.GetTransportSocket() != nil, term)
+			}
+		}
+	}
+	for k, chains := range want {
+		g := got[k]
+		if len(g) != 1 || !slices.Contains(chains, g[0]) {
+			t.Errorf("Gateway %s: port %d name %s: status -f reports it through %q; discovery -f serves it by chains %q",
+				gw, k.port, k.name, chains, g)
+		}
+	}
+	for k, g := range got {
+		if _, ok := want[k]; !ok {
+			t.Errorf("Gateway %s: port %d: discovery -f serves name %s by chains %q, which no route status -f reports accepted there explains",
+				gw, k.port, k.name, g)
+		}
+	}
+	return len(want)
 }

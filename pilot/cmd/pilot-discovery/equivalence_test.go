@@ -170,6 +170,7 @@ func TestFileModeServesWhatStatusReports(t *testing.T) {
 	for _, want := range []string{
 		"examples/seed", checkDir + "/listenerset-not-allowed", checkDir + "/bad-regex",
 		equivalenceDir + "/listenersets", equivalenceDir + "/https", equivalenceDir + "/routes", equivalenceDir + "/refused",
+		equivalenceDir + "/streams",
 		goldenDir + "/pool-two-gateways", goldenDir + "/tenant-hostname-takeover",
 	} {
 		if !slices.Contains(names, want) {

@@ -43,7 +43,8 @@ func problemLog(ctx context.Context, src *file.Source, out gateway.Outputs, dir 
 	var syncers []krt.Syncer
 	for _, c := range []changes{
 		watched(out.ClassStatuses), watched(out.GatewayStatuses), watched(out.ListenerSetStatuses),
-		watched(out.HTTPRouteStatuses), watched(out.GRPCRouteStatuses), watched(out.PoolStatuses), watched(out.ShadowServices),
+		watched(out.HTTPRouteStatuses), watched(out.GRPCRouteStatuses), watched(out.TLSRouteStatuses), watched(out.TCPRouteStatuses),
+		watched(out.PoolStatuses), watched(out.ShadowServices),
 	} {
 		if c != nil {
 			syncers = append(syncers, c)

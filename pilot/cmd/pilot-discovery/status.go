@@ -29,7 +29,7 @@ func newStatusCommand(a *app) *cobra.Command {
 		"Print the statuses and shadow Services the controller would write for a set of manifests",
 		"status reads manifests as discovery -f does and prints, as YAML documents, what the\n"+
 			"controller would write to a cluster holding them: the status of each GatewayClass and Gateway\n"+
-			"of ours, our status.parents entries of each HTTPRoute, GRPCRoute and InferencePool, our\n"+
+			"of ours, our status.parents entries of each HTTPRoute, GRPCRoute, TLSRoute, TCPRoute and InferencePool, our\n"+
 			"status.ancestors entries of each BackendTLSPolicy a route of ours uses, and the shadow\n"+
 			"Service of each InferencePool (as the server-side apply configuration). Nothing is\n"+
 			"written anywhere. lastTransitionTime is the time of the run.\n\n"+

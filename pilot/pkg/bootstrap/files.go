@@ -27,6 +27,8 @@ func FileInputs(src *file.Source) gateway.Inputs {
 		Gateways:           src.Gateways(),
 		HTTPRoutes:         src.HTTPRoutes(),
 		GRPCRoutes:         src.GRPCRoutes(),
+		TLSRoutes:          src.TLSRoutes(),
+		TCPRoutes:          src.TCPRoutes(),
 		ReferenceGrants:    src.ReferenceGrants(),
 		Namespaces:         src.Namespaces(),
 		Services:           src.Services(),

@@ -189,7 +189,7 @@ var table = []flagDef{
 		"Audience of the ServiceAccount token Gateway proxies send on ADS: their projected token is issued for it and pilot-discovery's TokenReview requires it. Overridden by discovery --xds-auth-audience.",
 		func(f *Features) *string { return &f.GatewayXDSTokenAudience }, CheckAudience),
 	countFlag("PILOT_MAX_ROUTE_MATCHES_PER_NAMESPACE", "20000",
-		"Route matches (a rule without matches counts one) the HTTPRoutes and GRPCRoutes of one namespace may put into one Gateway, whose route configuration every namespace attached to it shares. Past it, that namespace's newest routes get Accepted=False (TooManyMatches) on that Gateway; other namespaces' routes are never affected. 0: no limit.",
+		"Route matches (a rule without matches counts one; a TLSRoute rule one per hostname, a TCPRoute rule one) the HTTPRoutes, GRPCRoutes, TLSRoutes and TCPRoutes of one namespace may put into one Gateway, whose route configuration every namespace attached to it shares. Past it, that namespace's newest routes get Accepted=False (TooManyMatches) on that Gateway; other namespaces' routes are never affected. 0: no limit.",
 		func(f *Features) *int { return &f.MaxRouteMatchesPerNamespace }),
 	countFlag("PILOT_MAX_REGEX_MATCHES_PER_NAMESPACE", "10000",
 		"Regular expressions (path, header and query parameter matches of type RegularExpression, gRPC method regex matches) the routes of one namespace may put into one Gateway; as PILOT_MAX_ROUTE_MATCHES_PER_NAMESPACE past it. 0: no limit.",

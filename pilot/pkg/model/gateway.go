@@ -98,17 +98,28 @@ const (
 // ResourceName is the krt key: namespace/name.
 func (g Gateway) ResourceName() string { return g.Namespace + "/" + g.Name }
 
+// StreamProtocol reports whether listeners of protocol p carry connections
+// to a TCP proxy (TLS, TCP) rather than HTTP requests (HTTP, HTTPS).
+func StreamProtocol(p gwv1.ProtocolType) bool {
+	return p == gwv1.TLSProtocolType || p == gwv1.TCPProtocolType
+}
+
+// Stream reports whether the rule is a TLSRoute's or a TCPRoute's.
+func (r *Rule) Stream() bool { return r.TLS != nil || r.TCP != nil }
+
 // Listener is one usable Gateway API Listener with the routes attached to it.
 type Listener struct {
 	// Name is spec.listeners[].name.
 	Name string
 	// Port is the listener port (1-65535).
 	Port uint32
-	// Protocol is HTTP or HTTPS.
+	// Protocol is HTTP, HTTPS, TLS or TCP.
 	Protocol gwv1.ProtocolType
-	// Hostname is spec.listeners[].hostname, "" for any.
+	// Hostname is spec.listeners[].hostname, "" for any (ignored for TCP).
 	Hostname string
-	// TLS is set for HTTPS: the Secrets of tls.certificateRefs.
+	// TLS is set for HTTPS, and for TLS with tls.mode Terminate: the
+	// Secrets of tls.certificateRefs. A TLS listener without it passes TLS
+	// through (tls.mode Passthrough).
 	TLS *ListenerTLS
 	// Routes are the routes attached to this listener, sorted by kind,
 	// namespace and name. Rule precedence across routes is the translator's
@@ -188,28 +199,33 @@ type ClientValidation struct {
 	AllowInsecureFallback bool
 }
 
-// Route is one HTTPRoute or GRPCRoute attached to a listener, with its rules'
-// backends resolved.
+// Route is one HTTPRoute, GRPCRoute, TLSRoute or TCPRoute attached to a
+// listener, with its rules' backends resolved.
 type Route struct {
-	// Kind is HTTPRoute or GRPCRoute.
+	// Kind is HTTPRoute, GRPCRoute, TLSRoute or TCPRoute.
 	Kind            string
 	Namespace, Name string
 	// CreationTimestamp orders otherwise equal matches (oldest first), as
 	// the Gateway API's precedence rules require.
 	CreationTimestamp time.Time
-	// Hostnames is spec.hostnames; empty means the listener's.
+	// Hostnames is spec.hostnames; empty means the listener's (a TLSRoute's
+	// are the SNI names it claims; a TCPRoute has none).
 	Hostnames []string
 	Rules     []Rule
 }
 
-// Rule is one rule of a route: exactly one of HTTP and GRPC is set (the
-// rule as written, for matches, filters and timeouts), with its backendRefs
-// resolved in Backends.
+// Rule is one rule of a route: exactly one of HTTP, GRPC, TLS and TCP is
+// set (the rule as written, for matches, filters and timeouts), with its
+// backendRefs resolved in Backends.
 type Rule struct {
 	// Index is the rule's position in spec.rules.
 	Index int
 	HTTP  *gwv1.HTTPRouteRule
 	GRPC  *gwv1.GRPCRouteRule
+	// TLS and TCP are a TLSRoute's and a TCPRoute's rule: connections,
+	// not requests, go to its Backends (a TCP proxy).
+	TLS *gwv1.TLSRouteRule
+	TCP *gwv1.TCPRouteRule
 	// Backends are the rule's backendRefs, in order. A rule without
 	// backendRefs has none (the Gateway API then returns 500, unless a
 	// filter such as a redirect answers).

@@ -16,6 +16,7 @@ import (
 	_ "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/listener/tls_inspector/v3"
 	_ "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/network/http_connection_manager/v3"
 	_ "github.com/envoyproxy/go-control-plane/envoy/extensions/http/early_header_mutation/header_mutation/v3"
+	_ "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/network/tcp_proxy/v3"
 	_ "github.com/envoyproxy/go-control-plane/envoy/extensions/load_balancing_policies/override_host/v3"
 	_ "github.com/envoyproxy/go-control-plane/envoy/extensions/load_balancing_policies/round_robin/v3"
 	_ "github.com/envoyproxy/go-control-plane/envoy/extensions/transport_sockets/tls/v3"
@@ -64,6 +65,15 @@ var allowedFields = fieldSet(
 	"envoy.extensions.transport_sockets.tls.v3.Secret.tls_certificate",
 	"envoy.extensions.transport_sockets.tls.v3.TlsCertificate.certificate_chain",
 	"envoy.extensions.transport_sockets.tls.v3.TlsCertificate.private_key",
+	// TCP proxy listeners (tcp_proxy.go): tcp_proxy with a cluster or
+	// weighted clusters, behind the TLS listener fields above when TLS is
+	// passed through or terminated.
+	"envoy.extensions.filters.network.tcp_proxy.v3.TcpProxy.stat_prefix",
+	"envoy.extensions.filters.network.tcp_proxy.v3.TcpProxy.cluster",
+	"envoy.extensions.filters.network.tcp_proxy.v3.TcpProxy.weighted_clusters",
+	"envoy.extensions.filters.network.tcp_proxy.v3.TcpProxy.WeightedCluster.clusters",
+	"envoy.extensions.filters.network.tcp_proxy.v3.TcpProxy.WeightedCluster.ClusterWeight.name",
+	"envoy.extensions.filters.network.tcp_proxy.v3.TcpProxy.WeightedCluster.ClusterWeight.weight",
 	"envoy.config.core.v3.Address.socket_address",
 	"envoy.config.core.v3.SocketAddress.address",
 	"envoy.config.core.v3.SocketAddress.port_value",

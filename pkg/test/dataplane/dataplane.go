@@ -97,6 +97,7 @@ type DataPlane struct {
 
 	counters counters
 	extProc  extproc.Counters
+	tcpProxy tcpProxyCounters
 
 	unknownMu   sync.Mutex
 	unknownSeen map[string]bool // unknown-field descriptions already reported
@@ -441,7 +442,9 @@ type boundListener struct {
 	tls  bool // serves TLS (tls.go)
 	ln   net.Listener
 	srv  *http.Server
-	done chan struct{}
+	// stream serves a tcp_proxy listener (tcp_proxy.go) instead of srv.
+	stream *streamServer
+	done   chan struct{}
 }
 
 // syncListenersLocked binds sockets for new active listeners and closes
@@ -451,7 +454,7 @@ func (dp *DataPlane) syncListenersLocked(next *activeConfig) {
 		return
 	}
 	for name, b := range dp.listeners {
-		if l := next.listeners[name]; l == nil || l.port != b.port || (l.tlsChains != nil) != b.tls {
+		if l := next.listeners[name]; l == nil || l.port != b.port || (l.tlsChains != nil) != b.tls || (l.stream != nil) != (b.stream != nil) {
 			b.close()
 			delete(dp.listeners, name)
 		}
@@ -465,6 +468,10 @@ func (dp *DataPlane) syncListenersLocked(next *activeConfig) {
 		if err != nil {
 			// Envoy would reject the listener; we log, the test sees no Addr.
 			dp.log.Error("dataplane: bind listener", "listener", name, "address", addr, "error", err)
+			continue
+		}
+		if l.stream != nil {
+			dp.listeners[name] = serveStream(dp, name, l.port, ln)
 			continue
 		}
 		if l.tlsChains != nil {
@@ -490,6 +497,11 @@ func (dp *DataPlane) bindAddress(l *listenerConfig) string {
 }
 
 func (b *boundListener) close() {
+	if b.stream != nil {
+		_ = b.stream.Close()
+		<-b.done
+		return
+	}
 	_ = b.srv.Close()
 	<-b.done
 }

@@ -68,6 +68,14 @@
 //   - tls.go: TLS listeners: the TLS inspector, filter chain selection by SNI
 //     (exact, longest wildcard, then the chain without server_names),
 //     termination with the chain's SDS certificate and ALPN, SDS secrets.
+//   - tcp_proxy.go: listeners whose chains end in the TCP proxy network
+//     filter: TCP, TLS passed through by SNI, or TLS terminated in front of
+//     the proxy; cluster or weighted clusters per connection, the upstream
+//     connect, bytes both ways with half-close, the idle timeout.
+//   - tls_inspector.go: the TLS inspector on such a listener: the
+//     ClientHello's server name read and its bytes replayed to the chain,
+//     non-TLS bytes passed on, the size limit and the listener filter
+//     timeout.
 //   - header_parser.go: Envoy's HeaderParser: headers_to_add and
 //     headers_to_remove, refusing host and ':'-prefixed names.
 //   - substitution_formatter.go: the substitution format parser for header
@@ -93,6 +101,8 @@
 //   - admin.go: the admin's /ready (200 "LIVE\n", else 503 and the state's
 //     name), every other admin path 404, so the Gateway's readiness probe on
 //     the status port passes exactly when Envoy's would.
+//
+// Serving a connection (TCP proxy): tcp_proxy.go and tls_inspector.go above.
 //
 // Serving a request:
 //
@@ -169,7 +179,12 @@
 //     starts once the router has read the whole body (Envoy streams it).
 //   - The file_based_metadata token is trimmed of surrounding white space.
 //   - Weighted cluster choice uses Options.Rand, not Envoy's per-request
-//     random value or x-envoy-stable-hash headers.
+//     random value or x-envoy-stable-hash headers; the same for the TCP
+//     proxy's weighted clusters.
+//   - TCP proxy: circuit breakers are not enforced on its connections, and
+//     its upstream host is picked by round robin whatever the cluster's
+//     policy. The TLS inspector parses with Go's TLS stack: a ClientHello
+//     Go refuses gets no server name (stricter).
 //   - The admin implements only /ready. The admin and static listeners are
 //     served only with Options.BindListenerAddresses (checked, not bound,
 //     otherwise). The server reaches LIVE only from accepted first LDS and

@@ -52,11 +52,17 @@ type listenerConfig struct {
 	// in configuration order (tls.go); nil for a plain-HTTP listener, whose
 	// connection manager is the fields above.
 	tlsChains []*tlsChain
+	// stream is set for a listener whose filter chains end in tcp_proxy
+	// (tcp_proxy.go); it has no connection manager.
+	stream *streamListener
 }
 
 // rdsNames are the route configurations the listener's connection
 // managers fetch.
 func (lc *listenerConfig) rdsNames() []string {
+	if lc.stream != nil {
+		return nil
+	}
 	if lc.tlsChains == nil {
 		return []string{lc.rdsName}
 	}
@@ -69,6 +75,9 @@ func (lc *listenerConfig) rdsNames() []string {
 
 // sdsNames are the SDS secrets the listener's filter chains fetch.
 func (lc *listenerConfig) sdsNames() []string {
+	if lc.stream != nil {
+		return lc.stream.sdsNames()
+	}
 	var out []string
 	for _, c := range lc.tlsChains {
 		out = append(out, c.sdsName)
@@ -88,8 +97,12 @@ type httpFilter struct {
 
 // compileListener compiles a listener received over LDS: its routes come
 // over RDS from ADS. A listener with listener filters or a transport socket
-// on a filter chain is a TLS listener (compileTLSListener).
+// on a filter chain is a TLS listener (compileTLSListener); one with the
+// tcp_proxy network filter a TCP proxy (compileTCPProxyListener).
 func compileListener(l *listenerv3.Listener, re regexEngine) (*listenerConfig, error) {
+	if usesTCPProxy(l) {
+		return compileTCPProxyListener(l)
+	}
 	if len(l.GetListenerFilters()) > 0 || slices.ContainsFunc(l.GetFilterChains(), func(fc *listenerv3.FilterChain) bool {
 		return fc.GetTransportSocket() != nil || fc.GetFilterChainMatch() != nil
 	}) {

@@ -38,6 +38,8 @@ var customKinds = map[schema.GroupKind]customKind{
 	{Group: gatewayv1.GroupName, Kind: "GatewayClass"}:     {"GatewayClasses", func() runtime.Object { return &gatewayv1.GatewayClass{} }},
 	{Group: gatewayv1.GroupName, Kind: "HTTPRoute"}:        {"HTTPRoutes", func() runtime.Object { return &gatewayv1.HTTPRoute{} }},
 	{Group: gatewayv1.GroupName, Kind: "GRPCRoute"}:        {"GRPCRoutes", func() runtime.Object { return &gatewayv1.GRPCRoute{} }},
+	{Group: gatewayv1.GroupName, Kind: "TLSRoute"}:         {"TLSRoutes", func() runtime.Object { return &gatewayv1.TLSRoute{} }},
+	{Group: gatewayv1.GroupName, Kind: "TCPRoute"}:         {"TCPRoutes", func() runtime.Object { return &gatewayv1.TCPRoute{} }},
 	{Group: gatewayv1.GroupName, Kind: "ReferenceGrant"}:   {"ReferenceGrants", func() runtime.Object { return &gatewayv1.ReferenceGrant{} }},
 	{Group: gatewayv1.GroupName, Kind: "BackendTLSPolicy"}: {"BackendTLSPolicies", func() runtime.Object { return &gatewayv1.BackendTLSPolicy{} }},
 	{Group: gatewayv1.GroupName, Kind: "ListenerSet"}:      {"ListenerSets", func() runtime.Object { return &gatewayv1.ListenerSet{} }},

@@ -58,6 +58,8 @@ type Source struct {
 	gatewayClasses     krt.StaticCollection[*gatewayv1.GatewayClass]
 	httpRoutes         krt.StaticCollection[*gatewayv1.HTTPRoute]
 	grpcRoutes         krt.StaticCollection[*gatewayv1.GRPCRoute]
+	tlsRoutes          krt.StaticCollection[*gatewayv1.TLSRoute]
+	tcpRoutes          krt.StaticCollection[*gatewayv1.TCPRoute]
 	referenceGrants    krt.StaticCollection[*gatewayv1.ReferenceGrant]
 	backendTLSPolicies krt.StaticCollection[*gatewayv1.BackendTLSPolicy]
 	listenerSets       krt.StaticCollection[*gatewayv1.ListenerSet]
@@ -131,6 +133,8 @@ func New(dir string, opts Options) (*Source, error) {
 	s.gatewayClasses = newCollection[*gatewayv1.GatewayClass](s, "GatewayClasses", objs)
 	s.httpRoutes = newCollection[*gatewayv1.HTTPRoute](s, "HTTPRoutes", objs)
 	s.grpcRoutes = newCollection[*gatewayv1.GRPCRoute](s, "GRPCRoutes", objs)
+	s.tlsRoutes = newCollection[*gatewayv1.TLSRoute](s, "TLSRoutes", objs)
+	s.tcpRoutes = newCollection[*gatewayv1.TCPRoute](s, "TCPRoutes", objs)
 	s.referenceGrants = newCollection[*gatewayv1.ReferenceGrant](s, "ReferenceGrants", objs)
 	s.backendTLSPolicies = newCollection[*gatewayv1.BackendTLSPolicy](s, "BackendTLSPolicies", objs)
 	s.listenerSets = newCollection[*gatewayv1.ListenerSet](s, "ListenerSets", objs)
@@ -169,6 +173,12 @@ func (s *Source) HTTPRoutes() krt.Collection[*gatewayv1.HTTPRoute] { return s.ht
 
 // GRPCRoutes returns the accepted GRPCRoutes.
 func (s *Source) GRPCRoutes() krt.Collection[*gatewayv1.GRPCRoute] { return s.grpcRoutes }
+
+// TLSRoutes returns the accepted TLSRoutes.
+func (s *Source) TLSRoutes() krt.Collection[*gatewayv1.TLSRoute] { return s.tlsRoutes }
+
+// TCPRoutes returns the accepted TCPRoutes.
+func (s *Source) TCPRoutes() krt.Collection[*gatewayv1.TCPRoute] { return s.tcpRoutes }
 
 // ReferenceGrants returns the accepted ReferenceGrants.
 func (s *Source) ReferenceGrants() krt.Collection[*gatewayv1.ReferenceGrant] {

@@ -104,7 +104,10 @@ type clusterOp struct {
 // gatewayNamespace: none when the route serves no hostname through it;
 // else, per rule, each valid backend (a pool's shadow cluster, then its
 // EPP cluster), then each mirror that is sent (mirrorReachable), then
-// each usable ExternalAuth filter's authorization server.
+// each usable ExternalAuth filter's authorization server. A TLSRoute's or
+// TCPRoute's valid Service backends count whether or not the route wins
+// any connection of its port (StreamPortClaims), so that a route's
+// clusters depend on the route alone.
 func routeClusterOps(listenerHost string, r *model.Route, gatewayNamespace string, opts Options) []clusterOp {
 	if len(routeHostnames(listenerHost, r.Hostnames)) == 0 {
 		return nil
@@ -113,6 +116,18 @@ func routeClusterOps(listenerHost string, r *model.Route, gatewayNamespace strin
 	var ops []clusterOp
 	for ri := range r.Rules {
 		rule := &r.Rules[ri]
+		if rule.Stream() {
+			// A TLSRoute's or TCPRoute's rule: its valid Service backends
+			// (tcpProxyFilter), clusters shared with any other route to the
+			// same Service port.
+			for bi := range rule.Backends {
+				b := &rule.Backends[bi]
+				if name, _, ok := backendCluster(b, false, opts); ok && b.Pool == nil {
+					ops = append(ops, clusterOp{name: name, kind: opService, http2: b.Service.HTTP2, tls: b.Service.TLS})
+				}
+			}
+			continue
+		}
 		if rule.HTTP == nil && rule.GRPC == nil {
 			continue // not a rule; buildRule leaves it out
 		}

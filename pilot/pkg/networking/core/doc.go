@@ -50,16 +50,20 @@
 //   - gateway.go: Resources and BuildGateway, which runs the builders below on
 //     one Gateway and then Validate.
 //   - listener.go: BuildListeners: one Listener per distinct Gateway listener
-//     port, its HTTP connection manager fetching routes over RDS with the
-//     listener filters, then cors, ext_authz (one per distinct ExternalAuth
-//     of the Gateway's routes), ext_proc (when inference is on) and router,
-//     and TLS termination over SDS.
+//     port, for HTTP and HTTPS its HTTP connection manager fetching routes
+//     over RDS with the listener filters, then cors, ext_authz (one per
+//     distinct ExternalAuth of the Gateway's routes), ext_proc (when
+//     inference is on) and router, and TLS termination over SDS.
 //   - listenerfilter.go: pre-routing listener filters (Gateway API
 //     Listener.filters.requests): one disabled HTTP filter per filter ahead
 //     of the others (an ExternalProcessor's ext_proc, route_cache_action
 //     CLEAR, mutation rules), enabled on its own listener's virtual hosts,
 //     which end with a 404 catch-all route; the early removal of a
 //     client's X-Gateway-Model-Name on every connection manager.
+//   - listener_stream.go: the listeners of TLS and TCP ports: which route
+//     gets each server name (StreamPortClaims), filter chains passing TLS
+//     through or terminating it, each ending in a TCP proxy to the rule's
+//     backends by weight (tcpProxyFilter).
 //   - extauthz.go: ExternalAuth as Envoy's ext_authz: one disabled HTTP
 //     filter per distinct configuration of the Gateway's rules (named by a
 //     digest), enabled per route, failing closed; the authorization

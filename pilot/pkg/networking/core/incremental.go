@@ -95,7 +95,7 @@ func (t *Translator) build(gw *model.Gateway, in Inputs) (Resources, error) {
 }
 
 // buildListeners reuses the last listeners when everything they depend on
-// (the Gateway but its routes) is equal.
+// (the Gateway but its HTTP and HTTPS listeners' routes) is equal.
 func (t *Translator) buildListeners(gw *model.Gateway) ([]*listenerv3.Listener, error) {
 	authz := gatewayExtAuthz(gw)
 	if t.lisGW != nil && sameListenerInputs(t.lisGW, gw) && sameExtAuthz(t.lisAuthz, authz) {
@@ -109,12 +109,16 @@ func (t *Translator) buildListeners(gw *model.Gateway) ([]*listenerv3.Listener, 
 	return ls, nil
 }
 
-// withoutRoutes is a copy of gw's fields listeners depend on.
+// withoutRoutes is a copy of gw's fields listeners depend on: everything
+// but the routes of HTTP and HTTPS listeners (a TLS or TCP listener's
+// routes are its filter chains).
 func withoutRoutes(gw *model.Gateway) *model.Gateway {
 	out := *gw
 	out.Listeners = make([]model.Listener, len(gw.Listeners))
 	for i, l := range gw.Listeners {
-		l.Routes = nil
+		if !model.StreamProtocol(l.Protocol) {
+			l.Routes = nil
+		}
 		out.Listeners[i] = l
 	}
 	return &out
@@ -130,6 +134,9 @@ func sameListenerInputs(a, b *model.Gateway) bool {
 		x, y := a.Listeners[i], b.Listeners[i]
 		if x.Name != y.Name || x.Port != y.Port || x.Protocol != y.Protocol || x.Hostname != y.Hostname ||
 			(x.TLS != y.TLS && !reflect.DeepEqual(x.TLS, y.TLS)) || !reflect.DeepEqual(x.Filters, y.Filters) || x.FilterError != y.FilterError {
+			return false
+		}
+		if model.StreamProtocol(x.Protocol) && !slices.EqualFunc(x.Routes, y.Routes, sameRoute) {
 			return false
 		}
 	}
@@ -149,8 +156,9 @@ func sameRoute(a, b *model.Route) bool {
 	}
 	for i := range a.Rules {
 		x, y := &a.Rules[i], &b.Rules[i]
-		if x.Index != y.Index || x.HTTP != y.HTTP || x.GRPC != y.GRPC || len(x.Backends) != len(y.Backends) ||
-			!maps.Equal(x.Mirrors, y.Mirrors) || !slices.Equal(x.ExternalAuth, y.ExternalAuth) {
+		if x.Index != y.Index || x.HTTP != y.HTTP || x.GRPC != y.GRPC || x.TLS != y.TLS || x.TCP != y.TCP ||
+			len(x.Backends) != len(y.Backends) || !maps.Equal(x.Mirrors, y.Mirrors) ||
+			!slices.Equal(x.ExternalAuth, y.ExternalAuth) {
 			return false
 		}
 		for j := range x.Backends {

@@ -29,12 +29,16 @@ type portGroup struct {
 	listeners []model.Listener
 }
 
-// groupByPort groups gw's listeners by port, ports ascending, listeners in
-// spec order. A port mixing HTTP and HTTPS listeners is an error: the
+// groupByPort groups gw's HTTP and HTTPS listeners by port, ports
+// ascending, listeners in spec order (TLS and TCP listeners are
+// streamGroups'). A port mixing HTTP and HTTPS listeners is an error: the
 // controller marks such listeners Conflicted and leaves them out.
 func groupByPort(gw *model.Gateway) ([]portGroup, error) {
 	byPort := map[uint32]*portGroup{}
 	for _, l := range gw.Listeners {
+		if model.StreamProtocol(l.Protocol) {
+			continue // streamGroups
+		}
 		isTLS := l.Protocol == gwv1.HTTPSProtocolType
 		g := byPort[l.Port]
 		if g == nil {
@@ -53,10 +57,12 @@ func groupByPort(gw *model.Gateway) ([]portGroup, error) {
 	return out, nil
 }
 
-// BuildListeners returns one Listener per distinct Gateway listener port,
-// sorted by port, named ListenerName(port), bound to 0.0.0.0:<port>.
+// BuildListeners returns one Listener per distinct Gateway listener port
+// (a TLS or TCP port only while some route gets its connections:
+// buildStreamListener), sorted by port, named ListenerName(port), bound
+// to 0.0.0.0:<port>.
 //
-// Each has an HTTP connection manager (network filter
+// Each HTTP and HTTPS one has an HTTP connection manager (network filter
 // envoy.filters.network.http_connection_manager) that:
 //   - fetches routes over RDS (rds.route_config_name RouteConfigName, or
 //     ChainRouteConfigName for each chain of an HTTPS port; config source
@@ -97,13 +103,17 @@ func BuildListeners(gw *model.Gateway, opts Options) ([]*listenerv3.Listener, er
 	if gw.ClassParametersError != "" {
 		return nil, fmt.Errorf("invalid parameters (GatewayClass or Gateway): %s", gw.ClassParametersError)
 	}
-	opts.eppBodyMode = gw.EPPBodyMode
+	opts.eppBodyMode, opts.gatewayNamespace = gw.EPPBodyMode, gw.Namespace
 	opts.extAuthz = gatewayExtAuthz(gw)
 	groups, err := groupByPort(gw)
 	if err != nil {
 		return nil, err
 	}
-	out := make([]*listenerv3.Listener, 0, len(groups))
+	streams, err := streamGroups(gw)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]*listenerv3.Listener, 0, len(groups)+len(streams))
 	for _, g := range groups {
 		l, err := buildListener(g, opts)
 		if err != nil {
@@ -111,6 +121,18 @@ func BuildListeners(gw *model.Gateway, opts Options) ([]*listenerv3.Listener, er
 		}
 		out = append(out, l)
 	}
+	for _, g := range streams {
+		l, err := buildStreamListener(g, opts)
+		if err != nil {
+			return nil, err
+		}
+		if l != nil {
+			out = append(out, l)
+		}
+	}
+	sort.SliceStable(out, func(i, j int) bool {
+		return out[i].GetAddress().GetSocketAddress().GetPortValue() < out[j].GetAddress().GetSocketAddress().GetPortValue()
+	})
 	return out, nil
 }
 
@@ -142,7 +164,7 @@ func buildListener(g portGroup, opts Options) (*listenerv3.Listener, error) {
 		return l, nil
 	}
 	for i, gl := range g.listeners {
-		ts, err := downstreamTLS(gl)
+		ts, err := downstreamTLS(gl, []string{"h2", "http/1.1"})
 		if err != nil {
 			return nil, err
 		}
@@ -238,7 +260,8 @@ func buildHCM(rc string, opts Options, lfs []hcmListenerFilter) (*hcmv3.HttpConn
 }
 
 // downstreamTLS terminates TLS with the listener's certificates, fetched by
-// name over SDS on the ADS stream, advertising h2 and http/1.1. A listener
+// name over SDS on the ADS stream, advertising alpn (h2 and http/1.1 on an
+// HTTPS listener; none in front of a TCP proxy). A listener
 // with client validation (the Gateway's spec.tls.frontend) gets its CA
 // bundle inline as trusted_ca (a CA bundle is public, so it needs no SDS
 // secret of its own; a change of it replaces the filter chain, which Envoy
@@ -246,12 +269,12 @@ func buildHCM(rc string, opts Options, lfs []hcmListenerFilter) (*hcmv3.HttpConn
 // without a certificate fails the handshake as one whose certificate does
 // not verify; AllowInsecureFallback sets trust_chain_verification
 // ACCEPT_UNTRUSTED and does not require one.
-func downstreamTLS(l model.Listener) (*corev3.TransportSocket, error) {
+func downstreamTLS(l model.Listener, alpn []string) (*corev3.TransportSocket, error) {
 	if l.TLS == nil || len(l.TLS.CertificateRefs) == 0 {
-		return nil, fmt.Errorf("listener %s: HTTPS without certificateRefs", l.Name)
+		return nil, fmt.Errorf("listener %s: %s without certificateRefs", l.Name, l.Protocol)
 	}
 	ctx := &tlsv3.DownstreamTlsContext{CommonTlsContext: &tlsv3.CommonTlsContext{
-		AlpnProtocols: []string{"h2", "http/1.1"},
+		AlpnProtocols: alpn,
 	}}
 	for _, ref := range l.TLS.CertificateRefs {
 		if strings.TrimSpace(ref) == "" {

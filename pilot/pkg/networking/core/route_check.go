@@ -52,11 +52,32 @@ func CheckRoute(r *model.Route, opts Options) []RuleProblem {
 	memo := anyMemo{}
 	var out []RuleProblem
 	for ri := range r.Rules {
-		if _, p := buildRule(r, &r.Rules[ri], g, opts, memo); p != nil {
+		rule := &r.Rules[ri]
+		if rule.Stream() {
+			if p := checkStreamRule(rule, opts, memo); p != nil {
+				out = append(out, *p)
+			}
+			continue
+		}
+		if _, p := buildRule(r, rule, g, opts, memo); p != nil {
 			out = append(out, *p)
 		}
 	}
 	return out
+}
+
+// checkStreamRule translates a TLSRoute's or TCPRoute's rule into its TCP
+// proxy (tcpProxyFilter, what buildStreamListener serves) and runs Envoy's
+// proto validation on it.
+func checkStreamRule(rule *model.Rule, opts Options, memo anyMemo) *RuleProblem {
+	f, err := tcpProxyFilter("check", rule, false, opts)
+	if err == nil {
+		err = validateDeep(f, memo)
+	}
+	if err != nil {
+		return &RuleProblem{Rule: rule.Index, Message: err.Error()}
+	}
+	return nil
 }
 
 // buildRule translates every match of one rule into its Envoy routes (a

@@ -33,8 +33,9 @@ type validatorAll interface{ ValidateAll() error }
 //  2. names are unique within each resource type;
 //  3. every route configuration a listener's RDS names exists;
 //  4. every cluster a route sends to (cluster, weighted_clusters, request
-//     mirrors) or an ext_proc filter calls (listener filter or per-route
-//     override) exists, except the two deliberate non-clusters
+//     mirrors), a TCP proxy sends to, or an ext_proc filter calls (listener
+//     filter or per-route override) exists, except the two deliberate
+//     non-clusters
 //     ExtProcPlaceholderCluster and InvalidBackendCluster;
 //  5. every EDS cluster's service name has a ClusterLoadAssignment;
 //  6. no header mutation at any level of a route configuration is one
@@ -139,10 +140,17 @@ func clusterNeeds(clusters map[string]bool, fail func(string, ...any)) func(owne
 
 // checkListenerRefs checks that the route configuration every HCM of l
 // names over RDS is in routes, and that every ext_proc and ext_authz
-// filter's cluster exists (Validate rules 3 and 4).
+// filter's and TCP proxy's cluster exists (Validate rules 3 and 4).
 func checkListenerRefs(l *listenerv3.Listener, memo anyMemo, routes map[string]bool,
 	needCluster func(owner, cluster string), fail func(string, ...any),
 ) {
+	tcp, err := tcpProxyClusters(l, memo)
+	if err != nil {
+		fail("listener %q: %w", l.GetName(), err)
+	}
+	for _, c := range tcp {
+		needCluster(fmt.Sprintf("listener %q tcp_proxy", l.GetName()), c)
+	}
 	for _, fc := range l.GetFilterChains() {
 		for _, f := range fc.GetFilters() {
 			if f.GetTypedConfig() == nil || !f.GetTypedConfig().MessageIs((*hcmv3.HttpConnectionManager)(nil)) {

@@ -29,7 +29,7 @@ func multiGateway() *gwv1.Gateway {
 			{Name: "same", Port: 8080, Protocol: gwv1.HTTPProtocolType},
 			{Name: "grpc", Port: 9090, Protocol: gwv1.HTTPProtocolType,
 				AllowedRoutes: &gwv1.AllowedRoutes{Namespaces: all, Kinds: []gwv1.RouteGroupKind{{Kind: "GRPCRoute"}}}},
-			{Name: "bad", Port: 81, Protocol: gwv1.TCPProtocolType, AllowedRoutes: &gwv1.AllowedRoutes{Namespaces: all}},
+			{Name: "bad", Port: 81, Protocol: gwv1.UDPProtocolType, AllowedRoutes: &gwv1.AllowedRoutes{Namespaces: all}},
 		}},
 	}
 }

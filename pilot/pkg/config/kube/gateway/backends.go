@@ -93,7 +93,9 @@ type (
 
 // ResolveBackendRef resolves ref, a backendRef of a rule of a route of kind
 // routeKind in routeNamespace (Gateway API HTTPBackendRef / GRPCBackendRef;
-// the route is the ReferenceGrant's "from", group GatewayGroup).
+// the route is the ReferenceGrant's "from", group GatewayGroup; a
+// TLSRoute's or TCPRoute's backendRef reaches Services only, an
+// InferencePool from one is InvalidKind).
 //
 // Group and kind default to core Service. Supported: Service in the core
 // group and InferencePool in InferencePoolGroup; anything else is
@@ -172,6 +174,11 @@ func ResolveBackendRef(routeKind, routeNamespace string, ref gwv1.BackendRef, lk
 		}
 		rb.ResolvedRefs, rb.Reason, rb.Service = true, gwv1.RouteReasonResolvedRefs, sb
 		return rb
+	case rb.Group == InferencePoolGroup && rb.Kind == InferencePoolKind && (routeKind == TLSRouteKind || routeKind == TCPRouteKind):
+		// A pool's EPP picks an endpoint per HTTP request; a TLSRoute's
+		// or TCPRoute's connections carry no request to pick by.
+		return fail(gwv1.RouteReasonInvalidKind, "%s %s: a %s sends connections to Services only; an InferencePool needs an HTTPRoute or GRPCRoute",
+			rb.Kind, rb.Key, routeKind)
 	case rb.Group == InferencePoolGroup && rb.Kind == InferencePoolKind:
 		if !opts.InferenceEnabled {
 			return fail(gwv1.RouteReasonInvalidKind, "%s", InferencePoolNotEnabledMessage)

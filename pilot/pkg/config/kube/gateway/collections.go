@@ -21,13 +21,15 @@ import (
 // Inputs are the collections the controller reads. In a cluster they are
 // kube.Client's informer collections; in file mode, static collections of
 // the manifests. InferencePools is nil when the inference extension is off
-// (no InferencePool informer is started); GRPCRoutes may be nil when the
-// GRPCRoute CRD is not served.
+// (no InferencePool informer is started); GRPCRoutes, TLSRoutes and
+// TCPRoutes may be nil when their CRD is not served.
 type Inputs struct {
 	GatewayClasses  krt.Collection[*gwv1.GatewayClass]
 	Gateways        krt.Collection[*gwv1.Gateway]
 	HTTPRoutes      krt.Collection[*gwv1.HTTPRoute]
 	GRPCRoutes      krt.Collection[*gwv1.GRPCRoute]
+	TLSRoutes       krt.Collection[*gwv1.TLSRoute]
+	TCPRoutes       krt.Collection[*gwv1.TCPRoute]
 	ReferenceGrants krt.Collection[*gwv1.ReferenceGrant]
 	Namespaces      krt.Collection[*corev1.Namespace]
 	Services        krt.Collection[*corev1.Service]
@@ -80,8 +82,8 @@ type Options struct {
 }
 
 // Outputs are the controller's derived collections. The pool collections are
-// nil when the inference extension is off; GRPCRouteStatus is nil without
-// Inputs.GRPCRoutes.
+// nil when the inference extension is off; GRPCRouteStatuses,
+// TLSRouteStatuses and TCPRouteStatuses are nil without their input.
 type Outputs struct {
 	// ClassStatuses is the Accepted condition of each of our GatewayClasses.
 	ClassStatuses krt.Collection[ClassStatus]
@@ -89,13 +91,16 @@ type Outputs struct {
 	Gateways krt.Collection[GatewayView]
 	// GatewayStatuses is the status of each of our Gateways.
 	GatewayStatuses krt.Collection[GatewayStatusResult]
-	// Routes is every HTTPRoute and GRPCRoute that names a Gateway of ours,
+	// Routes is every HTTPRoute, GRPCRoute, TLSRoute and TCPRoute that
+	// names a Gateway of ours,
 	// attached and with its backends resolved.
 	Routes krt.Collection[RouteResult]
 	// HTTPRouteStatuses and GRPCRouteStatuses are our entries of each
 	// route's status.parents.
 	HTTPRouteStatuses krt.Collection[RouteStatus]
 	GRPCRouteStatuses krt.Collection[RouteStatus]
+	TLSRouteStatuses  krt.Collection[RouteStatus]
+	TCPRouteStatuses  krt.Collection[RouteStatus]
 	// GatewayParents is each pool's gatewayParents: pools that no route of
 	// ours references are absent.
 	GatewayParents krt.Collection[GatewayParents]
@@ -130,9 +135,10 @@ type Outputs struct {
 //	GatewayClasses ─► ClassStatuses
 //	Gateways (+classes, ListenerSets by parent) ─► Gateways ─► GatewayStatuses,
 //	  ListenerSetStatuses, Translator
-//	HTTPRoutes, GRPCRoutes (+Gateways, ListenerSets, Namespaces, Services,
-//	  InferencePools, ReferenceGrants) ─► Routes ─► HTTPRouteStatuses,
-//	  GRPCRouteStatuses
+//	HTTPRoutes, GRPCRoutes, TLSRoutes, TCPRoutes (+Gateways, ListenerSets,
+//	  Namespaces, Services, InferencePools, ReferenceGrants) ─► Routes ─►
+//	  HTTPRouteStatuses, GRPCRouteStatuses, TLSRouteStatuses,
+//	  TCPRouteStatuses
 //	Routes ─► route attachments (by Gateway, ListenerSet) ─► GatewayStatuses,
 //	  ListenerSetStatuses
 //	Routes ─► route models (by Gateway) ─► Translator
@@ -158,24 +164,44 @@ func Build(in Inputs, opts Options) Outputs {
 
 	httpRoutes := b.httpRouteCollection()
 	routes := []krt.Collection[RouteResult]{httpRoutes}
+	// byKind are the resolved routes of each kind but HTTPRoute, whose
+	// statuses read them when no limits apply.
+	byKind := map[string]krt.Collection[RouteResult]{}
 	if in.GRPCRoutes != nil {
 		grpcRoutes := b.grpcRouteCollection()
 		routes = append(routes, grpcRoutes)
+		byKind[GRPCRouteKind] = grpcRoutes
+	}
+	if in.TLSRoutes != nil {
+		tlsRoutes := b.tlsRouteCollection()
+		routes = append(routes, tlsRoutes)
+		byKind[TLSRouteKind] = tlsRoutes
+	}
+	if in.TCPRoutes != nil {
+		tcpRoutes := b.tcpRouteCollection()
+		routes = append(routes, tcpRoutes)
+		byKind[TCPRouteKind] = tcpRoutes
 	}
 	// Routes as resolved, then with the per-namespace limits of each
 	// Gateway applied (tenantlimits.go): what every later step reads.
 	if opts.Limits.enabled() {
 		out.Routes = limitRoutes(krt.JoinCollection(routes, b.with("ResolvedRoutes")...), out.Gateways, opts.Limits, b.with)
 		out.HTTPRouteStatuses = routeStatuses(out.Routes, HTTPRouteKind, opts.ControllerName, b.with("HTTPRouteStatuses"))
-		if in.GRPCRoutes != nil {
-			out.GRPCRouteStatuses = routeStatuses(out.Routes, GRPCRouteKind, opts.ControllerName, b.with("GRPCRouteStatuses"))
+		for kind := range byKind {
+			byKind[kind] = out.Routes
 		}
 	} else {
 		out.Routes = krt.JoinCollection(routes, b.with("Routes")...)
 		out.HTTPRouteStatuses = routeStatuses(httpRoutes, HTTPRouteKind, opts.ControllerName, b.with("HTTPRouteStatuses"))
-		if len(routes) > 1 {
-			out.GRPCRouteStatuses = routeStatuses(routes[1], GRPCRouteKind, opts.ControllerName, b.with("GRPCRouteStatuses"))
-		}
+	}
+	if c, ok := byKind[GRPCRouteKind]; ok {
+		out.GRPCRouteStatuses = routeStatuses(c, GRPCRouteKind, opts.ControllerName, b.with("GRPCRouteStatuses"))
+	}
+	if c, ok := byKind[TLSRouteKind]; ok {
+		out.TLSRouteStatuses = routeStatuses(c, TLSRouteKind, opts.ControllerName, b.with("TLSRouteStatuses"))
+	}
+	if c, ok := byKind[TCPRouteKind]; ok {
+		out.TCPRouteStatuses = routeStatuses(c, TCPRouteKind, opts.ControllerName, b.with("TCPRouteStatuses"))
 	}
 
 	attachments := b.routeAttachmentCollection(out.Routes)

@@ -33,6 +33,8 @@ type pipeline struct {
 	gateways krt.StaticCollection[*gwv1.Gateway]
 	http     krt.StaticCollection[*gwv1.HTTPRoute]
 	grpc     krt.StaticCollection[*gwv1.GRPCRoute]
+	tls      krt.StaticCollection[*gwv1.TLSRoute]
+	tcp      krt.StaticCollection[*gwv1.TCPRoute]
 	grants   krt.StaticCollection[*gwv1.ReferenceGrant]
 	ns       krt.StaticCollection[*corev1.Namespace]
 	services krt.StaticCollection[*corev1.Service]
@@ -67,6 +69,8 @@ func newLimitedPipeline(t testing.TB, inference bool, limits TenantLimits, objs 
 		gateways: krt.NewStaticCollection[*gwv1.Gateway](nil, nil, stop),
 		http:     krt.NewStaticCollection[*gwv1.HTTPRoute](nil, nil, stop),
 		grpc:     krt.NewStaticCollection[*gwv1.GRPCRoute](nil, nil, stop),
+		tls:      krt.NewStaticCollection[*gwv1.TLSRoute](nil, nil, stop),
+		tcp:      krt.NewStaticCollection[*gwv1.TCPRoute](nil, nil, stop),
 		grants:   krt.NewStaticCollection[*gwv1.ReferenceGrant](nil, nil, stop),
 		ns:       krt.NewStaticCollection[*corev1.Namespace](nil, nil, stop),
 		services: krt.NewStaticCollection[*corev1.Service](nil, nil, stop),
@@ -82,6 +86,7 @@ func newLimitedPipeline(t testing.TB, inference bool, limits TenantLimits, objs 
 	}
 	p.out = Build(Inputs{
 		GatewayClasses: p.classes, Gateways: p.gateways, HTTPRoutes: p.http, GRPCRoutes: p.grpc,
+		TLSRoutes: p.tls, TCPRoutes: p.tcp,
 		ReferenceGrants: p.grants, Namespaces: p.ns, Services: p.services, InferencePools: p.pools,
 		ConfigMaps: p.cms, Secrets: p.secrets, BackendTLSPolicies: p.policies, DestinationRules: p.rules, ListenerSets: p.sets,
 	}, Options{ControllerName: controller, ClusterDomain: "cluster.local", InferenceEnabled: inference,
@@ -101,6 +106,10 @@ func (p *pipeline) add(o any) {
 		p.http.UpdateObject(o)
 	case *gwv1.GRPCRoute:
 		p.grpc.UpdateObject(o)
+	case *gwv1.TLSRoute:
+		p.tls.UpdateObject(o)
+	case *gwv1.TCPRoute:
+		p.tcp.UpdateObject(o)
 	case *gwv1.ReferenceGrant:
 		p.grants.UpdateObject(o)
 	case *corev1.Namespace:

@@ -99,7 +99,7 @@ func NewController(cfg ControllerConfig) (*Controller, error) {
 	kc := cfg.Client
 	in := Inputs{
 		GatewayClasses: kc.GatewayClasses(), Gateways: kc.Gateways(), HTTPRoutes: kc.HTTPRoutes(),
-		GRPCRoutes: kc.GRPCRoutes(), ReferenceGrants: kc.ReferenceGrants(), Namespaces: kc.Namespaces(),
+		GRPCRoutes: kc.GRPCRoutes(), TLSRoutes: kc.TLSRoutes(), TCPRoutes: kc.TCPRoutes(), ReferenceGrants: kc.ReferenceGrants(), Namespaces: kc.Namespaces(),
 		Services: kc.Services(), ConfigMaps: kc.ConfigMaps(), Secrets: kc.Secrets(),
 		BackendTLSPolicies: kc.BackendTLSPolicies(), DestinationRules: kc.DestinationRules(), ListenerSets: kc.ListenerSets(),
 		ExternalProcessors: kc.ExternalProcessors(),
@@ -154,6 +154,8 @@ func NewController(cfg ControllerConfig) (*Controller, error) {
 		add(listenerSetStatusWriter(cfg, c.WrittenListenerSetStatuses))
 		add(httpRouteStatusWriter(cfg, c.HTTPRouteStatuses))
 		add(grpcRouteStatusWriter(cfg, c.GRPCRouteStatuses))
+		add(tlsRouteStatusWriter(cfg, c.TLSRouteStatuses))
+		add(tcpRouteStatusWriter(cfg, c.TCPRouteStatuses))
 		add(routeProblemEvents(cfg, c.Routes))
 		if in.InferencePools != nil {
 			add(poolStatusWriter(cfg, c.PoolStatuses))
@@ -348,6 +350,30 @@ func grpcRouteStatusWriter(cfg ControllerConfig, desired krt.Collection[RouteSta
 		func(ns string) statusObjectClient[*gwv1.GRPCRoute] { return api.GRPCRoutes(ns) },
 		func(r *gwv1.GRPCRoute) []gwv1.RouteParentStatus { return r.Status.Parents },
 		func(r *gwv1.GRPCRoute, p []gwv1.RouteParentStatus) *gwv1.GRPCRoute {
+			r = r.DeepCopy()
+			r.Status.Parents = p
+			return r
+		})
+}
+
+func tlsRouteStatusWriter(cfg ControllerConfig, desired krt.Collection[RouteStatus]) (func(context.Context), error) {
+	api := cfg.Client.GatewayAPI().GatewayV1()
+	return sharedStatusWriter(cfg, "tlsroute-status", desired, cfg.Client.TLSRoutes(), RouteParentAccess,
+		func(ns string) statusObjectClient[*gwv1.TLSRoute] { return api.TLSRoutes(ns) },
+		func(r *gwv1.TLSRoute) []gwv1.RouteParentStatus { return r.Status.Parents },
+		func(r *gwv1.TLSRoute, p []gwv1.RouteParentStatus) *gwv1.TLSRoute {
+			r = r.DeepCopy()
+			r.Status.Parents = p
+			return r
+		})
+}
+
+func tcpRouteStatusWriter(cfg ControllerConfig, desired krt.Collection[RouteStatus]) (func(context.Context), error) {
+	api := cfg.Client.GatewayAPI().GatewayV1()
+	return sharedStatusWriter(cfg, "tcproute-status", desired, cfg.Client.TCPRoutes(), RouteParentAccess,
+		func(ns string) statusObjectClient[*gwv1.TCPRoute] { return api.TCPRoutes(ns) },
+		func(r *gwv1.TCPRoute) []gwv1.RouteParentStatus { return r.Status.Parents },
+		func(r *gwv1.TCPRoute, p []gwv1.RouteParentStatus) *gwv1.TCPRoute {
 			r = r.DeepCopy()
 			r.Status.Parents = p
 			return r

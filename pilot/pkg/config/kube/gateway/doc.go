@@ -110,8 +110,9 @@
 //     rule above into krt collections, one builder per output.
 //   - gateway_collections.go: the builders of class parameters, ClassStatuses,
 //     Gateways, GatewayStatuses, ListenerSetStatuses and Translator.
-//   - route_collections.go: the builders of the HTTPRoute and GRPCRoute
-//     results (attachment and backends resolved) and the routes' attachments.
+//   - route_collections.go: the builders of the HTTPRoute, GRPCRoute,
+//     TLSRoute and TCPRoute results (attachment and backends resolved) and
+//     the routes' attachments.
 //   - pool_collections.go: the builders of GatewayParents, InferencePools,
 //     PoolStatuses and ShadowServices.
 //   - results.go: the result types of those collections (RouteResult,

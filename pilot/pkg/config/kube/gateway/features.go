@@ -13,7 +13,8 @@ import (
 // SupportedFeatures are the Gateway API features our GatewayClasses
 // publish in status.supportedFeatures, sorted by name as the field
 // requires: the core and extended features of the conformance profiles
-// GATEWAY-HTTP and GATEWAY-GRPC that the unmodified suite passes on this
+// GATEWAY-HTTP, GATEWAY-GRPC, GATEWAY-TLS and GATEWAY-TCP that the
+// unmodified suite passes on this
 // implementation (conformance/README.md, "Gateway API suite"). Gateway API
 // v1.7.0 renamed GatewayInfrastructurePropagation to GatewayInfrastructure
 // and removed HTTPRouteRetry and HTTPRouteRetryBackendTimeout (retries are
@@ -27,6 +28,7 @@ import (
 // feature goes in only with the conformance run that passes its tests.
 var SupportedFeatures = sortedFeatures(
 	features.SupportGateway, features.SupportHTTPRoute, features.SupportGRPCRoute, features.SupportReferenceGrant,
+	features.SupportTLSRoute, features.SupportTLSRouteModeTerminate, features.SupportTLSRouteModeMixed, features.SupportTCPRoute,
 	features.SupportGRPCRouteRequestHeaderModifier, features.SupportGRPCRouteNamedRouteRule,
 	features.SupportGatewayRouteHostnameIntersectionPrecedence, features.SupportHTTPRouteBackendURLRewrite,
 	features.SupportHTTPRouteRetryCodes,

@@ -16,8 +16,10 @@ import (
 // and claims ListenerSet with the others: 45, the 42 features of
 // GATEWAY-HTTP and GATEWAY-GRPC the v1.6.1 suite passed less the two
 // v1.7.0 removed (HTTPRouteRetry, HTTPRouteRetryBackendTimeout), plus the
-// five v1.7.0 features whose tests passed; never GatewayListenerFilters,
-// which infermesh refuses (conformance/README.md).
+// five v1.7.0 features whose tests passed; 49 with GATEWAY-TLS and
+// GATEWAY-TCP's TLSRoute, TLSRouteModeTerminate, TLSRouteModeMixed and
+// TCPRoute; never GatewayListenerFilters, which infermesh refuses
+// (conformance/README.md).
 func TestSupportedFeatures(t *testing.T) {
 	if !slices.IsSortedFunc(SupportedFeatures, func(a, b gwv1.SupportedFeature) int {
 		if a.Name < b.Name {
@@ -50,7 +52,7 @@ func TestSupportedFeatures(t *testing.T) {
 	if seen[gwv1.FeatureName(features.SupportGatewayListenerFilters)] {
 		t.Error("GatewayListenerFilters is claimed, but listeners with filters are refused")
 	}
-	if len(SupportedFeatures) != 45 {
-		t.Errorf("%d features, want 45", len(SupportedFeatures))
+	if len(SupportedFeatures) != 49 {
+		t.Errorf("%d features, want 49", len(SupportedFeatures))
 	}
 }

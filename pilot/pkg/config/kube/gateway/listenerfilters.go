@@ -203,13 +203,19 @@ func ProcessorConditions(res ProcessorResult, generation int64) []metav1.Conditi
 //     hostnames are never taken by another listener meanwhile;
 //   - an ExternalProcessor whose spec is not accepted:
 //     Accepted=False/InvalidListenerFilter;
-//   - filters on a protocol other than HTTP or HTTPS: the listener is
-//     already refused for its protocol (UnsupportedProtocol; on an API
-//     server the CRD's CEL rule refuses the object first).
+//   - filters on a protocol other than HTTP or HTTPS (TLS, TCP):
+//     Accepted=False/UnsupportedValue, the listener not served; on an API
+//     server the CRD's CEL rule refuses the object first, a file-mode
+//     manifest may not meet that rule.
 //
 // The first problem in list order is the one reported.
 func resolveListenerFilters(v *ListenerView, specs []gwv1.ListenerFilter, lk *ListenerFilterLookups) {
 	if len(specs) == 0 || !v.Accepted {
+		return
+	}
+	if v.Protocol != gwv1.HTTPProtocolType && v.Protocol != gwv1.HTTPSProtocolType {
+		v.Accepted, v.Reason = false, gwv1.ListenerReasonUnsupportedValue
+		v.Message = fmt.Sprintf("filters may only be set when protocol is HTTP or HTTPS, not %s: the listener is not served rather than served without them", v.Protocol)
 		return
 	}
 	refFailed := func(i int, format string, args ...any) {

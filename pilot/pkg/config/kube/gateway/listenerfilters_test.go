@@ -125,9 +125,10 @@ func TestListenerFilterResolution(t *testing.T) {
 		{name: "ExtensionRef without extensionRef", filters: []gwv1.ListenerFilter{{Type: gwv1.ListenerFilterExtensionRef}},
 			reason: ListenerReasonInvalidListenerFilter, msg: "filters.requests[0]: type ExtensionRef without extensionRef"},
 		// The API server's CEL rule refuses filters on other protocols;
-		// without it (file mode) the protocol refuses the listener.
+		// without it (file mode) the controller refuses the listener: TCP
+		// and TLS listeners are served, never without their filters.
 		{name: "TCP listener", protocol: gwv1.TCPProtocolType, filters: []gwv1.ListenerFilter{bbrRef("bbr")},
-			reason: gwv1.ListenerReasonUnsupportedProtocol, msg: "protocol"},
+			reason: gwv1.ListenerReasonUnsupportedValue, msg: "filters may only be set when protocol is HTTP or HTTPS, not TCP"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

@@ -6,6 +6,7 @@ package gateway
 import (
 	"fmt"
 	"slices"
+	"strings"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
@@ -20,7 +21,20 @@ import (
 const (
 	HTTPRouteKind = "HTTPRoute"
 	GRPCRouteKind = "GRPCRoute"
+	TLSRouteKind  = "TLSRoute"
+	TCPRouteKind  = "TCPRoute"
 )
+
+// protocolKinds are the route kinds each listener protocol takes, its
+// supportedKinds when allowedRoutes.kinds is empty: HTTP and HTTPS take
+// HTTPRoutes and GRPCRoutes, TLS (Passthrough or Terminate) TLSRoutes, TCP
+// TCPRoutes.
+var protocolKinds = map[gwv1.ProtocolType][]string{
+	gwv1.HTTPProtocolType:  {HTTPRouteKind, GRPCRouteKind},
+	gwv1.HTTPSProtocolType: {HTTPRouteKind, GRPCRouteKind},
+	gwv1.TLSProtocolType:   {TLSRouteKind},
+	gwv1.TCPProtocolType:   {TCPRouteKind},
+}
 
 // NamespaceLabels returns the labels of the namespace called name, or nil
 // when the namespace is unknown. It feeds allowedRoutes.namespaces.selector.
@@ -79,8 +93,10 @@ type ListenerView struct {
 	// Hostname is spec.listeners[].hostname, "" for any.
 	Hostname string
 	// Accepted, with Reason and Message of Accepted=False: the protocol is
-	// HTTP, or HTTPS terminating TLS with one certificateRef (tls.mode
-	// Terminate), and allowedRoutes.namespaces is usable.
+	// HTTP, HTTPS terminating TLS with one certificateRef (tls.mode
+	// Terminate), TLS passing it through (tls.mode Passthrough) or
+	// terminating it with one certificateRef, or TCP; and
+	// allowedRoutes.namespaces is usable.
 	Accepted bool
 	Reason   gwv1.ListenerConditionReason
 	Message  string
@@ -89,10 +105,14 @@ type ListenerView struct {
 	ResolvedRefs bool
 	RefsReason   gwv1.ListenerConditionReason
 	RefsMessage  string
-	// Certificate is, for an HTTPS listener, the Secret of its
-	// certificateRef once it resolves (ResolveCertificateRef); zero while
-	// it does not, and then the listener is not served (Served).
+	// Certificate is, for an HTTPS listener or a TLS listener that
+	// terminates TLS, the Secret of its certificateRef once it resolves
+	// (ResolveCertificateRef); zero while it does not, and then the
+	// listener is not served (Served).
 	Certificate types.NamespacedName
+	// Passthrough is set for a TLS listener with tls.mode Passthrough: the
+	// client's TLS goes to the backend untouched, no certificate.
+	Passthrough bool
 	// ClientValidation is, for an HTTPS listener, the client-certificate
 	// validation the Gateway's spec.tls.frontend asks on its port, with the
 	// CA certificates that resolved; nil when none is asked. A listener
@@ -100,7 +120,8 @@ type ListenerView struct {
 	// (NoValidCACertificate).
 	ClientValidation *model.ClientValidation
 	// Kinds is status.listeners[].supportedKinds: allowedRoutes.kinds that
-	// we support, or HTTPRoute and GRPCRoute when none are listed.
+	// we support for the listener's protocol, or all of those
+	// (protocolKinds) when none are listed.
 	Kinds []gwv1.RouteGroupKind
 	// From and Selector are allowedRoutes.namespaces (default Same).
 	From     gwv1.FromNamespaces
@@ -131,11 +152,17 @@ type ListenerView struct {
 func (l *ListenerView) Usable() bool { return l.Accepted && !l.Conflicted }
 
 // Served reports whether the listener reaches the proxies: it is usable
-// and, for HTTPS, its certificateRef resolved. Routes attach to a usable
-// listener whose certificate does not resolve (its attachedRoutes count
-// them), but it is not programmed.
+// and, when it terminates TLS (HTTPS, TLS Terminate), its certificateRef
+// resolved. Routes attach to a usable listener whose certificate does not
+// resolve (its attachedRoutes count them), but it is not programmed.
 func (l *ListenerView) Served() bool {
-	return l.Usable() && (l.Protocol != gwv1.HTTPSProtocolType || l.Certificate.Name != "")
+	return l.Usable() && (!l.terminatesTLS() || l.Certificate.Name != "")
+}
+
+// terminatesTLS reports whether the listener terminates TLS with a
+// certificate of its own: HTTPS, or TLS in mode Terminate.
+func (l *ListenerView) terminatesTLS() bool {
+	return l.Protocol == gwv1.HTTPSProtocolType || (l.Protocol == gwv1.TLSProtocolType && !l.Passthrough)
 }
 
 // NewGatewayView validates the listeners of gw, a Gateway whose class is
@@ -209,7 +236,7 @@ func newListenerView(gw *gwv1.Gateway, ns string, l gwv1.Listener, certs Certifi
 			reject(gwv1.ListenerReasonUnsupportedValue, "an HTTPS listener needs tls (mode Terminate and one certificateRef)")
 		case ptr.Deref(l.TLS.Mode, gwv1.TLSModeTerminate) != gwv1.TLSModeTerminate:
 			reject(gwv1.ListenerReasonUnsupportedValue, "an HTTPS listener terminates TLS (tls.mode Terminate); "+
-				"TLS passthrough is protocol TLS with TLSRoutes, which infermesh does not implement")
+				"TLS passthrough is protocol TLS with TLSRoutes")
 		case len(l.TLS.CertificateRefs) == 0:
 			reject(gwv1.ListenerReasonUnsupportedValue, "an HTTPS listener needs tls.certificateRefs")
 			v.ResolvedRefs, v.RefsReason, v.RefsMessage = false, gwv1.ListenerReasonInvalidCertificateRef, "tls.certificateRefs is empty"
@@ -243,11 +270,34 @@ func newListenerView(gw *gwv1.Gateway, ns string, l gwv1.Listener, certs Certifi
 			v.ClientValidation = cv
 		}
 	case gwv1.TLSProtocolType:
-		reject(gwv1.ListenerReasonUnsupportedProtocol, "protocol TLS (TLS passthrough or termination for TLSRoutes) is not implemented: "+
-			"only HTTP and HTTPS")
-		return v // no supported kinds
+		switch {
+		case l.TLS == nil:
+			reject(gwv1.ListenerReasonUnsupportedValue, "a TLS listener needs tls (mode Passthrough, or Terminate and one certificateRef)")
+		case ptr.Deref(l.TLS.Mode, gwv1.TLSModeTerminate) == gwv1.TLSModePassthrough:
+			// certificateRefs are ignored in this mode (ListenerTLSConfig).
+			v.Passthrough = true
+		case len(l.TLS.CertificateRefs) == 0:
+			reject(gwv1.ListenerReasonUnsupportedValue, "a TLS listener in mode Terminate needs tls.certificateRefs")
+			v.ResolvedRefs, v.RefsReason, v.RefsMessage = false, gwv1.ListenerReasonInvalidCertificateRef, "tls.certificateRefs is empty"
+		case len(l.TLS.CertificateRefs) > 1:
+			reject(gwv1.ListenerReasonUnsupportedValue, "tls.certificateRefs has %d entries: infermesh supports one certificate per listener",
+				len(l.TLS.CertificateRefs))
+		default:
+			key, problem := ResolveCertificateRef(ns, l.TLS.CertificateRefs[0], certs)
+			if problem != nil {
+				v.ResolvedRefs, v.RefsReason, v.RefsMessage = false, problem.reason, problem.message
+			} else {
+				v.Certificate = key
+			}
+		}
+	case gwv1.TCPProtocolType:
+		if l.TLS != nil {
+			// The CRD forbids it; a file-mode Gateway may not be validated
+			// by it.
+			reject(gwv1.ListenerReasonUnsupportedValue, "a TCP listener takes no tls (use protocol TLS)")
+		}
 	default:
-		reject(gwv1.ListenerReasonUnsupportedProtocol, "protocol %q is not supported: only HTTP and HTTPS", l.Protocol)
+		reject(gwv1.ListenerReasonUnsupportedProtocol, "protocol %q is not supported: only HTTP, HTTPS, TLS and TCP", l.Protocol)
 		return v // no supported kinds
 	}
 	v.Kinds, v.ResolvedRefs, v.RefsReason, v.RefsMessage = listenerKinds(l, v)
@@ -275,19 +325,25 @@ func newListenerView(gw *gwv1.Gateway, ns string, l gwv1.Listener, certs Certifi
 }
 
 // listenerKinds returns supportedKinds and the ResolvedRefs outcome: with no
-// allowedRoutes.kinds, HTTPRoute and GRPCRoute (the kinds for HTTP and
-// HTTPS); else the listed kinds we support, and ResolvedRefs False with
-// InvalidRouteKinds if any listed kind is not one of them. A certificate
-// problem found earlier wins.
+// allowedRoutes.kinds, the kinds of the listener's protocol
+// (protocolKinds); else the listed kinds among those, and ResolvedRefs
+// False with InvalidRouteKinds if any listed kind is not one of them (a
+// TCPRoute on a TLS listener, a TLSRoute on an HTTP one, an unknown kind).
+// A certificate problem found earlier wins.
 func listenerKinds(l gwv1.Listener, v ListenerView) ([]gwv1.RouteGroupKind, bool, gwv1.ListenerConditionReason, string) {
 	ok, reason, msg := v.ResolvedRefs, v.RefsReason, v.RefsMessage
+	supported := protocolKinds[l.Protocol]
 	if l.AllowedRoutes == nil || len(l.AllowedRoutes.Kinds) == 0 {
-		return []gwv1.RouteGroupKind{routeGroupKind(HTTPRouteKind), routeGroupKind(GRPCRouteKind)}, ok, reason, msg
+		kinds := make([]gwv1.RouteGroupKind, len(supported))
+		for i, k := range supported {
+			kinds[i] = routeGroupKind(k)
+		}
+		return kinds, ok, reason, msg
 	}
 	var kinds []gwv1.RouteGroupKind
 	for _, k := range l.AllowedRoutes.Kinds {
 		g := string(ptr.Deref(k.Group, GatewayGroup))
-		if g == GatewayGroup && (k.Kind == HTTPRouteKind || k.Kind == GRPCRouteKind) {
+		if g == GatewayGroup && slices.Contains(supported, string(k.Kind)) {
 			if !slices.ContainsFunc(kinds, func(x gwv1.RouteGroupKind) bool { return x.Kind == k.Kind }) {
 				kinds = append(kinds, routeGroupKind(string(k.Kind)))
 			}
@@ -295,7 +351,7 @@ func listenerKinds(l gwv1.Listener, v ListenerView) ([]gwv1.RouteGroupKind, bool
 		}
 		if ok {
 			ok, reason, msg = false, gwv1.ListenerReasonInvalidRouteKinds,
-				fmt.Sprintf("route kind %s/%s is not supported: only HTTPRoute and GRPCRoute", g, k.Kind)
+				fmt.Sprintf("route kind %s/%s is not supported on a %s listener: only %s", g, k.Kind, l.Protocol, strings.Join(supported, " and "))
 		}
 	}
 	return kinds, ok, reason, msg

@@ -90,9 +90,12 @@ type RouteResult struct {
 // RuleResult is one route rule with its backendRefs resolved.
 type RuleResult struct {
 	// HTTP or GRPC is the rule as the translator gets it: as written, less
-	// RequestMirror filters whose backendRef did not resolve.
+	// RequestMirror filters whose backendRef did not resolve. TLS or TCP
+	// is a TLSRoute's or TCPRoute's rule, as written.
 	HTTP     *gwv1.HTTPRouteRule
 	GRPC     *gwv1.GRPCRouteRule
+	TLS      *gwv1.TLSRouteRule
+	TCP      *gwv1.TCPRouteRule
 	Backends []ResolvedBackend
 	// MirrorErrors are the RequestMirror backendRefs that did not resolve;
 	// they count in the route's ResolvedRefs condition. Mirrors are those

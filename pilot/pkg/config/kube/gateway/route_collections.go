@@ -148,6 +148,32 @@ func (b *builder) grpcRouteCollection() krt.Collection[RouteResult] {
 	}, b.with("GRPCRoutes")...)
 }
 
+// tlsRouteCollection is every TLSRoute that names a Gateway of ours,
+// attached and with its backends resolved.
+func (b *builder) tlsRouteCollection() krt.Collection[RouteResult] {
+	return krt.NewCollection(b.in.TLSRoutes, func(ctx krt.HandlerContext, r *gwv1.TLSRoute) *RouteResult {
+		route := Route{Kind: TLSRouteKind, Namespace: r.Namespace, Name: r.Name, Hostnames: r.Spec.Hostnames, ParentRefs: r.Spec.ParentRefs}
+		rules := make([]RuleResult, len(r.Spec.Rules))
+		for i := range r.Spec.Rules {
+			rules[i].TLS = &r.Spec.Rules[i]
+		}
+		return b.resolveRoute(ctx, route, &r.ObjectMeta, rules, func(i int) []gwv1.BackendRef { return r.Spec.Rules[i].BackendRefs })
+	}, b.with("TLSRoutes")...)
+}
+
+// tcpRouteCollection is every TCPRoute that names a Gateway of ours,
+// attached and with its backends resolved.
+func (b *builder) tcpRouteCollection() krt.Collection[RouteResult] {
+	return krt.NewCollection(b.in.TCPRoutes, func(ctx krt.HandlerContext, r *gwv1.TCPRoute) *RouteResult {
+		route := Route{Kind: TCPRouteKind, Namespace: r.Namespace, Name: r.Name, ParentRefs: r.Spec.ParentRefs}
+		rules := make([]RuleResult, len(r.Spec.Rules))
+		for i := range r.Spec.Rules {
+			rules[i].TCP = &r.Spec.Rules[i]
+		}
+		return b.resolveRoute(ctx, route, &r.ObjectMeta, rules, func(i int) []gwv1.BackendRef { return r.Spec.Rules[i].BackendRefs })
+	}, b.with("TCPRoutes")...)
+}
+
 // routeAttachmentCollection is each route's attachment results alone
 // (routeAttachment), what the Gateways' and ListenerSets' statuses read.
 func (b *builder) routeAttachmentCollection(routes krt.Collection[RouteResult]) krt.Collection[routeAttachment] {

@@ -31,7 +31,8 @@ type StatusDocument struct {
 // StatusDocuments waits, bounded by ctx, until every status output of out
 // has synced and returns what the writers would write, in this order:
 // GatewayClasses, Gateways, ListenerSets, HTTPRoutes, GRPCRoutes,
-// InferencePools, BackendTLSPolicies (our status.ancestors entries), then
+// TLSRoutes, TCPRoutes, InferencePools, BackendTLSPolicies (our
+// status.ancestors entries), then
 // the shadow Services as apply configurations; each kind sorted by
 // namespace/name. Conditions that the writers would stamp get now as
 // lastTransitionTime. status -f prints these (pilot-discovery), and the
@@ -47,6 +48,8 @@ func StatusDocuments(ctx context.Context, out Outputs, now metav1.Time) ([]any, 
 	add(out.GatewayStatuses, out.GatewayStatuses != nil)
 	add(out.HTTPRouteStatuses, out.HTTPRouteStatuses != nil)
 	add(out.GRPCRouteStatuses, out.GRPCRouteStatuses != nil)
+	add(out.TLSRouteStatuses, out.TLSRouteStatuses != nil)
+	add(out.TCPRouteStatuses, out.TCPRouteStatuses != nil)
 	add(out.ListenerSetStatuses, out.ListenerSetStatuses != nil)
 	add(out.PoolStatuses, out.PoolStatuses != nil)
 	add(out.BackendTLSPolicies, out.BackendTLSPolicies != nil)
@@ -103,6 +106,8 @@ func StatusDocuments(ctx context.Context, out Outputs, now metav1.Time) ([]any, 
 	}
 	routes(HTTPRouteKind, out.HTTPRouteStatuses)
 	routes(GRPCRouteKind, out.GRPCRouteStatuses)
+	routes(TLSRouteKind, out.TLSRouteStatuses)
+	routes(TCPRouteKind, out.TCPRouteStatuses)
 	if out.PoolStatuses != nil {
 		for _, ps := range out.PoolStatuses.List() {
 			parents := make([]inferencev1.ParentStatus, len(ps.Parents))

@@ -24,7 +24,10 @@ import (
 // Gateway). Zero means no limit.
 type TenantLimits struct {
 	// MaxMatches is PILOT_MAX_ROUTE_MATCHES_PER_NAMESPACE: route matches,
-	// each one Envoy route (a rule without matches counts one).
+	// each one Envoy route (a rule without matches counts one), and for
+	// TLSRoutes and TCPRoutes what selects their rules: each hostname of
+	// a TLSRoute (one server name of a filter chain) per rule, one per
+	// TCPRoute rule.
 	MaxMatches int
 	// MaxRegexMatches is PILOT_MAX_REGEX_MATCHES_PER_NAMESPACE: regular
 	// expressions in matches (HTTPRoute path, header and query parameter
@@ -50,7 +53,9 @@ const RouteReasonTooManyMatches gwv1.RouteConditionReason = "TooManyMatches"
 
 // routeWeight is what a route puts into a Gateway's configuration: the
 // matches and regular expressions of its rules that are served (a rule
-// left out, Problem set, puts nothing).
+// left out, Problem set, puts nothing). A TLSRoute rule counts one match
+// per hostname of the route (at least one: no hostname matches any
+// server name), a TCPRoute rule one.
 func routeWeight(r *RouteResult) (matches, regexes int) {
 	for _, rule := range r.Rules {
 		if rule.Problem != "" {
@@ -74,6 +79,10 @@ func routeWeight(r *RouteResult) (matches, regexes int) {
 					}
 				}
 			}
+		case rule.TLS != nil:
+			matches += max(1, len(r.Route.Hostnames))
+		case rule.TCP != nil:
+			matches++
 		case rule.GRPC != nil:
 			matches += max(1, len(rule.GRPC.Matches))
 			for _, m := range rule.GRPC.Matches {

@@ -124,6 +124,22 @@ func TestRouteWeight(t *testing.T) {
 	if m, x := routeWeight(&r); m != 5 || x != 5 {
 		t.Errorf("weight %d matches, %d regexes; want 5, 5", m, x)
 	}
+	// A TLSRoute's rules select by server name: each rule counts one per
+	// hostname (one without hostnames matches any, and counts one); a
+	// TCPRoute rule counts one; a rule left out counts nothing.
+	tls := RouteResult{Route: Route{Kind: TLSRouteKind, Hostnames: []gwv1.Hostname{"a.example.com", "b.example.com", "*.c.example.com"}},
+		Rules: []RuleResult{{TLS: &gwv1.TLSRouteRule{}}, {TLS: &gwv1.TLSRouteRule{}}, {TLS: &gwv1.TLSRouteRule{}, Problem: "rule 2: refused"}}}
+	if m, x := routeWeight(&tls); m != 6 || x != 0 {
+		t.Errorf("TLSRoute weight %d matches, %d regexes; want 6, 0", m, x)
+	}
+	anyName := RouteResult{Route: Route{Kind: TLSRouteKind}, Rules: []RuleResult{{TLS: &gwv1.TLSRouteRule{}}}}
+	if m, _ := routeWeight(&anyName); m != 1 {
+		t.Errorf("TLSRoute without hostnames: weight %d matches, want 1", m)
+	}
+	tcp := RouteResult{Route: Route{Kind: TCPRouteKind}, Rules: []RuleResult{{TCP: &gwv1.TCPRouteRule{}}, {TCP: &gwv1.TCPRouteRule{}}}}
+	if m, _ := routeWeight(&tcp); m != 2 {
+		t.Errorf("TCPRoute weight %d matches, want 2", m)
+	}
 }
 
 // Whatever one namespace's routes do (added, removed, grown, shrunk,

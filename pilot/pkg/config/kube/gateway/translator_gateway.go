@@ -96,7 +96,7 @@ func modelRoute(r *RouteResult) *model.Route {
 		if rule.Problem != "" {
 			continue // left out; RouteParentStatuses says why
 		}
-		rr := model.Rule{Index: i, HTTP: rule.HTTP, GRPC: rule.GRPC, ExternalAuth: rule.ExternalAuth}
+		rr := model.Rule{Index: i, HTTP: rule.HTTP, GRPC: rule.GRPC, TLS: rule.TLS, TCP: rule.TCP, ExternalAuth: rule.ExternalAuth}
 		for _, m := range rule.Mirrors {
 			if m.Service == nil {
 				continue
