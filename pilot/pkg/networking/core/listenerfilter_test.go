@@ -358,3 +358,32 @@ func TestExtAuthzWithListenerFilters(t *testing.T) {
 		t.Errorf("team-a's route does not enable %s: %v", name, va.Routes)
 	}
 }
+
+// TestTranslatorFollowsProcessorChanges: the incremental Translator gives a
+// changed route configuration when only a listener filter's processor
+// changes (its failure mode lives in the virtual host's ExtProcPerRoute).
+func TestTranslatorFollowsProcessorChanges(t *testing.T) {
+	tr := NewTranslator(Options{InferenceEnabled: true})
+	failOpen := func(res Resources) bool {
+		vh := vhostNamed(t, res, RouteConfigName(80, false), "a.example.com:80")
+		var pr extprocv3.ExtProcPerRoute
+		if err := vh.TypedPerFilterConfig[ListenerFilterName("a", 0)].UnmarshalTo(&pr); err != nil {
+			t.Fatal(err)
+		}
+		return pr.GetOverrides().GetFailureModeAllow().GetValue()
+	}
+	res, err := tr.Build(twoTenantGateway(extRef(processor("gw", "bbr", false))), Inputs{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if failOpen(res) {
+		t.Fatal("FailClose processor translated with failure_mode_allow")
+	}
+	res, err = tr.Build(twoTenantGateway(extRef(processor("gw", "bbr", true))), Inputs{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !failOpen(res) {
+		t.Fatal("the processor changed to FailOpen, but the route configuration kept failure_mode_allow false")
+	}
+}

@@ -4,6 +4,7 @@
 package gateway
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -17,6 +18,7 @@ import (
 
 	"github.com/infermesh/infermesh/pilot/pkg/model"
 	imv1alpha1 "github.com/infermesh/infermesh/pkg/apis/infermesh/v1alpha1"
+	"github.com/infermesh/infermesh/pkg/test/seed"
 )
 
 func extProcessor(ns, name, svc string, port int32, mutate func(*imv1alpha1.ExternalProcessorSpec)) *imv1alpha1.ExternalProcessor {
@@ -239,4 +241,43 @@ func TestExternalProcessorConditions(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestListenerFilterFollowsProcessorChanges: through Build, a change to an
+// ExternalProcessor (its failure mode) reaches the Translator's listener,
+// and deleting it leaves the listener failing closed (FilterError).
+func TestListenerFilterFollowsProcessorChanges(t *testing.T) {
+	gw := seed.Gateway()
+	gw.Spec.Listeners[0].Filters = &gwv1.ListenerFilters{Requests: []gwv1.ListenerFilter{bbrRef("bbr")}}
+	svc := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: seed.GatewayNamespace, Name: "bbr"},
+		Spec: corev1.ServiceSpec{Ports: []corev1.ServicePort{{Port: 9004}}}}
+	ep := extProcessor(seed.GatewayNamespace, "bbr", "bbr", 9004, func(s *imv1alpha1.ExternalProcessorSpec) { s.FailureMode = imv1alpha1.FailClose })
+	p := newPipeline(t, true, seed.GatewayClassObject(), gw, svc, ep)
+	listener := func() model.Listener {
+		g := p.out.Translator.GetKey(seed.GatewayNamespace + "/" + seed.GatewayName)
+		if g == nil || len(g.Listeners) == 0 {
+			return model.Listener{}
+		}
+		return g.Listeners[0]
+	}
+	describe := func() string { return fmt.Sprintf("%+v", listener()) }
+	failOpen := func(want bool) func() bool {
+		return func() bool {
+			l := listener()
+			return len(l.Filters) == 1 && l.Filters[0].Processor.FailOpen == want && l.FilterError == ""
+		}
+	}
+	p.eventually("the processor resolved, FailClose", failOpen(false), describe)
+
+	open := ep.DeepCopy()
+	open.Spec.FailureMode = imv1alpha1.FailOpen
+	open.ResourceVersion = "2"
+	p.add(open)
+	p.eventually("the processor's FailOpen in the Translator", failOpen(true), describe)
+
+	p.procs.DeleteObject(seed.GatewayNamespace + "/bbr")
+	p.eventually("the listener failing closed without its processor", func() bool {
+		l := listener()
+		return len(l.Filters) == 0 && strings.Contains(l.FilterError, "not found")
+	}, describe)
 }
