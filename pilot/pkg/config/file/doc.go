@@ -36,6 +36,10 @@
 //     (x-kubernetes-validations). Messages are the API server's field errors.
 //     Every served version is stored as the v1 Go type: these CRDs convert
 //     with strategy None.
+//   - Options.GatewayAPIChannel ChannelExperimental checks Gateway API
+//     kinds against the experimental channel's CRDs instead (crds-experimental/,
+//     the same kinds, from the same module version), so experimental
+//     fields such as Listener.filters are accepted and validated.
 //   - infermesh.io ExternalProcessors: against the chart's own CRD
 //     (manifests/charts/infermesh/crds, copied to owncrds/), the same way.
 //   - Built-in kinds of the client-go scheme: strict decoding (unknown and

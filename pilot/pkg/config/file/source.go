@@ -35,6 +35,9 @@ type Options struct {
 	// reloads; 0 means 100ms. A steady stream of events delays a reload by
 	// at most ten times this.
 	Debounce time.Duration
+	// GatewayAPIChannel is the channel whose CRDs Gateway API kinds are
+	// checked against; empty is ChannelStandard.
+	GatewayAPIChannel Channel
 }
 
 const defaultDebounce = 100 * time.Millisecond
@@ -86,7 +89,7 @@ type Source struct {
 // with manifests are not errors (see Problems); New fails only when dir
 // itself cannot be read, or when the embedded CRDs are broken (a build defect).
 func New(dir string, opts Options) (*Source, error) {
-	crds, err := embeddedCRDs()
+	crds, err := crdsFor(opts.GatewayAPIChannel)
 	if err != nil {
 		return nil, fmt.Errorf("file: embedded CRDs: %w", err)
 	}
