@@ -20,6 +20,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/utils/ptr"
@@ -88,7 +89,9 @@ func conds(cs []metav1.Condition) string {
 // filter is Accepted=False/UnsupportedValue; a ListenerSet's listener gets
 // the same; the API server itself refuses filters on a TCP listener and an
 // ExternalProcessor whose streamed body skips its headers. A processor
-// created after its listener makes the listener resolve.
+// created after its listener makes the listener resolve. Each processor's
+// own status says whether its Service port resolves (BackendNotFound
+// naming what is missing, until it appears).
 func TestListenerFilterStatus(t *testing.T) {
 	crds, err := kubeenv.GatewayAPIExperimentalCRDs()
 	if err != nil {
@@ -223,6 +226,49 @@ func TestListenerFilterStatus(t *testing.T) {
 		}
 		return check("Gateway", entries, want)
 	})
+
+	// The processors' own status: Accepted and ResolvedRefs, at their
+	// generation; a Service that does not exist, or lacks the port, is
+	// ResolvedRefs=False/BackendNotFound naming it, until it appears.
+	if _, err := eps.Create(ctx, processor("nosvc", "gone", 9004, nil), metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := eps.Create(ctx, processor("badport", "bbr", 1234, nil), metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	processorStatus := func(name, wantConds, wantMsg string) func() error {
+		return func() error {
+			u, err := eps.Get(ctx, name, metav1.GetOptions{})
+			if err != nil {
+				return err
+			}
+			var ep imv1alpha1.ExternalProcessor
+			if err := runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, &ep); err != nil {
+				return err
+			}
+			if c := conds(ep.Status.Conditions); c != wantConds {
+				return fmt.Errorf("ExternalProcessor %s: %s, want %s", name, c, wantConds)
+			}
+			for _, c := range ep.Status.Conditions {
+				if c.ObservedGeneration != ep.Generation {
+					return fmt.Errorf("ExternalProcessor %s: %s observedGeneration %d, generation %d", name, c.Type, c.ObservedGeneration, ep.Generation)
+				}
+				if c.Status == metav1.ConditionFalse && !strings.Contains(c.Message, wantMsg) {
+					return fmt.Errorf("ExternalProcessor %s: %s message %q does not say %q", name, c.Type, c.Message, wantMsg)
+				}
+			}
+			return nil
+		}
+	}
+	until(t, processorStatus("bbr", "Accepted=True/Accepted ResolvedRefs=True/ResolvedRefs", ""))
+	until(t, processorStatus("nosvc", "Accepted=True/Accepted ResolvedRefs=False/BackendNotFound", "lf/gone"))
+	until(t, processorStatus("badport", "Accepted=True/Accepted ResolvedRefs=False/BackendNotFound", "1234"))
+	gone := svc.DeepCopy()
+	gone.Name, gone.ResourceVersion = "gone", ""
+	if _, err := kube.CoreV1().Services(ns).Create(ctx, gone, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	until(t, processorStatus("nosvc", "Accepted=True/Accepted ResolvedRefs=True/ResolvedRefs", ""))
 
 	// GEP-5224's CEL rule: filters only on HTTP and HTTPS listeners.
 	tcp := g.DeepCopy()

@@ -126,6 +126,10 @@ type Outputs struct {
 	// a Gateway of ours, Programmed still Pending (WithListenerSetProgrammed
 	// applies the Gateway's); nil without Inputs.ListenerSets.
 	ListenerSetStatuses krt.Collection[ListenerSetStatusResult]
+	// ExternalProcessorStatuses is the status of every infermesh.io
+	// ExternalProcessor (processorstatus.go); nil without
+	// Inputs.ExternalProcessors.
+	ExternalProcessorStatuses krt.Collection[ExternalProcessorStatus]
 }
 
 // Build derives every collection of the controller from in, one builder
@@ -209,6 +213,10 @@ func Build(in Inputs, opts Options) Outputs {
 	out.Translator = b.translatorCollection(out.Routes)
 	if in.ListenerSets != nil {
 		out.ListenerSetStatuses = b.listenerSetStatusCollection(attachments)
+	}
+
+	if in.ExternalProcessors != nil {
+		out.ExternalProcessorStatuses = b.processorStatusCollection()
 	}
 
 	if b.tls.policies != nil {

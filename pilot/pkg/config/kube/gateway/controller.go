@@ -161,6 +161,9 @@ func NewController(cfg ControllerConfig) (*Controller, error) {
 			add(poolStatusWriter(cfg, c.PoolStatuses))
 		}
 		add(backendTLSPolicyStatusWriter(cfg, c.BackendTLSPolicyStatuses))
+		if c.ExternalProcessorStatuses != nil {
+			add(processorStatusWriter(cfg, c.ExternalProcessorStatuses))
+		}
 	}
 	if err := errors.Join(errs...); err != nil {
 		return nil, err

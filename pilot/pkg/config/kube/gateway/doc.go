@@ -35,6 +35,9 @@
 //     infermesh.io ExternalProcessors (ResolveExternalProcessor,
 //     ProcessorConditions), with the spec's listener reasons
 //     (InvalidListenerFilterRef, InvalidListenerFilter, UnsupportedValue).
+//   - processorstatus.go: each ExternalProcessor's own status
+//     (ExternalProcessorStatuses) and its writer, server-side apply of the
+//     status subresource through the dynamic client.
 //   - listenerset.go: ListenerSets attached to our Gateways: which are allowed,
 //     their listeners in precedence order, and their status.
 //   - certificates.go: an HTTPS listener's certificateRef (a kubernetes.io/tls
