@@ -81,9 +81,9 @@ helm:
 # Integration tests against real components (build tag integ), two packages
 # at a time (those that create network namespaces use disjoint addresses),
 # after building (or reusing) the Kubernetes binaries and the endpoint
-# pickers (hack/epp-binaries.sh: GIE v1.6.0 lwepp and v1.0.0 epp, cached in
+# pickers (hack/epp-binaries.sh: GIE v1.6.2 lwepp and v1.0.0 epp, cached in
 # $${INFERMESH_CACHE:-~/.cache/infermesh}/epp; the script prints the folder
-# holding both), helm (hack/helm.sh) and the authorization server of the
+# holding both, bin-lwepp-v1.6.2-epp-v1.0.0), helm (hack/helm.sh) and the authorization server of the
 # ExternalAuth test (hack/extauthz-binary.sh: Istio's sample ext_authz,
 # cached in $${INFERMESH_CACHE:-~/.cache/infermesh}/extauthz).
 integ:
@@ -123,11 +123,10 @@ conformance-gateway-api:
 # the statistical GatewayWeightedAcrossTwoInferencePools (conformance/README.md,
 # "In make test"), then the Gateway API suite (the four Gateway profiles,
 # core and extended) but the tests conformance/README.md lists as gaps
-# (BackendTLSPolicyGRPCRoute: a BackendTLSPolicy on a GRPCRoute's backend
-# is not implemented; a gap, not a pass). Fails if either fails; both
+# (none today; a listed gap is not a pass). Fails if either fails; both
 # always run.
 CONFORMANCE_SUBSET_SKIP := GatewayWeightedAcrossTwoInferencePools
-CONFORMANCE_SUBSET_GWAPI_GAPS := BackendTLSPolicyGRPCRoute
+CONFORMANCE_SUBSET_GWAPI_GAPS :=
 conformance-subset:
 	reports=$$(mktemp -d) && rc=0 && \
 	{ GO=$(GO) SUITE=gie SKIP_TESTS=$(CONFORMANCE_SUBSET_SKIP) REPORT=$$reports/infermesh-gie-subset.yaml hack/conformance.sh || rc=1; } && \

@@ -11,12 +11,14 @@
 #
 #   ${INFERMESH_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/infermesh}/epp/<name>-<version>/bin/<name>
 #
-# and a folder of symbolic links to the pair in use,
+# and a folder of symbolic links to that pair, named for it,
 #
-#   .../epp/bin/{lwepp,epp}
+#   .../epp/bin-lwepp-$LWEPP_VERSION-epp-$EPP_VERSION/{lwepp,epp}
 #
 # which it prints as its only, so last, line of stdout; every other message
 # goes to stderr. Tests find it through EPP_TEST_BINARIES=<that folder>.
+# One folder per pair: two checkouts (or runs) asking for different versions
+# share the cache but never repoint each other's links mid-run.
 #
 # How: `go install sigs.k8s.io/gateway-api-inference-extension/cmd/...@v` fails
 # for this module (the proxy serves no version list for it), and each release
@@ -39,19 +41,18 @@
 #
 # Environment:
 #   INFERMESH_CACHE  cache root (default ${XDG_CACHE_HOME:-$HOME/.cache}/infermesh)
-#   LWEPP_VERSION    GIE release for lwepp (default v1.6.0)
+#   LWEPP_VERSION    GIE release for lwepp (default v1.6.2)
 #   EPP_VERSION      GIE release for the full epp (default v1.0.0)
 #   EPP_BUILD_ONLY   lwepp or epp: build (or reuse) that one binary only, print
-#                    its folder, and leave the links in bin/ alone (hack/images.sh
-#                    builds the conformance lwepp this way, so the integration
-#                    suites' pair never changes under them)
+#                    its folder, and make no folder of links (hack/images.sh
+#                    builds the conformance lwepp this way)
 #   GO               go command (default go)
 set -euo pipefail
 # Go 1.27 (Gateway API v1.7.0 needs it): the toolchain the module proxy
 # serves, fetched by the go command on first use (README).
 export GOTOOLCHAIN=go1.27.3
 
-LWEPP_VERSION=${LWEPP_VERSION:-v1.6.0}
+LWEPP_VERSION=${LWEPP_VERSION:-v1.6.2}
 EPP_VERSION=${EPP_VERSION:-v1.0.0}
 GO=${GO:-go}
 CACHE_ROOT=${INFERMESH_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/infermesh}
@@ -157,14 +158,18 @@ esac
 build lwepp "$LWEPP_VERSION"
 build epp "$EPP_VERSION"
 
-# The folder the tests read: links to the pair asked for, each replaced by one
-# rename, so a concurrent reader never finds a link missing.
+# The folder the tests read: links to the pair asked for, in a folder named
+# for that pair, so a run asking for another pair never touches it. Each link
+# is replaced by one rename (a concurrent run of the same pair rewrites the
+# same target), so a reader never finds a link missing.
+bindir=$ROOT/bin-lwepp-$LWEPP_VERSION-epp-$EPP_VERSION
 exec 8>"$ROOT/.bin.lock"
 flock 8
-mkdir -p "$ROOT/bin"
+mkdir -p "$bindir"
 for pair in "lwepp:$LWEPP_VERSION" "epp:$EPP_VERSION"; do
 	name=${pair%%:*}
-	ln -sfn "../$name-${pair#*:}/bin/$name" "$ROOT/bin/.$name.new"
-	mv -Tf "$ROOT/bin/.$name.new" "$ROOT/bin/$name"
+	ln -sfn "../$name-${pair#*:}/bin/$name" "$bindir/.$name.new"
+	mv -Tf "$bindir/.$name.new" "$bindir/$name"
 done
-printf '%s\n' "$ROOT/bin"
+exec 8>&-
+printf '%s\n' "$bindir"

@@ -21,22 +21,23 @@
 //     10.244.0.16:9002;
 //   - pilot-discovery in process (controller.StartGatewayPilot), which
 //     writes the Gateway's bootstrap ConfigMap and serves ADS on loopback;
-//   - the full EPP of GIE v1.0.0 (pkg/test/epp), serving TLS with its own
-//     certificate, as the seed's DestinationRule (SIMPLE, insecureSkipVerify)
-//     expects. Not lwepp, which the seed's manifest names: lwepp v1.6.0
-//     fails requests with bodies in the default FULL_DUPLEX_STREAMED mode
-//     and would need a GatewayClass whose parameters select Streamed, which
-//     would change the seed. The EPP listens on the host's loopback (the API
-//     server it watches listens there too); a relay in the EPP pod's
-//     namespace makes it reachable at 10.244.0.16:9002, through the
-//     recording proxy (pkg/test/eppproxy), which reads the pick in each of
-//     the EPP's answers;
+//   - the EPP the seed's Deployment names: lwepp, built from GIE v1.6.2
+//     (pkg/test/epp; the run fails, saying so, if the seed's image is
+//     another), serving TLS with its own certificate, as the seed's
+//     DestinationRule (SIMPLE, insecureSkipVerify) expects, in the default
+//     body mode (FULL_DUPLEX_STREAMED request and response bodies: the
+//     GatewayClass pilot-discovery creates has no parameters). The EPP
+//     listens on the host's loopback (the API server it watches listens
+//     there too); a relay in the EPP pod's namespace makes it reachable at
+//     10.244.0.16:9002, through the recording proxy (pkg/test/eppproxy),
+//     which reads the pick in each of the EPP's answers;
 //   - the Gateway's data plane, booted from that ConfigMap's bootstrap
 //     unmodified: the project's Envoy stand-in (pkg/test/dataplane, in
 //     process), or real Envoy when ENVOY_BINARY is set (pkg/test/gwproxy),
 //     its listener on the host's loopback.
 //
-// What it prints: each step, then for each of the seed's requests the
+// What it prints: each step (the EPP pod's line, EPPLine, names the lwepp
+// run and the image the seed names), then for each of the seed's requests the
 // status, the pod that answered and the pod the EPP picked (PickLine), then
 // one request with the EPP stopped, answered through the FailOpen fallback
 // (FallbackLine), and the closing line saying what was stopped.
@@ -59,6 +60,6 @@
 //   - pods.go: a simulator's configuration read from a model-server pod's
 //     arguments, and the checks and cleanup of network namespaces.
 //   - runner.go: runner, a testing.TB for the test harnesses outside a test.
-//   - output.go: Result, the printed lines (PickLine, FallbackLine) and
+//   - output.go: Result, the printed lines (EPPLine, PickLine, FallbackLine) and
 //     CheckOutput, the check of the output's shape.
 package traffic

@@ -87,6 +87,23 @@ func FallbackLine(r Result, fallbacks int64) (string, error) {
 	return line, nil
 }
 
+// EPPLine is the line printed for the EPP pod:
+//
+//	<pod> <ip:port> EPP: lwepp <version> (GIE <version> cmd/lwepp), the image the seed names: <image>; TLS, self-signed
+//
+// It reports an error unless image is lwepp at version (the tag of
+// registry.k8s.io/gateway-api-inference-extension/lwepp:<version>): the demo
+// runs what the seed's Deployment names, or says it cannot.
+func EPPLine(pod, addr, image, version string) (string, error) {
+	line := fmt.Sprintf("   %-36s %-17s EPP: lwepp %s (GIE %s cmd/lwepp), the image the seed names: %s; TLS, self-signed",
+		pod, addr, version, version, orNone(image, "none"))
+	name, tag, _ := strings.Cut(image[strings.LastIndexByte(image, '/')+1:], ":")
+	if name != "lwepp" || tag != version {
+		return line, fmt.Errorf("the seed's EPP Deployment names the image %q; this demo runs lwepp %s (hack/epp-binaries.sh)", image, version)
+	}
+	return line, nil
+}
+
 func orNone(s, none string) string {
 	if s == "" {
 		return none
@@ -98,10 +115,13 @@ var (
 	pickRE     = regexp.MustCompile(`^request (\d+): (\d{3}), answered by (\S+) \((\S+)\); EPP picked (\S+) \((\S+)\)$`)
 	fallbackRE = regexp.MustCompile(`^request (\d+) \(EPP stopped\): 200, answered by (\S+) \((\S+)\); FailOpen fallback: the EPP gave no pick \(EPP stream: [^)]*\), (the data plane's override_host fallback picks for it: 1|real Envoy: .*)$`)
 	planeRE    = regexp.MustCompile(`^data plane: (the project's Envoy stand-in|Envoy) .*architecture/dataplane\.md`)
+	eppRE      = regexp.MustCompile(`^   \S+ +\S+ +EPP: lwepp (v\S+) \(GIE (v\S+) cmd/lwepp\), the image the seed names: \S+/lwepp:(v\S+); TLS`)
 )
 
-// CheckOutput checks the demo's output shape: the data plane named with a
-// pointer to architecture/dataplane.md; at least wantPicks requests, each a
+// CheckOutput checks the demo's output shape: the EPP pod's line naming
+// lwepp at the version of the image the seed names; the data plane named
+// with a pointer to architecture/dataplane.md; at least wantPicks requests,
+// each a
 // 200 answered by the pod the EPP picked (same pod and address); then one
 // request with the EPP stopped, a 200 from a pod of the pool through the
 // FailOpen fallback (one fallback pick counted, under the stand-in); and
@@ -110,6 +130,7 @@ func CheckOutput(out string, wantPicks int) error {
 	var (
 		errs     []error
 		plane    bool
+		eppOK    bool
 		picks    int
 		fallback string
 		stopped  bool
@@ -119,6 +140,16 @@ func CheckOutput(out string, wantPicks int) error {
 		switch {
 		case planeRE.MatchString(line):
 			plane = true
+		case strings.Contains(line, " EPP: "):
+			m := eppRE.FindStringSubmatch(line)
+			switch {
+			case m == nil:
+				errs = append(errs, fmt.Errorf("an EPP line that does not name lwepp and the seed's image: %q", line))
+			case m[1] != m[2] || m[1] != m[3]:
+				errs = append(errs, fmt.Errorf("the EPP run (lwepp %s, GIE %s) is not the seed's image (lwepp:%s): %q", m[1], m[2], m[3], line))
+			default:
+				eppOK = true
+			}
 		case strings.HasPrefix(line, "request "):
 			if m := pickRE.FindStringSubmatch(line); m != nil {
 				switch {
@@ -141,6 +172,9 @@ func CheckOutput(out string, wantPicks int) error {
 		case strings.HasPrefix(line, "stopped everything"):
 			stopped = true
 		}
+	}
+	if !eppOK {
+		errs = append(errs, errors.New("no EPP line naming lwepp at the version of the seed's image"))
 	}
 	if !plane {
 		errs = append(errs, errors.New(`no "data plane: ..." line naming the data plane and architecture/dataplane.md`))

@@ -10,11 +10,35 @@ import (
 )
 
 const (
-	podA  = "vllm-llama3-8b-6d8f9c7b5-abcde"
-	podB  = "vllm-llama3-8b-6d8f9c7b5-fghij"
-	addrA = "10.244.0.13:8000"
-	addrB = "10.244.0.14:8000"
+	podA      = "vllm-llama3-8b-6d8f9c7b5-abcde"
+	podB      = "vllm-llama3-8b-6d8f9c7b5-fghij"
+	addrA     = "10.244.0.13:8000"
+	addrB     = "10.244.0.14:8000"
+	eppPod    = "vllm-llama3-8b-epp-5f7c9d8b6-klmno"
+	eppAddr   = "10.244.0.16:9002"
+	seedImage = "registry.k8s.io/gateway-api-inference-extension/lwepp:v1.6.2"
 )
+
+func TestEPPLine(t *testing.T) {
+	line, err := EPPLine(eppPod, eppAddr, seedImage, "v1.6.2")
+	want := "   " + eppPod + "   " + eppAddr + "  EPP: lwepp v1.6.2 (GIE v1.6.2 cmd/lwepp), the image the seed names: " + seedImage + "; TLS, self-signed"
+	if line != want || err != nil {
+		t.Fatalf("got %q, %v\nwant %q, nil", line, err, want)
+	}
+	for _, tc := range []struct{ name, image, version string }{
+		{"another lwepp version", "registry.k8s.io/gateway-api-inference-extension/lwepp:v1.6.0", "v1.6.2"},
+		{"the full EPP's image", "registry.k8s.io/gateway-api-inference-extension/epp:v1.6.2", "v1.6.2"},
+		{"no tag", "registry.k8s.io/gateway-api-inference-extension/lwepp", "v1.6.2"},
+		{"no image", "", "v1.6.2"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := EPPLine(eppPod, eppAddr, tc.image, tc.version)
+			if err == nil || !strings.Contains(err.Error(), "this demo runs lwepp "+tc.version) {
+				t.Errorf("error %v, want one saying the demo runs lwepp %s", err, tc.version)
+			}
+		})
+	}
+}
 
 func picked(n int, pod, addr, pickPod, pick string) Result {
 	return Result{N: n, Status: 200, Pod: pod, Port: "8000", Addr: addr, Pick: pick, PickPod: pickPod, Stream: "OK"}
@@ -89,6 +113,11 @@ func goodOutput(t *testing.T) string {
 	t.Helper()
 	var b strings.Builder
 	b.WriteString("== cluster: ...\n")
+	epp, err := EPPLine(eppPod, eppAddr, seedImage, "v1.6.2")
+	if err != nil {
+		t.Fatal(err)
+	}
+	b.WriteString(epp + "  [netns imdemo-7-16]\n")
 	b.WriteString("data plane: the project's Envoy stand-in (pkg/test/dataplane, in this process), not Envoy; how it follows Envoy and where it differs: architecture/dataplane.md\n")
 	b.WriteString("   booted from that ConfigMap's bootstrap, unmodified; ENVOY_BINARY=/path/to/envoy runs a real Envoy instead\n")
 	for i, r := range []Result{picked(1, podA, addrA, podA, addrA), picked(2, podB, addrB, podB, addrB), picked(3, podA, addrA, podA, addrA)} {
@@ -138,6 +167,11 @@ func TestCheckOutput(t *testing.T) {
 		{"a pick after the fallback", good + "request 5: 200, answered by " + podA + " (" + addrA + "); EPP picked " + podA + " (" + addrA + ")\n",
 			"a picked request after the fallback request", 3},
 		{"not stopped", removeLine(good, "stopped everything"), `no closing "stopped everything" line`, 3},
+		{"no EPP line", removeLine(good, "   "+eppPod), "no EPP line naming lwepp", 3},
+		{"the full EPP", strings.Replace(good, "EPP: lwepp v1.6.2 (GIE v1.6.2 cmd/lwepp)", "EPP: GIE v1.0.0 full EPP (the manifest's lwepp image is not run, see below)", 1),
+			"an EPP line that does not name lwepp", 3},
+		{"another lwepp than the seed's", strings.Replace(good, "EPP: lwepp v1.6.2 (GIE v1.6.2", "EPP: lwepp v1.6.0 (GIE v1.6.0", 1),
+			"is not the seed's image (lwepp:v1.6.2)", 3},
 		{"empty", "", "want 3", 3},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -29,6 +29,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	inferenceclient "sigs.k8s.io/gateway-api-inference-extension/client-go/clientset/versioned"
+	gatewayclient "sigs.k8s.io/gateway-api/pkg/client/clientset/versioned"
 
 	"github.com/infermesh/infermesh/pilot/pkg/config/kube/gateway"
 	"github.com/infermesh/infermesh/pkg/test/controller"
@@ -67,7 +68,7 @@ var (
 const (
 	gatewayPort     = 80                  // the seed Gateway's listener
 	waitConfig      = 60 * time.Second    // cluster -> pilot-discovery -> data plane
-	waitEPP         = 60 * time.Second    // the full EPP's informers and first scrapes
+	waitEPP         = 60 * time.Second    // the EPP's pool and pod informers
 	requestIDHeader = "x-demo-request-id" // the recording proxy's key of each request
 	fieldManager    = "demo-traffic"      // our server-side apply identity
 	userAgent       = "pilot-discovery-demo-traffic"
@@ -283,11 +284,18 @@ func (d *demo) run() {
 	p := controller.StartGatewayPilot(t, restCfg, userAgent)
 	d.start("pilot-discovery")
 
-	// (5) The EPP: the full EPP on loopback, serving TLS with its own
-	// certificate; the recording proxy in front of it (TLS both ways) reads
-	// each answer's pick; a relay in the EPP pod's namespace makes it
-	// reachable at the pod's address.
-	e := epp.Start(t, epp.Config{Kind: epp.FullEPP, Kubeconfig: env.Kubeconfig,
+	// (5) The EPP the seed's Deployment names, lwepp, on loopback, serving
+	// TLS with its own certificate; the recording proxy in front of it (TLS
+	// both ways) reads each answer's pick; a relay in the EPP pod's namespace
+	// makes it reachable at the pod's address.
+	eppPod := eppPods[0]
+	image := ""
+	if cs := eppPod.Spec.Containers; len(cs) > 0 {
+		image = cs[0].Image
+	}
+	eppLine, err := EPPLine(eppPod.Name, net.JoinHostPort(eppIP, strconv.Itoa(seed.EPPPort)), image, epp.LWEPPVersion)
+	d.must(err, "the seed's EPP")
+	e := epp.Start(t, epp.Config{Kind: epp.LWEPP, Kubeconfig: env.Kubeconfig,
 		PoolNamespace: seed.Namespace, PoolName: seed.PoolName, TLS: true})
 	d.start("the EPP")
 	d.proxy, err = eppproxy.Start(context.Background(), eppproxy.Config{
@@ -300,14 +308,10 @@ func (d *demo) run() {
 	eppAddr := net.JoinHostPort(eppIP, strconv.Itoa(seed.EPPPort))
 	ns := d.netnsFor(eppIP)
 	ns.Relay(t, eppAddr, d.proxy.Addr())
-	eppPod := eppPods[0]
 	_, err = kubeenv.SetPodReady(ctx, d.kube, &eppPod, eppIP, true)
 	d.must(err, "pod "+eppPod.Name+" ready")
-	d.printf("   %-36s %-17s EPP: GIE %s full EPP (the manifest's lwepp image is not run, see below), TLS, self-signed  [netns %s]",
-		eppPod.Name, eppAddr, epp.FullEPPVersion, ns.Name)
+	d.printf("%s  [netns %s]", eppLine, ns.Name)
 	d.printf("   %-36s %-17s (relayed to the recording proxy on %s, which forwards to the EPP on %s)", "", "", d.proxy.Addr(), e.Addr())
-	d.printf("   Why the full EPP: lwepp %s fails requests with bodies in the default FULL_DUPLEX_STREAMED body mode;", epp.LWEPPVersion)
-	d.printf("   it would need a GatewayClass whose parameters set Streamed, which the seed does not have.")
 	d.check()
 
 	// (6) The Gateway's data plane, booted from the bootstrap ConfigMap our
@@ -341,9 +345,10 @@ func (d *demo) run() {
 	d.waitEndpoints(eppCluster, []string{eppAddr})
 	d.printf("   listener %s (port %d); EDS: %s = %s; %s = %s", d.gw.Addr(), gatewayPort, shadow, strings.Join(want, ","), eppCluster, eppAddr)
 	d.printPoolStatus(restCfg)
+	d.printBodyMode(restCfg)
 
 	// (7) The seed's request: first wait for the EPP's first pick (it picks
-	// once its informers and its first metrics scrapes of the pods are in).
+	// once its pod informer has the pool's ready pods).
 	d.client = &http.Client{Transport: &http.Transport{DisableKeepAlives: true}, Timeout: 30 * time.Second}
 	t.Cleanup(d.client.CloseIdleConnections)
 	began = time.Now()
@@ -465,6 +470,19 @@ func (d *demo) printPoolStatus(cfg *rest.Config) {
 	}, func() string { return strings.Join(conds, ", ") })
 	d.printf("   InferencePool %s/%s status for Gateway %s/%s: %s", seed.Namespace, seed.PoolName,
 		seed.GatewayNamespace, seed.GatewayName, strings.Join(conds, ", "))
+}
+
+// printBodyMode says which EPP body mode the seed Gateway's class gives:
+// with no parametersRef (the class pilot-discovery creates) the EPP
+// protocol's default, FULL_DUPLEX_STREAMED request and response bodies.
+func (d *demo) printBodyMode(cfg *rest.Config) {
+	gc, err := gatewayclient.NewForConfigOrDie(cfg).GatewayV1().GatewayClasses().Get(d.ctx, seed.GatewayClass, metav1.GetOptions{})
+	d.must(err, "GatewayClass "+seed.GatewayClass)
+	if ref := gc.Spec.ParametersRef; ref != nil {
+		d.printf("   GatewayClass %s has parametersRef %s %s: its eppRequestBodyMode sets the EPP body mode", gc.Name, ref.Kind, ref.Name)
+		return
+	}
+	d.printf("   GatewayClass %s has no parametersRef: the EPP body mode is the default, FULL_DUPLEX_STREAMED request and response bodies", gc.Name)
 }
 
 // request is one request to the Gateway.

@@ -311,6 +311,33 @@ type ServiceBackend struct {
 	// a ServiceBackend: the controller resolves it as an invalid backend
 	// (Backend.Invalid, HTTP 500).
 	TLS *EPPTLS
+	// NegotiateHTTP is set when the Service port declares no protocol at
+	// all (ServicePortDeclaresProtocol false) and has client TLS (TLS set):
+	// the HTTP version is then negotiated per connection by ALPN, offering
+	// h2 and http/1.1 (Envoy's HttpProtocolOptions auto_config): HTTP/2
+	// when the server picks h2, HTTP/1.1 otherwise. Such a port can carry
+	// a GRPCRoute (its gRPC calls fail if the server does not offer h2, as
+	// they would in Envoy). Never set together with HTTP2.
+	NegotiateHTTP bool
+}
+
+// ServicePortDeclaresProtocol reports whether a Service port declares a
+// protocol at all: it has an appProtocol (any value), or its name is a
+// protocol of Istio's port naming convention, <protocol> or
+// <protocol>-<suffix> with protocol one of grpc, grpc-web, http, http2,
+// https, http_proxy, tcp, tls, udp, mongo, mysql, redis (case ignored, as
+// Istio's protocol.Parse ignores it). A port named "btls", "web" or
+// nothing declares none.
+func ServicePortDeclaresProtocol(name, appProtocol string) bool {
+	if appProtocol != "" {
+		return true
+	}
+	prefix, _, _ := strings.Cut(strings.ToLower(name), "-")
+	switch prefix {
+	case "grpc", "http", "http2", "https", "http_proxy", "tcp", "tls", "udp", "mongo", "mysql", "redis":
+		return true
+	}
+	return false
 }
 
 // ServicePortHTTP2 reports whether a Service port declares HTTP/2: its

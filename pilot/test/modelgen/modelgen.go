@@ -121,12 +121,17 @@ func (w *World) addListener() {
 	w.listeners = append(w.listeners, l)
 }
 
-// setService gives Service i a new random port, protocol and TLS, as a
+// setService gives Service i a new random port, protocol and TLS (and,
+// for half of them, NegotiateHTTP with TLS), as a
 // backend and as a mirror target.
 func (w *World) setService(i int) {
 	s := &model.ServiceBackend{Host: fmt.Sprintf("svc-%d.%s.svc.cluster.local", i, ns), Port: int32(8000 + w.rnd.IntN(2)),
 		HTTP2: w.rnd.IntN(3) == 0}
 	s.TLS = w.randomTLS(s.Host)
+	// Half the Services with TLS and no HTTP/2 declare no protocol: their
+	// HTTP version is negotiated by ALPN (auto_config). Derived, not
+	// drawn, so the random sequence of every other choice stays as it was.
+	s.NegotiateHTTP = !s.HTTP2 && s.TLS != nil && i%2 == 0
 	m := *s
 	m.Port = 8000
 	w.services[i], w.mirrors[i] = s, &m

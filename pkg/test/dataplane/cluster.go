@@ -47,7 +47,10 @@ type clusterConfig struct {
 	// initialFetchTimeout is eds_config.initial_fetch_timeout (0: none).
 	initialFetchTimeout time.Duration
 	http2               bool
-	tls                 *tls.Config // nil: plaintext
+	// negotiate is HttpProtocolOptions auto_config: the HTTP version is
+	// chosen per connection by ALPN (compileAutoConfig).
+	negotiate bool
+	tls       *tls.Config // nil: plaintext
 	// clientCertSDS is the SDS secret whose certificate the upstream TLS
 	// presents (tls_certificate_sds_secret_configs); "" for none. The
 	// cluster warms until it has arrived (activeClusterLocked).
@@ -153,12 +156,22 @@ func compileClusterCommon(c *clusterv3.Cluster) (*clusterConfig, error) {
 		if err := a.UnmarshalTo(&o); err != nil {
 			return nil, fmt.Errorf("typed_extension_protocol_options[%q]: %w", k, err)
 		}
-		switch o.GetExplicitHttpConfig().GetProtocolConfig().(type) {
-		case *upstreamhttpv3.HttpProtocolOptions_ExplicitHttpConfig_Http2ProtocolOptions:
-			cc.http2 = true
-		case *upstreamhttpv3.HttpProtocolOptions_ExplicitHttpConfig_HttpProtocolOptions:
+		switch {
+		case o.GetAutoConfig() != nil:
+			if o.GetAutoConfig().GetHttp3ProtocolOptions() != nil || o.GetAutoConfig().GetAlternateProtocolsCacheOptions() != nil {
+				return nil, fmt.Errorf("typed_extension_protocol_options[%q]: auto_config with HTTP/3 not implemented", k)
+			}
+			cc.negotiate = true
+		case o.GetExplicitHttpConfig() != nil:
+			switch o.GetExplicitHttpConfig().GetProtocolConfig().(type) {
+			case *upstreamhttpv3.HttpProtocolOptions_ExplicitHttpConfig_Http2ProtocolOptions:
+				cc.http2 = true
+			case *upstreamhttpv3.HttpProtocolOptions_ExplicitHttpConfig_HttpProtocolOptions:
+			default:
+				return nil, fmt.Errorf("typed_extension_protocol_options[%q]: explicit_http_config without HTTP/1 or HTTP/2 options not implemented", k)
+			}
 		default:
-			return nil, fmt.Errorf("typed_extension_protocol_options[%q]: only explicit_http_config is implemented", k)
+			return nil, fmt.Errorf("typed_extension_protocol_options[%q]: only explicit_http_config and auto_config are implemented", k)
 		}
 	}
 	if ts := c.GetTransportSocket(); ts != nil {
@@ -168,7 +181,61 @@ func compileClusterCommon(c *clusterv3.Cluster) (*clusterConfig, error) {
 		}
 		cc.tls, cc.clientCertSDS = tc, sds
 	}
+	if cc.negotiate {
+		if err := compileAutoConfig(cc); err != nil {
+			return nil, err
+		}
+	}
 	return cc, nil
+}
+
+// ALPN protocol IDs (RFC 7301).
+const (
+	alpnH2     = "h2"
+	alpnHTTP11 = "http/1.1"
+)
+
+// compileAutoConfig checks and completes a cluster with HttpProtocolOptions
+// auto_config, as Envoy does:
+//
+//   - auto_config sets the cluster's USE_ALPN feature
+//     (ProtocolOptionsConfigImpl, use_alpn_ = has_auto_config(), in
+//     source/extensions/upstreams/http/config.cc), and Envoy refuses a
+//     cluster with that feature whose transport socket cannot do ALPN
+//     (ClusterImplBase in source/common/upstream/upstream_impl.cc: "ALPN
+//     configured for cluster ... which has a non-ALPN transport socket");
+//     raw_buffer (no transport socket) cannot, TLS can. So auto_config
+//     without TLS is a NACK here.
+//   - The connection pool is Envoy's mixed pool (HttpConnPoolImplMixed,
+//     source/common/http/mixed_conn_pool.h), built with the protocols
+//     HTTP/2 and HTTP/1.1, which become the TLS socket's ALPN fallback
+//     (wrapTransportSocketOptions, source/common/http/conn_pool_base.cc):
+//     a TLS context that names no ALPN offers h2,http/1.1 (the fallback
+//     is used only when the context sets none, ClientContextImpl::newSsl
+//     in source/common/tls/client_context_impl.cc). Once connected
+//     (HttpConnPoolImplMixed::onConnected, source/common/http/
+//     mixed_conn_pool.cc) the connection speaks HTTP/2 when the server
+//     picked h2 and HTTP/1.1 otherwise: when it picked http/1.1 and when
+//     it answered no ALPN at all.
+//
+// Go's http.Transport with HTTP/1 and HTTP/2 enabled does the same (it
+// uses HTTP/2 exactly when the server picked h2), but it always offers h2
+// and http/1.1, adding whichever of them the configuration lacks; so a
+// TLS context naming any other ALPN list than none or exactly
+// h2,http/1.1 is refused here as not implemented (stricter than Envoy,
+// which would offer that list).
+func compileAutoConfig(cc *clusterConfig) error {
+	if cc.tls == nil {
+		return fmt.Errorf("ALPN configured for cluster %s which has a non-ALPN transport socket (auto_config needs TLS)", cc.name)
+	}
+	switch p := cc.tls.NextProtos; {
+	case len(p) == 0:
+		cc.tls.NextProtos = []string{alpnH2, alpnHTTP11}
+	case slices.Equal(p, []string{alpnH2, alpnHTTP11}):
+	default:
+		return fmt.Errorf("auto_config with ALPN %q in the TLS context not implemented (only none, or h2,http/1.1)", p)
+	}
+	return nil
 }
 
 // keepaliveConfig is Envoy's TcpKeepalive as Go's dialer takes it

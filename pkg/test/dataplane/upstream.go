@@ -76,6 +76,12 @@ func newClusterRuntime(pb *clusterv3.Cluster, cfg *clusterConfig, dial func(cont
 		protos.SetHTTP2(true)
 	case cfg.http2:
 		protos.SetUnencryptedHTTP2(true) // h2c with prior knowledge, as Envoy
+	case cfg.negotiate:
+		// auto_config (compileAutoConfig; always over TLS): ALPN offers
+		// h2,http/1.1 and the connection speaks HTTP/2 exactly when the
+		// server picked h2, as Envoy's mixed connection pool.
+		protos.SetHTTP1(true)
+		protos.SetHTTP2(true)
 	default:
 		protos.SetHTTP1(true) // Envoy's default upstream codec, whatever ALPN offers
 	}

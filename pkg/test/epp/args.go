@@ -40,7 +40,7 @@ type ports struct {
 // args returns the command line for cfg's kind on ports. ExtraArgs come last,
 // so a test may override any flag (both flag parsers keep the last value).
 //
-// Flags shared by lwepp v1.6.0 (pflag) and epp v1.0.0 (Go flag):
+// Flags shared by lwepp v1.6.2 (pflag) and epp v1.0.0 (Go flag):
 // --pool-name, --pool-namespace (lwepp has no default: empty would watch
 // every namespace), --grpc-port (ext_proc), --grpc-health-port (a separate
 // gRPC server with the health service), --metrics-port (controller-runtime's

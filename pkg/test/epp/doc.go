@@ -2,8 +2,9 @@
 // SPDX-License-Identifier: Apache-2.0
 
 // Package epp runs a real GIE endpoint picker (EPP) as a child process for a
-// test: the lightweight picker [LWEPP] (GIE v1.6.0 cmd/lwepp, round robin over
-// the pool's ready pods) or the full, metrics-aware one [FullEPP] (GIE v1.0.0
+// test: the lightweight picker [LWEPP] (GIE v1.6.2 cmd/lwepp, round robin over
+// the pool's ready pods; the image the seed's and the GIE conformance suite's
+// manifests name) or the full, metrics-aware one [FullEPP] (GIE v1.0.0
 // cmd/epp, which scrapes http://podIP:targetPorts[0]/metrics).
 //
 // Its one job: start an EPP against a kubeenv cluster, say when it is ready,
@@ -11,10 +12,13 @@
 //
 // Inputs: the binaries, found only in $EPP_TEST_BINARIES (a folder holding
 // lwepp and epp), which hack/epp-binaries.sh builds from the Go module proxy
-// and prints; [Binary] fails the test (never skips) when one is missing, naming
-// the script. A [Config]: the kind, a kubeconfig file (kubeenv's
-// Env.Kubeconfig), the InferencePool's namespace and name, the ext_proc gRPC
-// port (0 picks a free one), plaintext or TLS, and extra flags.
+// at [LWEPPVersion] and [FullEPPVersion] and prints (a folder named for that
+// pair); [Binary] fails the test (never skips) when one is missing, or when
+// its build record (VERSIONS, which the script writes beside the binary's
+// bin folder) names another GIE release, naming the script. A [Config]: the
+// kind, a kubeconfig file (kubeenv's Env.Kubeconfig), the InferencePool's
+// namespace and name, the ext_proc gRPC port (0 picks a free one), plaintext
+// or TLS, and extra flags.
 //
 // Outputs: a [Process] whose ext_proc server answers at [Process.Addr]
 // (127.0.0.1:port), and whose combined stdout and stderr are kept in memory
@@ -51,7 +55,8 @@
 //
 // # Files
 //
-//   - binary.go: Kind and Binary, the EPP binaries found in $EPP_TEST_BINARIES.
+//   - binary.go: Kind and Binary, the EPP binaries found in $EPP_TEST_BINARIES,
+//     each checked against its build record.
 //   - process.go: Config, Start and Process: one EPP child process with Stop,
 //     Restart and cleanup.
 //   - args.go: each EPP version's command line and environment.

@@ -18,7 +18,7 @@ import (
 // healthService is the service name each EPP's health server (on
 // --grpc-health-port, always plaintext) reports SERVING for once its
 // InferencePool informer has synced the pool:
-//   - lwepp v1.6.0: "inference-extension" (cmd/lwepp: HealthServerRunnable
+//   - lwepp v1.6.2: "inference-extension" (pkg/lwepp/server/runserver.go
 //     flips it from NOT_SERVING when the datastore's pool has synced);
 //   - epp v1.0.0: "readiness" (cmd/epp/runner/health.go; without leader
 //     election every service name answers by the same pool-synced check).

@@ -28,6 +28,7 @@ import (
 	"time"
 
 	"github.com/infermesh/infermesh/demo/traffic"
+	"github.com/infermesh/infermesh/pkg/test/epp"
 	"github.com/infermesh/infermesh/pkg/test/kubeenv"
 )
 
@@ -232,20 +233,29 @@ func TestDemoTrafficInterrupted(t *testing.T) {
 // up): the demo says so, exits 1 and leaves nothing behind.
 func TestDemoTrafficFailure(t *testing.T) {
 	bin := build(t)
-	dir := t.TempDir()
-	fake := "#!/bin/sh\necho 'a failing stand-in for the EPP' >&2\nexit 1\n"
-	if err := os.WriteFile(filepath.Join(dir, "epp"), []byte(fake), 0o755); err != nil {
+	// Laid out as hack/epp-binaries.sh leaves a build, with its build record
+	// (pkg/test/epp refuses a binary without one).
+	dir := filepath.Join(t.TempDir(), "lwepp-"+epp.LWEPPVersion)
+	if err := os.MkdirAll(filepath.Join(dir, "bin"), 0o755); err != nil {
 		t.Fatal(err)
 	}
-	r := start(t, bin, "EPP_TEST_BINARIES="+dir)
+	fake := "#!/bin/sh\necho 'a failing stand-in for the EPP' >&2\nexit 1\n"
+	if err := os.WriteFile(filepath.Join(dir, "bin", "lwepp"), []byte(fake), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	record := "sigs.k8s.io/gateway-api-inference-extension " + epp.LWEPPVersion + "\n"
+	if err := os.WriteFile(filepath.Join(dir, "VERSIONS"), []byte(record), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	r := start(t, bin, "EPP_TEST_BINARIES="+filepath.Join(dir, "bin"))
 	code := r.wait(t, 3*time.Minute)
 	out := r.stdout()
 	if code != 1 {
 		t.Errorf("exit status %d, want 1; output:\n%s", code, r.output())
 	}
-	if !strings.Contains(out, "\nfailed: epp: ") || !strings.Contains(out, "stopped everything it started") ||
+	if !strings.Contains(out, "\nfailed: epp: ") || strings.Contains(out, "another GIE release") || !strings.Contains(out, "stopped everything it started") ||
 		!strings.Contains(out, "== pods,") {
-		t.Errorf("want the pods made, then a failure naming the EPP, then everything stopped; output:\n%s", r.output())
+		t.Errorf("want the pods made, then the stand-in EPP's failure (not a refusal of its version), then everything stopped; output:\n%s", r.output())
 	}
 	checkNothingLeft(t, r.cmd.Process.Pid)
 }

@@ -89,29 +89,55 @@ func testLWEPP(t *testing.T, c *cluster, cfg epp.Config) {
 		}
 	})
 
-	t.Run("body under FULL_DUPLEX_STREAMED (known v1.6.0 bug)", func(t *testing.T) {
-		msgs := append([]*extprocv3.ProcessingRequest{requestHeaders("POST", false)}, bodyChunks(completion, 2)...)
+	// GIE v1.6.1 fixed lwepp's body answers under FULL_DUPLEX_STREAMED
+	// (kubernetes-sigs/gateway-api-inference-extension#3035; v1.6.0 answered
+	// each body chunk with an empty response, the first one before the
+	// deferred headers response, and Envoy ended every such request with a
+	// 500). What v1.6.2 must answer (pkg/lwepp/handlers/server.go): nothing
+	// until the body's last chunk; then the headers response with the pick,
+	// first; then the whole body back as streamed_response, ending the stream.
+	t.Run("request body under FULL_DUPLEX_STREAMED: the pick first, then the body back whole", func(t *testing.T) {
+		msgs := append([]*extprocv3.ProcessingRequest{requestHeaders("POST", false)}, bodyChunks(completion, 3)...)
 		resps, err := exchange(conn, msgs...)
-		t.Logf("lwepp %s, POST with a 2-chunk body: stream error %v, responses in order:\n%s", epp.LWEPPVersion, err, describe(resps))
+		t.Logf("lwepp %s, POST with a 3-chunk body: stream error %v, responses in order:\n%s", epp.LWEPPVersion, err, describe(resps))
 		if err != nil {
 			t.Fatalf("stream failed: %v", err)
 		}
-		// What v1.6.0 answers (pkg/lwepp/handlers/server.go): an empty
-		// body response for the first chunk, before any headers response;
-		// on the last chunk the deferred headers response with the pick,
-		// then another empty body response. No response carries the body
-		// back as streamed_response, which FULL_DUPLEX_STREAMED requires of
-		// every body chunk, and the first body response comes before the
-		// headers response: Envoy rejects both, so POSTs with a body end in
-		// 500 through Envoy.
-		if len(resps) != 3 || resps[0].GetRequestBody() == nil || resps[1].GetRequestHeaders() == nil || resps[2].GetRequestBody() == nil {
-			t.Fatalf("lwepp's body handling changed; responses:\n%s", describe(resps))
+		if len(resps) < 2 || resps[0].GetRequestHeaders() == nil {
+			t.Fatalf("want the request_headers response first, then the body; got:\n%s", describe(resps))
 		}
 		pk, _ := pickOf(resps)
 		c.checkPick(t, pk)
-		if body, _ := streamedBody(resps); body != "" || resps[0].GetRequestBody().GetResponse().GetBodyMutation() != nil ||
-			resps[2].GetRequestBody().GetResponse().GetBodyMutation() != nil {
-			t.Fatalf("lwepp now streams the body back (%q): the bug is fixed, update the notes", body)
+		for i, r := range resps[1:] {
+			if r.GetRequestBody().GetResponse().GetBodyMutation().GetStreamedResponse() == nil {
+				t.Fatalf("response %d is not a request_body with streamed_response, which FULL_DUPLEX_STREAMED requires:\n%s", i+1, describe(resps))
+			}
+		}
+		if body, eos := streamedBody(resps); body != completion || !eos {
+			t.Fatalf("streamed body %q (end_of_stream %v), want %q", body, eos, completion)
+		}
+	})
+
+	t.Run("response body under FULL_DUPLEX_STREAMED: every chunk back, in order", func(t *testing.T) {
+		const answer = `{"object":"list","data":[{"id":"` + model + `"}]}`
+		msgs := append([]*extprocv3.ProcessingRequest{requestHeaders("GET", true), responseHeaders()}, responseBodyChunks(answer, 3)...)
+		resps, err := exchange(conn, msgs...)
+		t.Logf("lwepp %s, GET whose response has a 3-chunk body: stream error %v, responses in order:\n%s", epp.LWEPPVersion, err, describe(resps))
+		if err != nil {
+			t.Fatalf("stream failed: %v", err)
+		}
+		if len(resps) < 3 || resps[0].GetRequestHeaders() == nil || resps[1].GetResponseHeaders() == nil {
+			t.Fatalf("want request_headers, response_headers, then the response body; got:\n%s", describe(resps))
+		}
+		pk, _ := pickOf(resps)
+		c.checkPick(t, pk)
+		for i, r := range resps[2:] {
+			if r.GetResponseBody().GetResponse().GetBodyMutation().GetStreamedResponse() == nil {
+				t.Fatalf("response %d is not a response_body with streamed_response:\n%s", i+2, describe(resps))
+			}
+		}
+		if body, eos := streamedResponseBody(resps); body != answer || !eos {
+			t.Fatalf("streamed response body %q (end_of_stream %v), want %q", body, eos, answer)
 		}
 	})
 

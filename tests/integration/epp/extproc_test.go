@@ -92,6 +92,30 @@ func bodyChunks(body string, n int) []*extprocv3.ProcessingRequest {
 	return out
 }
 
+// responseHeaders is the response_headers message Envoy sends for a 200
+// whose body follows.
+func responseHeaders() *extprocv3.ProcessingRequest {
+	h := &corev3.HeaderMap{Headers: []*corev3.HeaderValue{
+		{Key: ":status", RawValue: []byte("200")}, {Key: "content-type", RawValue: []byte("application/json")},
+	}}
+	return &extprocv3.ProcessingRequest{Request: &extprocv3.ProcessingRequest_ResponseHeaders{
+		ResponseHeaders: &extprocv3.HttpHeaders{Headers: h},
+	}}
+}
+
+// responseBodyChunks splits body into n response_body messages, the last
+// with end_of_stream.
+func responseBodyChunks(body string, n int) []*extprocv3.ProcessingRequest {
+	var out []*extprocv3.ProcessingRequest
+	for _, m := range bodyChunks(body, n) {
+		b := m.GetRequestBody()
+		out = append(out, &extprocv3.ProcessingRequest{Request: &extprocv3.ProcessingRequest_ResponseBody{
+			ResponseBody: &extprocv3.HttpBody{Body: b.GetBody(), EndOfStream: b.GetEndOfStream()},
+		}})
+	}
+	return out
+}
+
 // pick is the endpoint the EPP chose, as the request header and as dynamic
 // metadata; the protocol wants both, equal.
 type pick struct {
@@ -129,16 +153,11 @@ func describe(resps []*extprocv3.ProcessingResponse) string {
 			fmt.Fprintf(&b, "request_headers (header %s=%q, metadata %s/%s=%q, clear_route_cache %v)",
 				destinationHeader, p.header, lbNamespace, destinationHeader, p.metadata, v.RequestHeaders.GetResponse().GetClearRouteCache())
 		case *extprocv3.ProcessingResponse_RequestBody:
-			m := v.RequestBody.GetResponse().GetBodyMutation()
-			switch {
-			case m.GetStreamedResponse() != nil:
-				fmt.Fprintf(&b, "request_body (streamed_response body %q, end_of_stream %v)",
-					m.GetStreamedResponse().GetBody(), m.GetStreamedResponse().GetEndOfStream())
-			case m != nil:
-				fmt.Fprintf(&b, "request_body (body mutation %v)", m)
-			default:
-				b.WriteString("request_body (empty common response: no body mutation)")
-			}
+			describeBody(&b, "request_body", v.RequestBody)
+		case *extprocv3.ProcessingResponse_ResponseHeaders:
+			b.WriteString("response_headers")
+		case *extprocv3.ProcessingResponse_ResponseBody:
+			describeBody(&b, "response_body", v.ResponseBody)
 		case *extprocv3.ProcessingResponse_ImmediateResponse:
 			fmt.Fprintf(&b, "immediate_response (status %v, body %q)", v.ImmediateResponse.GetStatus().GetCode(), v.ImmediateResponse.GetBody())
 		default:
@@ -149,10 +168,43 @@ func describe(resps []*extprocv3.ProcessingResponse) string {
 	return b.String()
 }
 
+// describeBody renders one body response for describe.
+func describeBody(b *strings.Builder, kind string, r *extprocv3.BodyResponse) {
+	m := r.GetResponse().GetBodyMutation()
+	switch {
+	case m.GetStreamedResponse() != nil:
+		fmt.Fprintf(b, "%s (streamed_response body %q, end_of_stream %v)",
+			kind, m.GetStreamedResponse().GetBody(), m.GetStreamedResponse().GetEndOfStream())
+	case m != nil:
+		fmt.Fprintf(b, "%s (body mutation %v)", kind, m)
+	default:
+		fmt.Fprintf(b, "%s (empty common response: no body mutation)", kind)
+	}
+}
+
 // streamedBody concatenates the request body the EPP streams back.
 func streamedBody(resps []*extprocv3.ProcessingResponse) (body string, endOfStream bool) {
+	var bodies []*extprocv3.BodyResponse
 	for _, r := range resps {
-		if s := r.GetRequestBody().GetResponse().GetBodyMutation().GetStreamedResponse(); s != nil {
+		bodies = append(bodies, r.GetRequestBody())
+	}
+	return concatStreamed(bodies)
+}
+
+// streamedResponseBody concatenates the response body the EPP streams back.
+func streamedResponseBody(resps []*extprocv3.ProcessingResponse) (body string, endOfStream bool) {
+	var bodies []*extprocv3.BodyResponse
+	for _, r := range resps {
+		bodies = append(bodies, r.GetResponseBody())
+	}
+	return concatStreamed(bodies)
+}
+
+// concatStreamed concatenates the streamed_response bodies of rs (nil
+// entries skipped) and says whether one ended the stream.
+func concatStreamed(rs []*extprocv3.BodyResponse) (body string, endOfStream bool) {
+	for _, r := range rs {
+		if s := r.GetResponse().GetBodyMutation().GetStreamedResponse(); s != nil {
 			body += string(s.GetBody())
 			endOfStream = endOfStream || s.GetEndOfStream()
 		}

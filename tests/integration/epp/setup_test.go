@@ -3,7 +3,7 @@
 
 //go:build integ
 
-// Package epp_test runs the real endpoint pickers (pkg/test/epp: GIE v1.6.0
+// Package epp_test runs the real endpoint pickers (pkg/test/epp: GIE v1.6.2
 // lwepp and v1.0.0 epp) against a real cluster (pkg/test/kubeenv) and two
 // simulated vLLM pods (pkg/test/vllmsim) whose addresses live in the test's
 // own network namespace, and speaks raw ext_proc to them as Envoy would.

@@ -30,6 +30,11 @@ type clusterSpec struct {
 	name string
 	// http2 forces HTTP/2 upstream (h2c, or h2 over TLS).
 	http2 bool
+	// negotiate has the HTTP version negotiated by ALPN (a Service port
+	// that declares no protocol and has client TLS,
+	// model.ServiceBackend.NegotiateHTTP): auto_config, when tls is set
+	// and http2 is not.
+	negotiate bool
 	// overrideHost makes the cluster an InferencePool shadow Service
 	// cluster: OverrideHost load balancing.
 	overrideHost bool
@@ -96,7 +101,10 @@ type clusterOp struct {
 	name  string
 	kind  clusterOpKind
 	http2 bool
-	tls   *EPPTLS // opService, opEPP, opMirror: the Service port's client TLS
+	// negotiate is the Service port's NegotiateHTTP (opService, opMirror,
+	// opAuthz).
+	negotiate bool
+	tls       *EPPTLS // opService, opEPP, opMirror: the Service port's client TLS
 }
 
 // routeClusterOps are the cluster references of route r attached to a
@@ -139,7 +147,7 @@ func routeClusterOps(listenerHost string, r *model.Route, gatewayNamespace strin
 				continue
 			}
 			if b.Pool == nil {
-				ops = append(ops, clusterOp{name: name, kind: opService, http2: b.Service.HTTP2, tls: b.Service.TLS})
+				ops = append(ops, clusterOp{name: name, kind: opService, http2: b.Service.HTTP2, negotiate: b.Service.NegotiateHTTP, tls: b.Service.TLS})
 				continue
 			}
 			ops = append(ops, clusterOp{name: name, kind: opPool, http2: b.Pool.HTTP2()},
@@ -147,16 +155,21 @@ func routeClusterOps(listenerHost string, r *model.Route, gatewayNamespace strin
 		}
 		for _, m := range ruleFiltersOf(rule).mirrors {
 			if name, err := mirrorService(m.BackendRef, r.Namespace, opts.ClusterDomain); err == nil && mirrorReachable(rule, name, opts) {
+				// The mirrored Service port's protocol (rule.Mirrors, which
+				// the controller fills for every mirror it resolved); a
+				// model without it (built by hand) has a GRPCRoute's mirror
+				// in HTTP/2.
 				op := clusterOp{name: name, kind: opMirror, http2: grpc}
 				if sb := rule.Mirrors[name]; sb != nil {
-					op.tls = sb.TLS
+					op.tls, op.http2, op.negotiate = sb.TLS, sb.HTTP2, sb.NegotiateHTTP
 				}
 				ops = append(ops, op)
 			}
 		}
 		for _, ea := range rule.ExternalAuth {
 			if extAuthzUsable(ea) {
-				ops = append(ops, clusterOp{name: extAuthzCluster(ea), kind: opAuthz, http2: ea.Service.HTTP2, tls: ea.Service.TLS})
+				ops = append(ops, clusterOp{name: extAuthzCluster(ea), kind: opAuthz, http2: ea.Service.HTTP2,
+					negotiate: ea.Service.NegotiateHTTP, tls: ea.Service.TLS})
 			}
 		}
 	}
@@ -170,9 +183,10 @@ func applyClusterOp(s *clusterSpec, op clusterOp, clientCert string) {
 	case opService, opMirror:
 		// The Service port's protocol and TLS, never the route's. A
 		// GRPCRoute's mirrors reach the model only when their Service port
-		// declares HTTP/2 (the controller resolves them as backendRefs),
-		// so a mirror's protocol is the port's too.
+		// declares HTTP/2 or negotiates it (the controller resolves them as
+		// backendRefs), so a mirror's protocol is the port's too.
 		s.http2 = s.http2 || op.http2
+		s.negotiate = s.negotiate || op.negotiate
 		if s.tls == nil && op.tls != nil && !s.epp {
 			s.tls, s.clientCert = op.tls, clientCert
 		}
@@ -197,6 +211,7 @@ func applyClusterOp(s *clusterSpec, op clusterOp, clientCert string) {
 		// to the port, so nothing of the filter changes it (not even its
 		// circuit breakers, left at Envoy's defaults).
 		s.http2 = s.http2 || op.http2
+		s.negotiate = s.negotiate || op.negotiate
 		if s.tls == nil && op.tls != nil && !s.epp {
 			s.tls, s.clientCert = op.tls, clientCert
 		}
@@ -211,7 +226,12 @@ func applyClusterOp(s *clusterSpec, op clusterOp, clientCert string) {
 //     declares it (ServiceBackend.HTTP2), whichever routes use it: one
 //     tenant's GRPCRoute never turns another tenant's HTTP/1.1 backend to
 //     HTTP/2 (the controller refuses a GRPCRoute to a port that declares
-//     no HTTP/2, as UnsupportedProtocol).
+//     no HTTP/2, as UnsupportedProtocol). A port that declares no
+//     protocol and has client TLS (ServiceBackend.NegotiateHTTP) has the
+//     HTTP version negotiated per connection: auto_config (below), ALPN
+//     h2,http/1.1; its server decides, so an HTTPRoute's requests go
+//     HTTP/2 when it offers h2 and a GRPCRoute's gRPC fails when it does
+//     not, as in Envoy.
 //   - InferencePool shadow Service (outbound|54321||<shadow host>):
 //     load_balancing_policy envoy.load_balancing_policies.override_host
 //     (OverrideHost: override_host_sources metadata envoy.lb /
@@ -230,7 +250,8 @@ func applyClusterOp(s *clusterSpec, op clusterOp, clientCert string) {
 //   - Client TLS, on any of them whose Service port has it
 //     (ServiceBackend.TLS, EPPBackend.TLS, Rule.Mirrors):
 //     UpstreamTlsContext with sni, ALPN h2 on an HTTP/2 cluster (gRPC
-//     servers refuse TLS without it; none on HTTP/1.1, Envoy's default),
+//     servers refuse TLS without it), h2,http/1.1 on a negotiating one
+//     (none on HTTP/1.1, Envoy's default),
 //     and either a validation context (trusted_ca: the CA bundle the
 //     Gateway has for it, model.EPPTLS.CAFor, or the system store when
 //     none was named; the name: match_typed_subject_alt_names DNS exact
@@ -239,7 +260,21 @@ func applyClusterOp(s *clusterSpec, op clusterOp, clientCert string) {
 //     (its backends are answered 500, backendCluster).
 //
 // HTTP/2 is set through typed_extension_protocol_options
-// envoy.extensions.upstreams.http.v3.HttpProtocolOptions explicit_http_config.
+// envoy.extensions.upstreams.http.v3.HttpProtocolOptions explicit_http_config;
+// a negotiating cluster gets the same extension with auto_config
+// (http_protocol_options and http2_protocol_options), and only with its
+// TLS transport socket: Envoy refuses a cluster whose auto_config (its
+// USE_ALPN feature) meets a transport socket that cannot do ALPN ("ALPN
+// configured for cluster ... which has a non-ALPN transport socket",
+// ClusterImplBase in source/common/upstream/upstream_impl.cc; the feature
+// is set in source/extensions/upstreams/http/config.cc). Envoy would offer
+// h2,http/1.1 by itself when the TLS context names no ALPN (the mixed
+// connection pool's protocols as the TLS socket's ALPN fallback,
+// wrapTransportSocketOptions in source/common/http/conn_pool_base.cc); the
+// cluster names them so the offer is in the configuration. Envoy's mixed
+// pool (source/common/http/mixed_conn_pool.cc, onConnected) then speaks
+// HTTP/2 when h2 was negotiated and HTTP/1.1 otherwise, no ALPN answer
+// included.
 func BuildClusters(gw *model.Gateway, in Inputs, opts Options) ([]*clusterv3.Cluster, error) {
 	opts = opts.WithDefaults()
 	opts.gatewayNamespace = gw.Namespace
@@ -270,6 +305,7 @@ func BuildClusters(gw *model.Gateway, in Inputs, opts Options) ([]*clusterv3.Clu
 type packedClusterConfig struct {
 	overrideHost *clusterv3.LoadBalancingPolicy
 	http2        *anypb.Any
+	autoHTTP     *anypb.Any
 }
 
 func newPackedClusterConfig() (packedClusterConfig, error) {
@@ -285,7 +321,16 @@ func newPackedClusterConfig() (packedClusterConfig, error) {
 	if err != nil {
 		return packedClusterConfig{}, err
 	}
-	return packedClusterConfig{overrideHost: oh, http2: h2}, nil
+	auto, err := toAny(&httpv3.HttpProtocolOptions{UpstreamProtocolOptions: &httpv3.HttpProtocolOptions_AutoConfig{
+		AutoConfig: &httpv3.HttpProtocolOptions_AutoHttpConfig{
+			HttpProtocolOptions:  &corev3.Http1ProtocolOptions{},
+			Http2ProtocolOptions: &corev3.Http2ProtocolOptions{},
+		},
+	}})
+	if err != nil {
+		return packedClusterConfig{}, err
+	}
+	return packedClusterConfig{overrideHost: oh, http2: h2, autoHTTP: auto}, nil
 }
 
 // lbPolicy returns a new copy of the override_host load balancing policy.
@@ -320,15 +365,23 @@ func buildCluster(s *clusterSpec, in Inputs, opts Options, packed packedClusterC
 			MaxRequests:        wrapperspb.UInt32(cb.MaxRequests),
 		}}}
 	}
-	if s.http2 {
+	negotiate := s.negotiate && !s.http2 && s.tls != nil
+	switch {
+	case s.http2:
 		c.TypedExtensionProtocolOptions = map[string]*anypb.Any{HTTPProtocolOptionsKey: shareAny(packed.http2)}
+	case negotiate:
+		c.TypedExtensionProtocolOptions = map[string]*anypb.Any{HTTPProtocolOptionsKey: shareAny(packed.autoHTTP)}
 	}
 	if s.tls != nil {
 		// ALPN h2 only for an HTTP/2 port: a TLS server then needs it to
-		// speak HTTP/2; HTTP/1.1 upstreams get none, Envoy's default.
+		// speak HTTP/2; h2,http/1.1 for a negotiating one (auto_config);
+		// HTTP/1.1 upstreams get none, Envoy's default.
 		var alpn []string
-		if s.http2 {
-			alpn = []string{"h2"}
+		switch {
+		case s.http2:
+			alpn = []string{ALPNH2}
+		case negotiate:
+			alpn = []string{ALPNH2, ALPNHTTP11}
 		}
 		ca, ok, problem := s.tls.CAFor(opts.gatewayNamespace)
 		if !ok {

@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	tlsv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/transport_sockets/tls/v3"
+	httpv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/upstreams/http/v3"
 	"github.com/google/go-cmp/cmp"
 	"k8s.io/utils/ptr"
 	inferencev1 "sigs.k8s.io/gateway-api-inference-extension/api/v1"
@@ -15,9 +16,26 @@ import (
 	"github.com/infermesh/infermesh/pilot/pkg/model"
 )
 
+// isHTTP2 reports whether cluster name speaks HTTP/2 by configuration
+// (explicit_http_config http2_protocol_options).
 func isHTTP2(t *testing.T, res Resources, name string) bool {
 	t.Helper()
-	return clusterNamed(t, res, name).TypedExtensionProtocolOptions[HTTPProtocolOptionsKey] != nil
+	return protocolOptions(t, res, name).GetExplicitHttpConfig().GetHttp2ProtocolOptions() != nil
+}
+
+// protocolOptions is cluster name's HttpProtocolOptions, nil when it has
+// none.
+func protocolOptions(t *testing.T, res Resources, name string) *httpv3.HttpProtocolOptions {
+	t.Helper()
+	a := clusterNamed(t, res, name).TypedExtensionProtocolOptions[HTTPProtocolOptionsKey]
+	if a == nil {
+		return nil
+	}
+	var o httpv3.HttpProtocolOptions
+	if err := a.UnmarshalTo(&o); err != nil {
+		t.Fatal(err)
+	}
+	return &o
 }
 
 func TestClusterProtocols(t *testing.T) {

@@ -242,7 +242,7 @@ func (st *clusterState) setRefRoute(name string, li int, old, r *model.Route) {
 }
 
 func sameSpec(a, b clusterSpec) bool {
-	return a.name == b.name && a.http2 == b.http2 && a.overrideHost == b.overrideHost && a.raiseLimits == b.raiseLimits &&
+	return a.name == b.name && a.http2 == b.http2 && a.negotiate == b.negotiate && a.overrideHost == b.overrideHost && a.raiseLimits == b.raiseLimits &&
 		a.epp == b.epp && a.clientCert == b.clientCert && sameTLS(a.tls, b.tls)
 }
 

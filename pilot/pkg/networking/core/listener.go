@@ -164,7 +164,7 @@ func buildListener(g portGroup, opts Options) (*listenerv3.Listener, error) {
 		return l, nil
 	}
 	for i, gl := range g.listeners {
-		ts, err := downstreamTLS(gl, []string{"h2", "http/1.1"})
+		ts, err := downstreamTLS(gl, []string{ALPNH2, ALPNHTTP11})
 		if err != nil {
 			return nil, err
 		}

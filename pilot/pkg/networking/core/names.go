@@ -32,6 +32,10 @@ const (
 	HTTPProtocolOptionsKey = "envoy.extensions.upstreams.http.v3.HttpProtocolOptions"
 	// TransportSocketTLS is the upstream/downstream TLS transport socket.
 	TransportSocketTLS = "envoy.transport_sockets.tls"
+	// ALPNH2 and ALPNHTTP11 are the ALPN protocol IDs of HTTP/2 over TLS
+	// and HTTP/1.1 (RFC 7301, RFC 9113).
+	ALPNH2     = "h2"
+	ALPNHTTP11 = "http/1.1"
 
 	// MetadataNamespaceLB is the dynamic metadata namespace of the Endpoint
 	// Picker protocol (GIE EPP protocol, version 1).

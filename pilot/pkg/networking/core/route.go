@@ -588,7 +588,8 @@ type backendShare struct {
 // backend that gets HTTP 500: unresolved (Invalid set, or neither Service
 // nor Pool), a pool without a usable Endpoint Picker (no
 // endpointPickerRef, or port 0), or a Service port or a pool that speaks
-// HTTP/1.1 behind a GRPCRoute (gRPC needs HTTP/2; the controller reports
+// HTTP/1.1 behind a GRPCRoute (gRPC needs HTTP/2, declared or negotiated
+// by ALPN, carriesGRPC; the controller reports
 // it as ResolvedRefs=False/UnsupportedProtocol and sets Invalid, this is
 // the same rule for a model built without it), or a Service port or EPP
 // whose client TLS this Gateway cannot have (a DestinationRule
@@ -599,7 +600,7 @@ func backendCluster(b *model.Backend, grpc bool, opts Options) (cluster string, 
 	case b.Invalid != "":
 		return "", nil, false
 	case b.Service != nil:
-		if (grpc && !b.Service.HTTP2) || !tlsReachable(b.Service.TLS, opts) {
+		if (grpc && !carriesGRPC(b.Service)) || !tlsReachable(b.Service.TLS, opts) {
 			return "", nil, false
 		}
 		return ClusterName(uint32(b.Service.Port), b.Service.Host), nil, true
@@ -611,6 +612,13 @@ func backendCluster(b *model.Backend, grpc bool, opts Options) (cluster string, 
 		return ClusterName(uint32(p.Port), p.Host), p.EPP, true
 	}
 	return "", nil, false
+}
+
+// carriesGRPC reports whether Service port sb can carry gRPC: it declares
+// HTTP/2, or negotiates its HTTP version over its client TLS
+// (NegotiateHTTP, auto_config; the server must then pick h2).
+func carriesGRPC(sb *model.ServiceBackend) bool {
+	return sb.HTTP2 || (sb.NegotiateHTTP && sb.TLS != nil)
 }
 
 // tlsReachable reports whether the Gateway being translated

@@ -15,6 +15,7 @@ import (
 	extauthzv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/http/ext_authz/v3"
 	extprocv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/http/ext_proc/v3"
 	hcmv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/network/http_connection_manager/v3"
+	httpv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/upstreams/http/v3"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/reflect/protoreflect"
 	"google.golang.org/protobuf/types/known/anypb"
@@ -41,7 +42,12 @@ type validatorAll interface{ ValidateAll() error }
 //  6. no header mutation at any level of a route configuration is one
 //     Envoy's HeaderParser refuses: a ':'-prefixed or host name, or a
 //     value that is not a literal substitution format string (see
-//     checkHeaderMutations).
+//     checkHeaderMutations);
+//  7. no cluster's HttpProtocolOptions auto_config (HTTP version by ALPN)
+//     goes without the TLS transport socket that negotiates it: Envoy
+//     refuses such a cluster ("ALPN configured for cluster ... which has a
+//     non-ALPN transport socket", ClusterImplBase in
+//     source/common/upstream/upstream_impl.cc; see checkAutoConfig).
 func Validate(res Resources) error {
 	var errs []error
 	fail := func(format string, a ...any) { errs = append(errs, fmt.Errorf(format, a...)) }
@@ -105,7 +111,8 @@ func validateEach(res Resources, fail func(string, ...any)) resourceNames {
 }
 
 // checkReferences checks that every name one resource uses exists
-// (Validate rules 3 to 5).
+// (Validate rules 3 to 5), and the transport socket auto_config needs
+// (rule 7).
 func checkReferences(res Resources, n resourceNames, fail func(string, ...any)) {
 	needCluster := clusterNeeds(n.clusters, fail)
 	for _, l := range res.Listeners {
@@ -121,6 +128,27 @@ func checkReferences(res Resources, n resourceNames, fail func(string, ...any)) 
 	}
 	for _, c := range res.Clusters {
 		checkEDSRef(c, n.endpoints, fail)
+		checkAutoConfig(c, n.memo, fail)
+	}
+}
+
+// checkAutoConfig checks that a cluster whose HttpProtocolOptions has
+// auto_config has a transport socket that can do ALPN, the only one of
+// ours being TLS (Validate rule 7). Envoy sets the cluster's USE_ALPN
+// feature for auto_config (source/extensions/upstreams/http/config.cc)
+// and refuses the cluster when its transport socket factory does not
+// support ALPN; raw_buffer (no transport socket) does not.
+func checkAutoConfig(c *clusterv3.Cluster, memo anyMemo, fail func(string, ...any)) {
+	a := c.GetTypedExtensionProtocolOptions()[HTTPProtocolOptionsKey]
+	if a == nil {
+		return
+	}
+	o, err := unpackAs[*httpv3.HttpProtocolOptions](memo, a)
+	if err != nil || o.GetAutoConfig() == nil {
+		return // rule 1 reports an Any that does not unpack
+	}
+	if c.GetTransportSocket().GetName() != TransportSocketTLS {
+		fail("cluster %q: auto_config (HTTP version by ALPN) without a TLS transport socket; Envoy refuses a cluster whose transport socket cannot do ALPN", c.GetName())
 	}
 }
 

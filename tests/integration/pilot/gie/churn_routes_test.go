@@ -21,9 +21,9 @@ import (
 
 // Routes and pools added and changed under live traffic.
 //
-// EPP: the lightweight EPP (GIE v1.6.0, plaintext); every pool here selects
+// EPP: the lightweight EPP (GIE v1.6.2, plaintext); every pool here selects
 // the seed's three pods and names the seed's EPP Service, which picks among
-// them. Request shape: GET /health (bodiless, what lwepp v1.6.0 serves),
+// them. Request shape: GET /health (bodiless, the cheapest request),
 // from four clients back to back: two on the seed's route, two on a
 // "stable" route (x-gie-pool: stable) to the pool "stable". Both routes
 // exist before and after every change.

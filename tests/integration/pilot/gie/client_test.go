@@ -43,8 +43,11 @@ func completion(prompt string) request {
 
 // get is GET /health: no request body, so the EPP picks on the headers
 // alone, and no response body (the simulator answers 200 with its pod
-// headers only). lwepp v1.6.0 mishandles bodies in both directions under
-// FULL_DUPLEX_STREAMED (see TestLWEPPBodyBug), so its scenarios use this.
+// headers only). The cheapest request, which the scenarios about routing,
+// restarts and churn send; it is also the only shape that can fail open once
+// its EPP stream has started (Envoy honours failure_mode_allow only until a
+// FULL_DUPLEX_STREAMED body has reached the processor). Bodies through lwepp
+// are TestLWEPPBodies's.
 func get() request { return request{Method: http.MethodGet, Path: "/health"} }
 
 // getModels is GET /v1/models: no request body, a JSON response body.

@@ -18,7 +18,7 @@ import (
 
 // The EPP goes down and comes back, under a FailOpen and a FailClose pool.
 //
-// EPP: the lightweight EPP (GIE v1.6.0, plaintext), picking for the seed's
+// EPP: the lightweight EPP (GIE v1.6.2, plaintext), picking for the seed's
 // pool. Two pools over the same three pods and the same EPP Service: the
 // seed's (FailOpen, the seed's route) and "failclose" (FailClose, a route
 // matching x-gie-pool: failclose). The EPP Service's stream goes through the

@@ -30,9 +30,9 @@ import (
 
 // pilot-discovery restarted mid-traffic.
 //
-// EPP: the lightweight EPP (GIE v1.6.0, plaintext), which does not depend
-// on pilot-discovery. Request shape: GET /health, bodiless (lwepp v1.6.0
-// serves no body), from three clients back to back, a new connection each.
+// EPP: the lightweight EPP (GIE v1.6.2, plaintext), which does not depend
+// on pilot-discovery. Request shape: GET /health, bodiless, from three
+// clients back to back, a new connection each.
 //
 // Proves: while pilot-discovery is stopped the data plane is disconnected
 // (Connected false) and keeps serving its last configuration; the restarted
@@ -117,7 +117,7 @@ func TestPilotRestartMidTraffic(t *testing.T) {
 
 // kube-apiserver restarted mid-traffic.
 //
-// EPP: the lightweight EPP (GIE v1.6.0, plaintext). Request shape: GET
+// EPP: the lightweight EPP (GIE v1.6.2, plaintext). Request shape: GET
 // /health from three clients, as above.
 //
 // Proves: with kube-apiserver killed (kubeenv StopAPIServer) traffic

@@ -32,12 +32,12 @@ const (
 // Two pools as weighted backends of one rule, each with its own EPP (Istio
 // bug 2: they shared the last pool's EPP).
 //
-// EPPs: two lightweight EPPs (GIE v1.6.0, plaintext), one per pool, each
+// EPPs: two lightweight EPPs (GIE v1.6.2, plaintext), one per pool, each
 // behind its own recording proxy: the harness's for the seed's pool (pods
 // 13-15, weight 1) and a second for pool-b (pods 17-18, app=pool-b, EPP
 // Service pool-b-epp at 10.244.0.19, weight 3). The pools share no pod, so
 // the pod that answered says which pool the rule chose. Request shape: GET
-// /health, bodiless, the shape lwepp v1.6.0 serves (TestLWEPPBodyBug).
+// /health, bodiless (what is under test is the split, not the body).
 //
 // Proves: the seed's route, changed to weights 1:3, splits 400 requests
 // within the stated bounds, and every request's pick came from its own

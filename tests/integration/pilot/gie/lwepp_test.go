@@ -6,60 +6,48 @@
 package gie
 
 import (
+	"bytes"
+	"encoding/json"
+	"fmt"
 	"net"
-	"net/http"
 	"strconv"
+	"strings"
 	"testing"
 
 	"github.com/infermesh/infermesh/pkg/test/epp"
+	"github.com/infermesh/infermesh/pkg/test/vllmsim"
 )
 
-// lwepp v1.6.0 and its body bug.
+// lwepp in the default body mode, with bodies both ways.
 //
-// EPP: the lightweight EPP (GIE v1.6.0, plaintext), the one with the bug.
-// Request shapes: GET /health (no body either way), which must work; GET
-// /v1/models (a response body) and the seed's POST /v1/completions (a
-// request body), which lwepp breaks.
+// EPP: the lightweight EPP (GIE v1.6.2) behind TLS, as the seed deploys it
+// (its DestinationRule: SIMPLE, insecureSkipVerify); the GatewayClass has no
+// parameters, so both body modes are FULL_DUPLEX_STREAMED, as an Istio
+// install and GIE's guides have them. Request shapes: GET /health (no body
+// either way), GET /v1/models (a response body), the seed's POST
+// /v1/completions (a request body), and a POST whose prompt is long enough
+// (about 70 KB) that the data plane sends it to the EPP in several chunks
+// (32 KB reads) and lwepp answers it in others (62,000-byte pieces).
 //
-// What lwepp does with a body (pkg/lwepp/handlers/server.go at v1.6.0): it
-// answers every body message, request or response, with an empty
-// CommonResponse, without body_mutation.streamed_response. With request
-// headers that do not end the stream it defers its pick until the request
-// body's end_of_stream, then sends the request-headers response (header
-// mutation and envoy.lb metadata naming the pick), then that empty body
-// answer. Under FULL_DUPLEX_STREAMED (both body modes of our routes, as of
-// Istio's) Envoy requires streamed_response in every body answer: the empty
-// one is a spurious message ("spurious message: Normal body mutation
-// response is received while body_mode_ is FULL_DUPLEX_STREAMED",
-// spurious_msgs_received), and Envoy ends the request with an immediate
-// response of status_on_error, 500. failure_mode_allow (the pool is
-// FailOpen) does not save it: Envoy stops failing open once a
-// FULL_DUPLEX_STREAMED body has reached the processor. That is the upstream
-// report (kubernetes-sigs/gateway-api-inference-extension#3035, fixed by
-// kubernetes-sigs/gateway-api-inference-extension#3028 after v1.6.0: "Returning an empty
-// CommonResponse causes Gateways to terminate the ext-proc stream and return
-// HTTP 500", in both body directions). A GET whose response has no body
-// never reaches a body message, so it works.
+// Why: lwepp v1.6.0 answered each body chunk with an empty response, the
+// first before its deferred headers response; under FULL_DUPLEX_STREAMED
+// Envoy takes that for a spurious message and ends the request with a 500
+// (kubernetes-sigs/gateway-api-inference-extension#3035). v1.6.1 fixed it
+// (pkg/lwepp/handlers/server.go: request body chunks held until the headers
+// response with the pick is sent, then streamed back whole as
+// streamed_response; each response body chunk streamed back).
 //
-// Asserted through the data plane: GET /health lands on its recorded pick;
-// GET /v1/models is picked and forwarded, but the response body's spurious
-// answer ends it: the client gets no complete response (on the test data
-// plane: no response at all, the connection closes; Envoy has sent the
-// response headers by then and resets the stream instead, which the client
-// sees as a truncated response); each POST gets a 500 with no model server
-// answering, although lwepp did pick. On the test data plane also: one
-// spurious message and one error local reply per broken request, and no
-// failure_mode_allow continuation.
-func TestLWEPPBodyBug(t *testing.T) {
-	h := newHarness(t, options{EPP: epp.LWEPP})
-	h.waitPicking(get())
-
-	// GET without bodies works: every request lands on its recorded pick.
-	seen := map[string]int{}
-	for range 30 {
-		seen[h.landedOnPick(h.mustSend(get()))]++
-	}
-	t.Logf("GET /health picks: %v", seen)
+// Proves, through pilot-discovery's xDS and the data plane: every request of
+// each shape is a 200 from the pod and port of its recorded pick; each
+// POST's body reaches that model server byte for byte (its last request's
+// body is the one sent, and its answer counts the prompt's words); the GET
+// /v1/models response body reaches the client whole (the model list); and,
+// on the test data plane, not one spurious ext_proc message, error local
+// reply or failure_mode_allow continuation, and the long POST's body went
+// to lwepp in at least three chunks and came back in two.
+func TestLWEPPBodies(t *testing.T) {
+	h := newHarness(t, options{EPP: epp.LWEPP, TLS: true})
+	h.waitPicking(completion(seedPrompt))
 
 	dp := h.dataPlane()
 	type counts struct{ spurious, local, allowed int64 }
@@ -70,72 +58,93 @@ func TestLWEPPBodyBug(t *testing.T) {
 		c := dp.ExtProcCounters()
 		return counts{c.SpuriousMessages.Load(), c.LocalReplies.Load(), c.FailureModeAllowed.Load()}
 	}
-	expect := func(what string, before counts, n int64) {
-		t.Helper()
-		if dp == nil {
-			return // real Envoy: its stats are not read here
-		}
-		d := read()
-		if got := d.spurious - before.spurious; got != n {
-			t.Errorf("%s: %d spurious ext_proc messages, want %d (one per request)", what, got, n)
-		}
-		if got := d.local - before.local; got != n {
-			t.Errorf("%s: %d ext_proc error local replies, want %d", what, got, n)
-		}
-		if got := d.allowed - before.allowed; got != 0 {
-			t.Errorf("%s: %d failure_mode_allow continuations, want 0 (no fail-open once a body reached the EPP)", what, got)
-		}
-	}
-	const n = 5
-
-	// A response body: picked and forwarded, then cut off.
 	before := read()
-	for range n {
-		res := h.send(t.Context(), getModels())
-		pick, rec := h.pick(res)
-		if pick == "" || res.Err == nil {
-			t.Fatalf("%v (record %+v): want lwepp's pick, then no complete response", res, rec)
-		}
-		if dp != nil && res.Status != 0 {
-			t.Fatalf("%v: the test data plane sent a response; want the connection closed without one", res)
-		}
-	}
-	expect("GET /v1/models", before, n)
 
-	// A request body: 500, no model server answers.
-	served := func() int {
-		total := 0
-		for _, s := range h.sims {
-			total += s.Served()
-		}
-		return total
+	seen := map[string]int{}
+	for range 10 {
+		seen[h.landedOnPick(h.mustSend(get()))]++
 	}
-	before, received := read(), served()
-	for range n {
-		res := h.mustSend(completion(seedPrompt))
-		pick, rec := h.pick(res)
-		if res.Status != http.StatusInternalServerError || res.Pod != "" {
-			t.Fatalf("%v (record %+v): want the 500 Envoy answers, from no model server", res, rec)
-		}
-		if pick == "" {
-			t.Fatalf("%v: lwepp made no pick (record %+v); the bug is in its body answer, after the pick", res, rec)
+	t.Logf("GET /health picks: %v", seen)
+
+	// A response body: the model list, whole.
+	for range 5 {
+		res := h.mustSend(getModels())
+		h.landedOnPick(res)
+		var list vllmsim.ModelList
+		if err := json.Unmarshal(res.Body, &list); err != nil || len(list.Data) == 0 || list.Data[0].ID != baseModel {
+			t.Fatalf("%v: want the model list naming %s, whole (%v)", res, baseModel, err)
 		}
 	}
-	if got := served(); got != received {
-		t.Errorf("model servers answered %d of the POSTs, want 0", got-received)
+
+	// Request bodies: the seed's, then one sent in several chunks.
+	var long strings.Builder
+	for i := range 10000 {
+		fmt.Fprintf(&long, "w%05d ", i)
 	}
-	expect("POST /v1/completions", before, n)
+	for _, tc := range []struct {
+		name   string
+		prompt string
+		n      int
+		chunks int // the fewest request body chunks the test data plane sends
+	}{
+		{"the seed's POST", seedPrompt, 10, 1},
+		{"a 70 KB prompt", long.String(), 3, 3},
+	} {
+		picks := map[string]int{}
+		for range tc.n {
+			req := completion(tc.prompt)
+			res := h.mustSend(req)
+			pick := h.landedOnPick(res)
+			picks[pick]++
+			if rec, _ := h.proxy.Record(res.ID); dp != nil && tc.chunks > 1 &&
+				(rec.FromDataPlane < 1+tc.chunks+1 || rec.FromEPP < 1+2+1) {
+				t.Fatalf("%s: %v: %d messages from the data plane, %d from lwepp; want the body in at least %d chunks to lwepp "+
+					"(32 KB reads) and back in 2 (62,000-byte pieces), plus headers each way", tc.name, res, rec.FromDataPlane, rec.FromEPP, tc.chunks)
+			}
+			ip, _, _ := net.SplitHostPort(pick)
+			last, ok := h.sims[ip].LastRequest()
+			if !ok || !bytes.Equal(last.Body, req.Body) {
+				t.Fatalf("%s: %v: %s received a body of %d bytes, not the %d sent (first difference at byte %d)",
+					tc.name, res, podName(ip), len(last.Body), len(req.Body), firstDiff(last.Body, req.Body))
+			}
+			var answer vllmsim.CompletionResponse
+			if err := json.Unmarshal(res.Body, &answer); err != nil || answer.Usage == nil ||
+				answer.Usage.PromptTokens != len(strings.Fields(tc.prompt)) || len(answer.Choices) != 1 {
+				t.Fatalf("%s: %v: want a completion counting the prompt's %d words (%v)", tc.name, res, len(strings.Fields(tc.prompt)), err)
+			}
+		}
+		t.Logf("%s (%d bytes): picks %v", tc.name, len(completion(tc.prompt).Body), picks)
+	}
+
+	if dp != nil {
+		d := read()
+		if d.spurious != before.spurious || d.local != before.local || d.allowed != before.allowed {
+			t.Errorf("ext_proc: %d spurious messages, %d error local replies, %d failure_mode_allow continuations; want 0 of each",
+				d.spurious-before.spurious, d.local-before.local, d.allowed-before.allowed)
+		}
+	}
+}
+
+// firstDiff is the index of the first byte where a and b differ (the
+// shorter length when one is a prefix of the other).
+func firstDiff(a, b []byte) int {
+	for i := range min(len(a), len(b)) {
+		if a[i] != b[i] {
+			return i
+		}
+	}
+	return min(len(a), len(b))
 }
 
 // Multiple target ports.
 //
-// EPP: lwepp (GIE v1.6.0; the full EPP v1.0.0 supports one target port
-// only). Request shape: GET /health, bodiless both ways, the only shape
-// lwepp v1.6.0 handles (see TestLWEPPBodyBug).
+// EPP: lwepp (GIE v1.6.2; the full EPP v1.0.0 supports one target port
+// only). Request shapes: the seed's POST /v1/completions, steered, and GET
+// /health, bodiless, unsteered.
 // lwepp lists one endpoint per pod and target port, and, as in the
 // conformance suite, narrows its candidates to the ip:port list in the
 // request header test-epp-endpoint-selection (pkg/lwepp/handlers/request.go
-// at v1.6.0), so the test steers each pick.
+// at v1.6.2), so the test steers each pick.
 //
 // Proves: the pool's shadow cluster has all nine pod:port endpoints; a pick
 // of each of them is honoured (the request is answered on that pod and
@@ -148,7 +157,7 @@ func TestMultipleTargetPorts(t *testing.T) {
 			want := net.JoinHostPort(ip, strconv.Itoa(port))
 			// Each steered at least twice: a pick of a port must not be a lucky one.
 			for range 2 {
-				res := h.mustSend(get().with("test-epp-endpoint-selection", want))
+				res := h.mustSend(completion(seedPrompt).with("test-epp-endpoint-selection", want))
 				if got := h.landedOnPick(res); got != want {
 					t.Fatalf("%v: the EPP picked %s, not the steered %s", res, got, want)
 				}

@@ -27,8 +27,7 @@ import (
 // EPP: the full EPP (GIE v1.0.0, plaintext): it watches pods itself (as our
 // registry does) and scrapes each new one before picking it. Request shape:
 // the seed's POST /v1/completions with a prompt of its own each time, so
-// idle pods tie and every ready pod gets picks (the lightweight EPP cannot
-// serve a request with a body, see TestLWEPPBodyBug).
+// idle pods tie and every ready pod gets picks.
 //
 // Proves, in this order: a pod that exists with an IP but is not ready (its
 // simulator already answering) is no endpoint: once its EndpointSlice entry

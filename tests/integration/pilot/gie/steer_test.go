@@ -18,9 +18,8 @@ import (
 //
 // EPP: the full EPP (GIE v1.0.0, plaintext: no DestinationRule). Request
 // shape: the seed's POST /v1/completions, each with a prompt of its own, so
-// that idle pods tie and the EPP's picks spread over the pool (the
-// lightweight EPP cannot serve a request with a body, see
-// TestLWEPPBodyBug). Then, with the EPP stopped, GET /health: no body, so
+// that idle pods tie and the EPP's picks spread over the pool. Then, with
+// the EPP stopped, GET /health: no body, so
 // the FailOpen pool fails open before any body reaches the filter.
 //
 // The full EPP makes this sharp: its request-headers answer sets

@@ -24,7 +24,7 @@ import (
 // Envoy refuses (CR/LF in a RequestHeaderModifier value: the CRD and the
 // API server accept it).
 //
-// EPP: the lightweight EPP (GIE v1.6.0, plaintext). Request shape: GET
+// EPP: the lightweight EPP (GIE v1.6.2, plaintext). Request shape: GET
 // /health with x-gie-pool selecting a route.
 //
 // Proves: the bad rule, and only it, is left out: the tenant's other rule

@@ -102,7 +102,12 @@ type (
 // InvalidKind. A Service needs a ReferenceGrant when it is in another
 // namespace (RefNotPermitted) and must exist (BackendNotFound); the
 // client TLS of its port (lk.UpstreamTLS) must be one that can be
-// honoured (RouteReasonInvalidBackendTLS otherwise). For an
+// honoured (RouteReasonInvalidBackendTLS otherwise); a port that declares
+// no protocol and has client TLS negotiates its HTTP version by ALPN
+// (ServiceBackend.NegotiateHTTP, for every route kind); from a GRPCRoute,
+// a port that neither declares HTTP/2 nor negotiates it is
+// UnsupportedProtocol, with a message saying what would make it work
+// (grpcToHTTP1ServiceMessage). For an
 // InferencePool, in Istio's check order: the inference extension disabled is
 // InvalidKind with InferencePoolNotEnabledMessage; a name with a dot is
 // RouteReasonInvalidDestination with InferencePoolHostnameMessage; a
@@ -169,8 +174,9 @@ func ResolveBackendRef(routeKind, routeNamespace string, ref gwv1.BackendRef, lk
 			}
 			sb.TLS = res.TLS
 		}
-		if routeKind == GRPCRouteKind && !sb.HTTP2 {
-			return fail(gwv1.RouteReasonUnsupportedProtocol, "%s", grpcToHTTP1ServiceMessage(svc, sb.Port))
+		sb.NegotiateHTTP = !sb.HTTP2 && sb.TLS != nil && !servicePortDeclaresProtocol(svc, sb.Port)
+		if routeKind == GRPCRouteKind && !sb.HTTP2 && !sb.NegotiateHTTP {
+			return fail(gwv1.RouteReasonUnsupportedProtocol, "%s", grpcToHTTP1ServiceMessage(svc, sb.Port, true))
 		}
 		rb.ResolvedRefs, rb.Reason, rb.Service = true, gwv1.RouteReasonResolvedRefs, sb
 		return rb
@@ -221,8 +227,6 @@ func ResolveBackendRef(routeKind, routeNamespace string, ref gwv1.BackendRef, lk
 	}
 }
 
-// servicePortHTTP2 is model.ServicePortHTTP2 of svc's port number port
-// (false when the Service has no such port).
 // servicePortName is the name of svc's port, "" when it has none or no
 // such port.
 func servicePortName(svc *corev1.Service, port int32) string {
@@ -234,6 +238,8 @@ func servicePortName(svc *corev1.Service, port int32) string {
 	return ""
 }
 
+// servicePortHTTP2 is model.ServicePortHTTP2 of svc's port number port
+// (false when the Service has no such port).
 func servicePortHTTP2(svc *corev1.Service, port int32) bool {
 	for _, p := range svc.Spec.Ports {
 		if p.Port == port {
@@ -243,19 +249,41 @@ func servicePortHTTP2(svc *corev1.Service, port int32) bool {
 	return false
 }
 
-// grpcToHTTP1ServiceMessage says why a GRPCRoute cannot use a Service
-// port that declares no HTTP/2 protocol. The port's cluster is shared with
-// the HTTPRoutes that use it; turning it HTTP/2 for one GRPCRoute would
-// change what those routes' requests get.
-func grpcToHTTP1ServiceMessage(svc *corev1.Service, port int32) string {
-	declared := "has no port " + fmt.Sprint(port)
+// servicePortDeclaresProtocol is model.ServicePortDeclaresProtocol of
+// svc's port number port (true when the Service has no such port: there
+// is nothing to negotiate with).
+func servicePortDeclaresProtocol(svc *corev1.Service, port int32) bool {
+	for _, p := range svc.Spec.Ports {
+		if p.Port == port {
+			return model.ServicePortDeclaresProtocol(p.Name, ptr.Deref(p.AppProtocol, ""))
+		}
+	}
+	return true
+}
+
+// grpcToHTTP1ServiceMessage says why a GRPCRoute (or a gRPC ExternalAuth)
+// cannot use a Service port that neither declares HTTP/2 nor negotiates
+// it, and what would make it work. The port's cluster is shared with the
+// HTTPRoutes that use it; turning it HTTP/2 for one GRPCRoute would change
+// what those routes' requests get. When tlsNegotiates, a port that
+// declares no protocol would also do with client TLS (a BackendTLSPolicy
+// or DestinationRule): HTTP/2 is then negotiated by ALPN
+// (model.ServiceBackend.NegotiateHTTP); the message says so only for such
+// a port.
+func grpcToHTTP1ServiceMessage(svc *corev1.Service, port int32, tlsNegotiates bool) string {
+	declared, undeclared := "has no port "+fmt.Sprint(port), false
 	for _, p := range svc.Spec.Ports {
 		if p.Port == port {
 			declared = fmt.Sprintf("port %d declares no HTTP/2 protocol (appProtocol %q, name %q)", port, ptr.Deref(p.AppProtocol, ""), p.Name)
+			undeclared = !model.ServicePortDeclaresProtocol(p.Name, ptr.Deref(p.AppProtocol, ""))
 		}
 	}
-	return fmt.Sprintf("Service %s/%s %s, so it is served over HTTP/1.1, which cannot carry gRPC: "+
-		"set the port's appProtocol to %q (HTTP/2 without TLS)", svc.Namespace, svc.Name, declared, "kubernetes.io/h2c")
+	fix := fmt.Sprintf("set the port's appProtocol to %q (HTTP/2 without TLS)", "kubernetes.io/h2c")
+	if tlsNegotiates && undeclared {
+		fix += ", or give the port TLS with a BackendTLSPolicy (HTTP/2 is then negotiated by ALPN)"
+	}
+	return fmt.Sprintf("Service %s/%s %s, so it is served over HTTP/1.1, which cannot carry gRPC: %s",
+		svc.Namespace, svc.Name, declared, fix)
 }
 
 // grpcToHTTP1PoolMessage says why a GRPCRoute cannot use pool, whose

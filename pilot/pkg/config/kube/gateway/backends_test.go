@@ -15,6 +15,8 @@ import (
 	inferencev1 "sigs.k8s.io/gateway-api-inference-extension/api/v1"
 	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
 
+	"github.com/infermesh/infermesh/pilot/pkg/config/kube/upstreamtls"
+	"github.com/infermesh/infermesh/pilot/pkg/model"
 	"github.com/infermesh/infermesh/pkg/test/seed"
 )
 
@@ -356,6 +358,95 @@ func TestServiceBackendProtocol(t *testing.T) {
 		}
 		if !c.http2 && (g.Reason != gwv1.RouteReasonUnsupportedProtocol || !strings.Contains(g.Message, "kubernetes.io/h2c")) {
 			t.Errorf("GRPCRoute to port %d: %s %q, want UnsupportedProtocol saying what to declare", c.port, g.Reason, g.Message)
+		}
+	}
+}
+
+// A Service port that declares no protocol (no appProtocol, a name that is
+// no protocol) and has client TLS negotiates its HTTP version by ALPN
+// (ServiceBackend.NegotiateHTTP), whatever route uses it, so a GRPCRoute
+// to it resolves: the server must offer h2, as with Envoy's auto_config.
+// Without TLS there is nothing to negotiate with: a GRPCRoute to it is
+// UnsupportedProtocol, and the message names both ways out (appProtocol
+// kubernetes.io/h2c, or TLS). A port that declares HTTP/1 (by name or
+// appProtocol) stays HTTP/1.1 with or without TLS, and its message does
+// not suggest TLS, which would not help. TLS that cannot be honoured (a
+// BackendTLSPolicy whose CA is missing) fails closed for a GRPCRoute as
+// for an HTTPRoute: InvalidBackendTLS, never a plaintext or HTTP/1.1
+// fallback.
+func TestServiceBackendNegotiatesHTTPWithTLS(t *testing.T) {
+	svc := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "s"}, Spec: corev1.ServiceSpec{Ports: []corev1.ServicePort{
+		{Name: "btls", Port: 443},                                           // no protocol, TLS
+		{Name: "btls-plain", Port: 8080},                                    // no protocol, plaintext
+		{Name: "http-tls", Port: 8443},                                      // HTTP/1 by name, TLS
+		{Name: "web", Port: 9443, AppProtocol: ptr.To("http")},              // HTTP/1 by appProtocol, TLS
+		{Name: "h2", Port: 10443, AppProtocol: ptr.To("kubernetes.io/h2c")}, // HTTP/2, TLS
+		{Name: "btls-noca", Port: 11443},                                    // no protocol, TLS whose CA is missing
+		{Port: 12443},                                                       // no name at all, TLS
+	}}}
+	tlsPorts := map[string]bool{"btls": true, "http-tls": true, "web": true, "h2": true, "": true}
+	lk := BackendLookups{
+		Service: func(k types.NamespacedName) *corev1.Service {
+			if k.String() == "ns/s" {
+				return svc
+			}
+			return nil
+		},
+		UpstreamTLS: func(p upstreamtls.Port) upstreamtls.Result {
+			switch {
+			case p.Name == "btls-noca":
+				return upstreamtls.Result{Problem: `BackendTLSPolicy ns/p: CA ConfigMap ns/ca not found`}
+			case tlsPorts[p.Name]:
+				return upstreamtls.Result{TLS: &model.EPPTLS{Host: p.Host, SNI: "abc.example.com", CACertificates: []byte("ca")}}
+			}
+			return upstreamtls.Result{}
+		},
+	}
+	for _, c := range []struct {
+		port               int32
+		negotiate, http2   bool
+		grpcOK             bool
+		grpcReason         gwv1.RouteConditionReason
+		messageSuggestsTLS bool
+	}{
+		{port: 443, negotiate: true, grpcOK: true},
+		{port: 12443, negotiate: true, grpcOK: true},
+		{port: 8080, grpcReason: gwv1.RouteReasonUnsupportedProtocol, messageSuggestsTLS: true},
+		{port: 8443, grpcReason: gwv1.RouteReasonUnsupportedProtocol},
+		{port: 9443, grpcReason: gwv1.RouteReasonUnsupportedProtocol},
+		{port: 10443, http2: true, grpcOK: true},
+		{port: 11443, grpcReason: RouteReasonInvalidBackendTLS},
+	} {
+		h := ResolveBackendRef(HTTPRouteKind, "ns", serviceRef("", "s", c.port), lk, enabled)
+		if c.grpcReason == RouteReasonInvalidBackendTLS {
+			if h.ResolvedRefs || h.Reason != RouteReasonInvalidBackendTLS {
+				t.Errorf("HTTPRoute to port %d: %v %s, want InvalidBackendTLS", c.port, h.ResolvedRefs, h.Reason)
+			}
+		} else if !h.ResolvedRefs || h.Service.NegotiateHTTP != c.negotiate || h.Service.HTTP2 != c.http2 {
+			t.Errorf("HTTPRoute to port %d: resolved %v %+v; want NegotiateHTTP %v, HTTP2 %v", c.port, h.ResolvedRefs, h.Service, c.negotiate, c.http2)
+		}
+		g := ResolveBackendRef(GRPCRouteKind, "ns", serviceRef("", "s", c.port), lk, enabled)
+		if g.ResolvedRefs != c.grpcOK {
+			t.Errorf("GRPCRoute to port %d: resolved %v (%s %q), want %v", c.port, g.ResolvedRefs, g.Reason, g.Message, c.grpcOK)
+			continue
+		}
+		if c.grpcOK {
+			if g.Service.NegotiateHTTP != c.negotiate || g.Service.HTTP2 != c.http2 || g.Service.TLS == nil {
+				t.Errorf("GRPCRoute to port %d: %+v, want NegotiateHTTP %v, HTTP2 %v, with TLS", c.port, g.Service, c.negotiate, c.http2)
+			}
+			continue
+		}
+		if g.Reason != c.grpcReason {
+			t.Errorf("GRPCRoute to port %d: reason %s (%q), want %s", c.port, g.Reason, g.Message, c.grpcReason)
+		}
+		if c.grpcReason != gwv1.RouteReasonUnsupportedProtocol {
+			continue
+		}
+		if !strings.Contains(g.Message, "kubernetes.io/h2c") {
+			t.Errorf("GRPCRoute to port %d: message %q does not name appProtocol kubernetes.io/h2c", c.port, g.Message)
+		}
+		if got := strings.Contains(g.Message, "BackendTLSPolicy") && strings.Contains(g.Message, "ALPN"); got != c.messageSuggestsTLS {
+			t.Errorf("GRPCRoute to port %d: message %q suggests TLS: %v, want %v", c.port, g.Message, got, c.messageSuggestsTLS)
 		}
 	}
 }

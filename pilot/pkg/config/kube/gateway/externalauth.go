@@ -77,7 +77,7 @@ func resolveExternalAuth(fromKind, ns string, f *gwv1.HTTPExternalAuthFilter, lk
 	}
 	sb := rb.Service
 	if ea.Protocol == gwv1.HTTPRouteExternalAuthGRPCProtocol && !sb.HTTP2 {
-		return fail(gwv1.RouteReasonUnsupportedProtocol, "protocol GRPC needs HTTP/2, but %s", grpcToHTTP1ServiceMessage(svc, sb.Port))
+		return fail(gwv1.RouteReasonUnsupportedProtocol, "protocol GRPC needs HTTP/2, but %s", grpcToHTTP1ServiceMessage(svc, sb.Port, false))
 	}
 	if p := ea.PathPrefix; p != "" && !strings.HasPrefix(p, "/") {
 		return fail(gwv1.RouteReasonUnsupportedValue, "http.path %q must start with \"/\": it is put before the request's path", p)

@@ -228,6 +228,28 @@ func newListenerView(gw *gwv1.Gateway, ns string, l gwv1.Listener, certs Certifi
 			v.Accepted, v.Reason, v.Message = false, reason, fmt.Sprintf(format, args...)
 		}
 	}
+	// terminate resolves the certificate of a listener that terminates
+	// TLS (HTTPS, or TLS in mode Terminate; what names it in messages):
+	// exactly one certificateRef. Several certificates on one listener are
+	// implementation-specific; one per listener is what the Gateway API's
+	// core support asks, and what the proxies are given.
+	terminate := func(what string) {
+		refs := l.TLS.CertificateRefs
+		switch {
+		case len(refs) == 0:
+			reject(gwv1.ListenerReasonUnsupportedValue, "%s needs tls.certificateRefs", what)
+			v.ResolvedRefs, v.RefsReason, v.RefsMessage = false, gwv1.ListenerReasonInvalidCertificateRef, "tls.certificateRefs is empty"
+		case len(refs) > 1:
+			reject(gwv1.ListenerReasonUnsupportedValue, "tls.certificateRefs has %d entries: infermesh supports one certificate per listener", len(refs))
+		default:
+			key, problem := ResolveCertificateRef(ns, refs[0], certs)
+			if problem != nil {
+				v.ResolvedRefs, v.RefsReason, v.RefsMessage = false, problem.reason, problem.message
+			} else {
+				v.Certificate = key
+			}
+		}
+	}
 	switch l.Protocol {
 	case gwv1.HTTPProtocolType:
 	case gwv1.HTTPSProtocolType:
@@ -237,22 +259,8 @@ func newListenerView(gw *gwv1.Gateway, ns string, l gwv1.Listener, certs Certifi
 		case ptr.Deref(l.TLS.Mode, gwv1.TLSModeTerminate) != gwv1.TLSModeTerminate:
 			reject(gwv1.ListenerReasonUnsupportedValue, "an HTTPS listener terminates TLS (tls.mode Terminate); "+
 				"TLS passthrough is protocol TLS with TLSRoutes")
-		case len(l.TLS.CertificateRefs) == 0:
-			reject(gwv1.ListenerReasonUnsupportedValue, "an HTTPS listener needs tls.certificateRefs")
-			v.ResolvedRefs, v.RefsReason, v.RefsMessage = false, gwv1.ListenerReasonInvalidCertificateRef, "tls.certificateRefs is empty"
-		case len(l.TLS.CertificateRefs) > 1:
-			// Several certificates on one listener are implementation-
-			// specific; one per listener is what the Gateway API's core
-			// support asks, and what the proxies are given.
-			reject(gwv1.ListenerReasonUnsupportedValue, "tls.certificateRefs has %d entries: infermesh supports one certificate per listener",
-				len(l.TLS.CertificateRefs))
 		default:
-			key, problem := ResolveCertificateRef(ns, l.TLS.CertificateRefs[0], certs)
-			if problem != nil {
-				v.ResolvedRefs, v.RefsReason, v.RefsMessage = false, problem.reason, problem.message
-			} else {
-				v.Certificate = key
-			}
+			terminate("an HTTPS listener")
 		}
 		if fv := frontendValidationFor(gw, l.Port); fv != nil && v.Accepted {
 			if len(fv.CACertificateRefs) == 0 {
@@ -276,19 +284,8 @@ func newListenerView(gw *gwv1.Gateway, ns string, l gwv1.Listener, certs Certifi
 		case ptr.Deref(l.TLS.Mode, gwv1.TLSModeTerminate) == gwv1.TLSModePassthrough:
 			// certificateRefs are ignored in this mode (ListenerTLSConfig).
 			v.Passthrough = true
-		case len(l.TLS.CertificateRefs) == 0:
-			reject(gwv1.ListenerReasonUnsupportedValue, "a TLS listener in mode Terminate needs tls.certificateRefs")
-			v.ResolvedRefs, v.RefsReason, v.RefsMessage = false, gwv1.ListenerReasonInvalidCertificateRef, "tls.certificateRefs is empty"
-		case len(l.TLS.CertificateRefs) > 1:
-			reject(gwv1.ListenerReasonUnsupportedValue, "tls.certificateRefs has %d entries: infermesh supports one certificate per listener",
-				len(l.TLS.CertificateRefs))
 		default:
-			key, problem := ResolveCertificateRef(ns, l.TLS.CertificateRefs[0], certs)
-			if problem != nil {
-				v.ResolvedRefs, v.RefsReason, v.RefsMessage = false, problem.reason, problem.message
-			} else {
-				v.Certificate = key
-			}
+			terminate("a TLS listener in mode Terminate")
 		}
 	case gwv1.TCPProtocolType:
 		if l.TLS != nil {
