@@ -91,7 +91,9 @@ integ:
 	eppbin=$$(hack/epp-binaries.sh) && \
 	helmdir=$$(hack/helm.sh) && \
 	authzbin=$$(hack/extauthz-binary.sh) && \
-	KUBE_TEST_BINARIES=$$dir/bin EPP_TEST_BINARIES=$$eppbin HELM_TEST_BINARIES=$$helmdir/bin EXTAUTHZ_TEST_BINARIES=$$authzbin $(GO) test -tags=integ -p 2 -timeout 30m -count=1 ./tests/...
+	bbrbin=$$(hack/bbr-binaries.sh) && \
+	KUBE_TEST_BINARIES=$$dir/bin EPP_TEST_BINARIES=$$eppbin HELM_TEST_BINARIES=$$helmdir/bin EXTAUTHZ_TEST_BINARIES=$$authzbin \
+	BBR_TEST_BINARIES=$$bbrbin $(GO) test -tags=integ -p 2 -timeout 30m -count=1 ./tests/...
 
 # Both conformance suites on this machine, one after the other
 # (conformance/README.md): GIE v1.6.0, then Gateway API v1.7.0 (profiles

@@ -15,8 +15,10 @@
 #     (hack/k8s-test-binaries.sh: kube-apiserver, kube-controller-manager,
 #     kube-scheduler, etcd; hack/epp-binaries.sh: the endpoint pickers,
 #     then hack/images.sh for each suite: the binaries the conformance
-#     node runs as images, which reuses lwepp; hack/extauthz-binary.sh:
-#     the authorization server of the ExternalAuth test), start building
+#     node runs as images, which reuses lwepp; hack/bbr-binaries.sh: GIE's
+#     body-based router, after the EPPs, whose GIE v1.0.0 packages it
+#     reuses; hack/extauthz-binary.sh: the authorization server of the
+#     ExternalAuth test), start building
 #     in the background at once; hack/helm.sh (helm, built inside this module)
 #     after vet;
 #   - vet, gofmt and the unit tests run in the foreground meanwhile;
@@ -78,9 +80,10 @@ finish() {
 
 background k8s hack/k8s-test-binaries.sh
 # images.sh after epp-binaries.sh, never beside it: both would build lwepp
-# into the same cache folder. Then the Gateway API suite's images
-# (its test binary, CoreDNS).
-background epp bash -c 'hack/epp-binaries.sh && hack/images.sh && SUITE=gateway-api hack/images.sh'
+# into the same cache folder. The body-based router between them: it is
+# built from GIE v1.0.0 like the full EPP, so it finds those packages
+# compiled. Then the Gateway API suite's images (its test binary).
+background epp bash -c 'hack/epp-binaries.sh && hack/bbr-binaries.sh && hack/images.sh && SUITE=gateway-api hack/images.sh'
 # The ExternalAuth test's authorization server (Istio's sample ext_authz):
 # a small build of its own module, about a minute of CPU cold.
 background authz hack/extauthz-binary.sh

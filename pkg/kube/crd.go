@@ -37,16 +37,17 @@ func (k crdKind) gvr() schema.GroupVersionResource {
 // The optional CRDs: the control plane runs without them and starts their
 // informers once they are installed.
 var (
-	inferencePoolCRD    = crdKind{group: "inference.networking.k8s.io", resource: "inferencepools", version: "v1"}
-	grpcRouteCRD        = crdKind{group: "gateway.networking.k8s.io", resource: "grpcroutes", version: "v1"}
-	backendTLSPolicyCRD = crdKind{group: "gateway.networking.k8s.io", resource: "backendtlspolicies", version: "v1"}
-	destinationRuleCRD  = crdKind{group: "networking.istio.io", resource: "destinationrules", version: "v1"}
-	listenerSetCRD      = crdKind{group: "gateway.networking.k8s.io", resource: "listenersets", version: "v1"}
-	tlsRouteCRD         = crdKind{group: "gateway.networking.k8s.io", resource: "tlsroutes", version: "v1"}
-	tcpRouteCRD         = crdKind{group: "gateway.networking.k8s.io", resource: "tcproutes", version: "v1"}
+	inferencePoolCRD     = crdKind{group: "inference.networking.k8s.io", resource: "inferencepools", version: "v1"}
+	grpcRouteCRD         = crdKind{group: "gateway.networking.k8s.io", resource: "grpcroutes", version: "v1"}
+	backendTLSPolicyCRD  = crdKind{group: "gateway.networking.k8s.io", resource: "backendtlspolicies", version: "v1"}
+	destinationRuleCRD   = crdKind{group: "networking.istio.io", resource: "destinationrules", version: "v1"}
+	listenerSetCRD       = crdKind{group: "gateway.networking.k8s.io", resource: "listenersets", version: "v1"}
+	tlsRouteCRD          = crdKind{group: "gateway.networking.k8s.io", resource: "tlsroutes", version: "v1"}
+	tcpRouteCRD          = crdKind{group: "gateway.networking.k8s.io", resource: "tcproutes", version: "v1"}
+	externalProcessorCRD = crdKind{group: "infermesh.io", resource: "externalprocessors", version: "v1alpha1"}
 )
 
-var optionalCRDs = []crdKind{inferencePoolCRD, grpcRouteCRD, backendTLSPolicyCRD, destinationRuleCRD, listenerSetCRD, tlsRouteCRD, tcpRouteCRD}
+var optionalCRDs = []crdKind{inferencePoolCRD, grpcRouteCRD, backendTLSPolicyCRD, destinationRuleCRD, listenerSetCRD, tlsRouteCRD, tcpRouteCRD, externalProcessorCRD}
 
 // crdState is all the CRD informer keeps of a CRD (whose full object, with
 // its OpenAPI schema, is often over 100 kB): the name, the resourceVersion,

@@ -100,6 +100,8 @@
 //     name, version and whether it is Established and serves our version.
 //   - destinationrule.go: DestinationRule, the fields read of Istio's type,
 //     converted from unstructured in the informer's transform.
+//   - externalprocessor.go: infermesh.io ExternalProcessors (what listener
+//     filters name), read through the dynamic client.
 //   - fake.go: NewFake over client-go fakes for unit tests, and Established
 //     CRDs for the optional types.
 package kube

@@ -4,6 +4,8 @@
 package kube
 
 import (
+	imv1alpha1 "github.com/infermesh/infermesh/pkg/apis/infermesh/v1alpha1"
+
 	"fmt"
 
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -42,8 +44,9 @@ func NewFake(objects ...runtime.Object) *Client {
 func newFake(opts []Option, objects ...runtime.Object) *Client {
 	var kubeObjs, gatewayObjs, inferenceObjs, dynamicObjs []runtime.Object
 	listKinds := map[schema.GroupVersionResource]string{
-		crdResource:        "CustomResourceDefinitionList",
-		DestinationRuleGVR: "DestinationRuleList",
+		crdResource:                      "CustomResourceDefinitionList",
+		DestinationRuleGVR:               "DestinationRuleList",
+		imv1alpha1.ExternalProcessorsGVR: "ExternalProcessorList",
 	}
 	for _, obj := range objects {
 		switch {

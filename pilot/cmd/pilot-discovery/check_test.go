@@ -8,6 +8,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -39,8 +40,15 @@ func seedArgs(t *testing.T, skip ...string) []string {
 // runCheck runs `pilot-discovery check` with args and returns its stdout.
 func runCheck(t *testing.T, args ...string) (string, error) {
 	t.Helper()
+	return runCheckEnv(t, nil, args...)
+}
+
+// runCheckEnv is runCheck with the feature flags env (NAME, value, ...)
+// beside the inference extension's.
+func runCheckEnv(t *testing.T, env []string, args ...string) (string, error) {
+	t.Helper()
 	var out bytes.Buffer
-	cmd := newRootCommandWith(fakeDeps(t, inference...))
+	cmd := newRootCommandWith(fakeDeps(t, append(slices.Clone(inference), env...)...))
 	cmd.SetOut(&out)
 	cmd.SetErr(&bytes.Buffer{})
 	cmd.SetArgs(append([]string{"check", "--timeout", "60s"}, args...))
@@ -67,6 +75,12 @@ func TestCheck(t *testing.T) {
 		skip []string
 		want []string
 	}{
+		{"listener-filter-refs", []string{"40-gateway.yaml"}, []string{
+			"condition  Gateway gateway-namespace/gateway listener http: ResolvedRefs=False (InvalidListenerFilterRef): " +
+				"filters.requests[0]: ExternalProcessor gateway-namespace/bbr not found",
+			"condition  Gateway gateway-namespace/gateway listener router: ResolvedRefs=False (InvalidListenerFilterRef): " +
+				`filters.requests[0]: extensionRef kind BodyRouter in group "example.com" is not supported`,
+		}},
 		{"rejected-manifest", []string{"30-inferencepool.yaml"}, []string{
 			"rejected   testdata/check/rejected-manifest/30-inferencepool.yaml:4: document 1 (InferencePool llm-namespace/vllm-llama3-8b): spec.targetPorts: Too many: 9: must have at most 8 items",
 		}},
@@ -157,7 +171,8 @@ func TestCheck(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.dir, func(t *testing.T) {
 			args := append(seedArgs(t, tc.skip...), "-f", filepath.Join("testdata/check", tc.dir))
-			out, err := runCheck(t, args...)
+			// A folder's features.env holds the flags it is read with.
+			out, err := runCheckEnv(t, corpusFeatures(t, []string{filepath.Join("testdata/check", tc.dir)}), args...)
 			if !errors.Is(err, errCheckFailed) {
 				t.Fatalf("err = %v, want errCheckFailed; output:\n%s", err, out)
 			}

@@ -261,7 +261,7 @@ func runDiscovery(ctx context.Context, stopSignals func(), o *discoveryOptions, 
 	liftMemoryLimit := limitStartupMemory(d.lookupEnv)
 	defer liftMemoryLimit()
 	if len(o.files) > 0 {
-		files, err := openFiles(o.files[0], log)
+		files, err := openFiles(o.files[0], log, feats)
 		if err != nil {
 			return err
 		}

@@ -27,6 +27,8 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/infermesh/infermesh/pilot/pkg/config/file"
+	"github.com/infermesh/infermesh/pilot/pkg/config/kube/gateway"
+	"github.com/infermesh/infermesh/pilot/pkg/networking/core"
 )
 
 // printedStatus is what status -f printed, by kind and namespace/name.
@@ -119,6 +121,13 @@ type listenerClaim struct {
 	// served: status says the listener is served (claimsServed, its
 	// Gateway and ListenerSet accepted).
 	served bool
+	// filtered: the listener has listener filters (filters.requests), so
+	// its virtual host ends with the 404 catch-all route
+	// (core.ListenerFilterFallbackRoute); filterRefused: status says they
+	// do not resolve (ResolvedRefs=False/InvalidListenerFilterRef), so it
+	// is served with the 500 route (core.ListenerFilterErrorRoute) only,
+	// none of its routes'.
+	filtered, filterRefused bool
 }
 
 func (l listenerClaim) String() string {
@@ -143,7 +152,12 @@ func claimedListeners(t *testing.T, src *file.Source, st printedStatus, gw *gwv1
 				hostname: string(ptr.Deref(spec.Hostname, "")), attached: ls.AttachedRoutes,
 				terminate: spec.Protocol == gwv1.TLSProtocolType && spec.TLS != nil &&
 					ptr.Deref(spec.TLS.Mode, gwv1.TLSModeTerminate) == gwv1.TLSModeTerminate,
-				served: accepted && claimsServed(ls.Conditions)})
+				served:   accepted && claimsServed(ls.Conditions),
+				filtered: spec.Filters != nil && len(spec.Filters.Requests) > 0,
+				filterRefused: slices.ContainsFunc(ls.Conditions, func(c metav1.Condition) bool {
+					return c.Type == string(gwv1.ListenerConditionResolvedRefs) && c.Status == metav1.ConditionFalse &&
+						c.Reason == string(gateway.ListenerReasonInvalidListenerFilterRef)
+				})})
 		}
 	}
 	key := gw.Namespace + "/" + gw.Name
@@ -398,6 +412,25 @@ func compareListeners(t *testing.T, gw string, claims []listenerClaim, served pr
 	return rcOf
 }
 
+// filterRoute is the route that ends each virtual host of a listener with
+// listener filters: the 404 catch-all, or the 500 route when they do not
+// resolve.
+func filterRoute(l listenerClaim) string {
+	if l.filterRefused {
+		return core.ListenerFilterErrorRoute
+	}
+	return core.ListenerFilterFallbackRoute
+}
+
+// hostOrStar is a listener's hostname as a virtual host domain: "*" for
+// none.
+func hostOrStar(h string) string {
+	if h == "" {
+		return "*"
+	}
+	return h
+}
+
 // servedRoute is one Envoy route, by route configuration, virtual host
 // domain and name.
 type servedRoute struct{ rc, host, name string }
@@ -431,6 +464,16 @@ func compareRoutes(t *testing.T, gw string, claims []listenerClaim, attachments 
 				if ownerOf(h, portHosts) != l.hostname {
 					continue
 				}
+				if l.filtered {
+					// Each virtual host of a listener with filters ends
+					// with its filters' route (below); one whose
+					// filters do not resolve has only that.
+					k := servedRoute{rc, h, filterRoute(l)}
+					want[k] = append(want[k], fmt.Sprintf("%s: its listener filters' route", l))
+				}
+				if l.filterRefused {
+					continue
+				}
 				for r := range a.rules {
 					if slices.Contains(a.dropped, r) {
 						continue
@@ -440,6 +483,16 @@ func compareRoutes(t *testing.T, gw string, claims []listenerClaim, attachments 
 				}
 			}
 		}
+	}
+	// A listener with filters ends its virtual host with the 404 catch-all;
+	// one whose filters do not resolve has the 500 route only.
+	for _, l := range claims {
+		rc, ok := rcOf[l]
+		if !ok || !l.filtered {
+			continue
+		}
+		k := servedRoute{rc, hostOrStar(l.hostname), filterRoute(l)}
+		want[k] = append(want[k], fmt.Sprintf("%s: its listener filters' route", l))
 	}
 	got := map[servedRoute]bool{}
 	for _, rc := range routes {

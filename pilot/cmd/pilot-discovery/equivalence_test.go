@@ -170,7 +170,7 @@ func TestFileModeServesWhatStatusReports(t *testing.T) {
 	for _, want := range []string{
 		"examples/seed", checkDir + "/listenerset-not-allowed", checkDir + "/bad-regex",
 		equivalenceDir + "/listenersets", equivalenceDir + "/https", equivalenceDir + "/routes", equivalenceDir + "/refused",
-		equivalenceDir + "/streams",
+		equivalenceDir + "/streams", equivalenceDir + "/listenerfilters",
 		goldenDir + "/pool-two-gateways", goldenDir + "/tenant-hostname-takeover",
 	} {
 		if !slices.Contains(names, want) {
@@ -188,12 +188,36 @@ func TestFileModeServesWhatStatusReports(t *testing.T) {
 	}
 }
 
+// corpusFeatures are the NAME=value lines of the features.env file of each
+// folder of paths that has one: the feature flags the folder is read with
+// (a folder of experimental-channel manifests sets
+// PILOT_FILE_GATEWAY_API_CHANNEL=experimental), flattened as envOf takes
+// them.
+func corpusFeatures(t *testing.T, paths []string) []string {
+	t.Helper()
+	var kv []string
+	for _, p := range paths {
+		data, err := os.ReadFile(filepath.Join(p, "features.env"))
+		if err != nil {
+			continue // no such file, or p is a file
+		}
+		for _, line := range strings.Split(strings.TrimSpace(string(data)), "\n") {
+			name, value, ok := strings.Cut(strings.TrimSpace(line), "=")
+			if !ok {
+				t.Fatalf("%s/features.env: %q is not NAME=value", p, line)
+			}
+			kv = append(kv, name, value)
+		}
+	}
+	return kv
+}
+
 // checkEquivalence compares status -f and discovery -f over paths and
 // returns how many served route rules (per hostname) it compared.
 func checkEquivalence(t *testing.T, paths []string) int {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	env := envOf(inference...)
+	env := envOf(append(slices.Clone(inference), corpusFeatures(t, paths)...)...)
 
 	// What status -f prints.
 	r, err := runOffline(ctx, paths, nil, env, time.Date(2026, 11, 30, 0, 0, 0, 0, time.UTC))
@@ -219,7 +243,7 @@ func checkEquivalence(t *testing.T, paths []string) int {
 		t.Fatal(err)
 	}
 	defer m.cleanup()
-	src, err := file.New(m.dir, file.Options{Logger: slog.New(slog.DiscardHandler)})
+	src, err := file.New(m.dir, fileOptions(slog.New(slog.DiscardHandler), feats))
 	if err != nil {
 		t.Fatal(err)
 	}

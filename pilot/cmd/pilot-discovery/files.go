@@ -26,12 +26,18 @@ import (
 // gets each problem found (file, document, object, field), so a user sees
 // at once what was left out, and one line per reload. Only an unreadable
 // dir is an error; bad manifests are not.
-func openFiles(dir string, log *slog.Logger) (*file.Source, error) {
-	src, err := file.New(dir, file.Options{Logger: log})
+func openFiles(dir string, log *slog.Logger, feats features.Features) (*file.Source, error) {
+	src, err := file.New(dir, fileOptions(log, feats))
 	if err != nil {
 		return nil, fmt.Errorf("--file: %w", err)
 	}
 	return src, nil
+}
+
+// fileOptions are the file-mode source's options under feats: its logger
+// and the Gateway API channel (PILOT_FILE_GATEWAY_API_CHANNEL).
+func fileOptions(log *slog.Logger, feats features.Features) file.Options {
+	return file.Options{Logger: log, GatewayAPIChannel: file.Channel(feats.FileGatewayAPIChannel)}
 }
 
 // fileSource is proxy-config's offline source (-f DIR): it runs the whole
@@ -66,7 +72,7 @@ func (s *fileSource) Fetch(ctx context.Context, gw gatewayRef) (proxyResources, 
 	}
 	defer m.cleanup()
 	// Problems are printed once by the command, not logged.
-	src, err := file.New(m.dir, file.Options{Logger: slog.New(slog.DiscardHandler)})
+	src, err := file.New(m.dir, fileOptions(slog.New(slog.DiscardHandler), feats))
 	if err != nil {
 		return proxyResources{}, fmt.Errorf("-f: %w", err)
 	}

@@ -84,7 +84,7 @@ func runOffline(ctx context.Context, paths []string, stdin io.Reader, lookupEnv 
 	}
 	defer m.cleanup()
 	// Problems are returned, and printed once by the command, not logged.
-	src, err := file.New(m.dir, file.Options{Logger: slog.New(slog.DiscardHandler)})
+	src, err := file.New(m.dir, fileOptions(slog.New(slog.DiscardHandler), feats))
 	if err != nil {
 		return nil, fmt.Errorf("-f: %w", err)
 	}

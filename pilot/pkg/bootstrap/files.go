@@ -38,6 +38,7 @@ func FileInputs(src *file.Source) gateway.Inputs {
 		BackendTLSPolicies: src.BackendTLSPolicies(),
 		DestinationRules:   src.DestinationRules(),
 		ListenerSets:       src.ListenerSets(),
+		ExternalProcessors: src.ExternalProcessors(),
 	}
 }
 

@@ -73,6 +73,10 @@ type Features struct {
 	// expressions in matches (path, header, query parameter, gRPC method)
 	// (PILOT_MAX_REGEX_MATCHES_PER_NAMESPACE; 0: no limit).
 	MaxRegexMatchesPerNamespace int
+	// FileGatewayAPIChannel is the Gateway API channel (standard or
+	// experimental) whose CRDs file mode (-f) checks Gateway API kinds
+	// against (PILOT_FILE_GATEWAY_API_CHANNEL).
+	FileGatewayAPIChannel string
 }
 
 // Flag describes one environment variable.
@@ -188,12 +192,23 @@ var table = []flagDef{
 	stringFlag("PILOT_GATEWAY_XDS_TOKEN_AUDIENCE", DefaultXDSTokenAudience,
 		"Audience of the ServiceAccount token Gateway proxies send on ADS: their projected token is issued for it and pilot-discovery's TokenReview requires it. Overridden by discovery --xds-auth-audience.",
 		func(f *Features) *string { return &f.GatewayXDSTokenAudience }, CheckAudience),
+	stringFlag("PILOT_FILE_GATEWAY_API_CHANNEL", "standard",
+		"File mode (discovery -f, status -f, check -f, proxy-config -f): the Gateway API channel, standard or experimental, whose CRDs Gateway API manifests are checked against, as the cluster the folder stands for installed them. Experimental fields (Listener.filters, HTTPRoute ExternalAuth, ...) refuse a manifest under standard.",
+		func(f *Features) *string { return &f.FileGatewayAPIChannel }, checkChannel),
 	countFlag("PILOT_MAX_ROUTE_MATCHES_PER_NAMESPACE", "20000",
 		"Route matches (a rule without matches counts one; a TLSRoute rule one per hostname, a TCPRoute rule one) the HTTPRoutes, GRPCRoutes, TLSRoutes and TCPRoutes of one namespace may put into one Gateway, whose route configuration every namespace attached to it shares. Past it, that namespace's newest routes get Accepted=False (TooManyMatches) on that Gateway; other namespaces' routes are never affected. 0: no limit.",
 		func(f *Features) *int { return &f.MaxRouteMatchesPerNamespace }),
 	countFlag("PILOT_MAX_REGEX_MATCHES_PER_NAMESPACE", "10000",
 		"Regular expressions (path, header and query parameter matches of type RegularExpression, gRPC method regex matches) the routes of one namespace may put into one Gateway; as PILOT_MAX_ROUTE_MATCHES_PER_NAMESPACE past it. 0: no limit.",
 		func(f *Features) *int { return &f.MaxRegexMatchesPerNamespace }),
+}
+
+// checkChannel accepts the Gateway API's two release channels.
+func checkChannel(v string) error {
+	if v != "standard" && v != "experimental" {
+		return fmt.Errorf("not standard or experimental")
+	}
+	return nil
 }
 
 // DefaultXDSTokenAudience is the default audience of Gateway proxies' ADS

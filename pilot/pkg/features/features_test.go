@@ -40,6 +40,7 @@ func TestDefaultsAreIstios(t *testing.T) {
 		// Gateway, low enough that one namespace cannot fill it alone.
 		MaxRouteMatchesPerNamespace: 20000,
 		MaxRegexMatchesPerNamespace: 10000,
+		FileGatewayAPIChannel:       "standard",
 	}
 	if d := cmp.Diff(want, Defaults()); d != "" {
 		t.Fatalf("defaults (-want +got):\n%s", d)
@@ -70,6 +71,8 @@ func TestLoad(t *testing.T) {
 			wantErr: `PILOT_GATEWAY_XDS_TOKEN_AUDIENCE: "a,b": must not contain white space, control characters or commas`},
 		{name: "limits", env: env("PILOT_MAX_ROUTE_MATCHES_PER_NAMESPACE", "0", "PILOT_MAX_REGEX_MATCHES_PER_NAMESPACE", " 500 "),
 			want: func(f *Features) { f.MaxRouteMatchesPerNamespace = 0; f.MaxRegexMatchesPerNamespace = 500 }},
+		{name: "unknown channel", env: env("PILOT_FILE_GATEWAY_API_CHANNEL", "beta"),
+			wantErr: `PILOT_FILE_GATEWAY_API_CHANNEL: "beta": not standard or experimental`},
 		{name: "negative limit", env: env("PILOT_MAX_REGEX_MATCHES_PER_NAMESPACE", "-1"),
 			wantErr: `PILOT_MAX_REGEX_MATCHES_PER_NAMESPACE: "-1" is not a whole number of 0 or more`},
 		{name: "limit not a number", env: env("PILOT_MAX_ROUTE_MATCHES_PER_NAMESPACE", "1e4"),

@@ -17,7 +17,8 @@
 //
 // # Files
 //
-//   - gateway.go: Gateway, Listener (with its TLS), Route, Rule and the
+//   - gateway.go: Gateway, Listener (with its TLS and its pre-routing
+//     filters: ListenerFilter, ExternalProcessor), Route, Rule and the
 //     resolved backends (ServiceBackend, PoolBackend, EPPBackend), a rule's
 //     ExternalAuth filters, and the order of routes.
 //   - service.go: what the service registry adds: Endpoint, ClusterEndpoints

@@ -125,6 +125,55 @@ type Listener struct {
 	// namespace and name. Rule precedence across routes is the translator's
 	// job (Gateway API HTTPRouteRule matching precedence).
 	Routes []*Route
+	// Filters are the listener's pre-routing filters (Gateway API
+	// Listener.filters.requests), in their order: every request the
+	// listener accepts goes through each before route selection, which
+	// runs once after the last. The controller passes a listener only when
+	// it can serve every one of them.
+	Filters []ListenerFilter
+	// FilterError, when set, says why a filter of the listener does not
+	// resolve (its ExternalProcessor is missing, its Service does not
+	// resolve): the listener fails closed, every request it accepts is
+	// answered 500, and Filters is empty.
+	FilterError string
+}
+
+// ListenerFilter is one resolved pre-routing filter of a listener. Type
+// says which field is set.
+type ListenerFilter struct {
+	// Type is ExtensionRef (Processor set). ExternalAuth is refused by the
+	// controller until it is implemented.
+	Type gwv1.ListenerFilterType
+	// Processor is the infermesh.io ExternalProcessor an ExtensionRef
+	// filter names.
+	Processor *ExternalProcessor
+}
+
+// ExternalProcessor is a resolved infermesh.io ExternalProcessor: an Envoy
+// ext_proc server behind a Service port.
+type ExternalProcessor struct {
+	// Namespace and Name are the ExternalProcessor's.
+	Namespace, Name string
+	// Host is the Service FQDN <name>.<namespace>.svc.<clusterDomain> and
+	// Port the Service port; the processor's cluster is
+	// outbound|Port||Host, always HTTP/2 (gRPC).
+	Host string
+	Port int32
+	// RequestHeaders and ResponseHeaders say whether headers go to the
+	// processor; RequestBodyStreamed and ResponseBodyStreamed whether the
+	// body streams through it (FULL_DUPLEX_STREAMED, with its trailers).
+	RequestHeaders, ResponseHeaders           bool
+	RequestBodyStreamed, ResponseBodyStreamed bool
+	// FailOpen is failureMode FailOpen: a failed processor lets the
+	// request go on unchanged (ext_proc failure_mode_allow).
+	FailOpen bool
+	// MessageTimeout is spec.messageTimeout; 0 is Envoy's default.
+	MessageTimeout time.Duration
+	// TLS is client TLS to the Service port (a BackendTLSPolicy's),
+	// resolved as for an EPP; nil means plaintext HTTP/2. A processor
+	// whose TLS cannot be honoured is never resolved: its listener is
+	// refused.
+	TLS *UpstreamTLS
 }
 
 // ListenerTLS is an HTTPS listener's TLS termination.

@@ -16,6 +16,7 @@ import (
 	_ "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/listener/tls_inspector/v3"
 	_ "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/network/http_connection_manager/v3"
 	_ "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/network/tcp_proxy/v3"
+	_ "github.com/envoyproxy/go-control-plane/envoy/extensions/http/early_header_mutation/header_mutation/v3"
 	_ "github.com/envoyproxy/go-control-plane/envoy/extensions/load_balancing_policies/override_host/v3"
 	_ "github.com/envoyproxy/go-control-plane/envoy/extensions/load_balancing_policies/round_robin/v3"
 	_ "github.com/envoyproxy/go-control-plane/envoy/extensions/transport_sockets/tls/v3"
@@ -94,6 +95,11 @@ var allowedFields = fieldSet(
 	"envoy.extensions.filters.network.http_connection_manager.v3.HttpFilter.name",
 	"envoy.extensions.filters.network.http_connection_manager.v3.HttpFilter.typed_config",
 	"envoy.extensions.filters.network.http_connection_manager.v3.HttpFilter.disabled",
+	// Early header mutations (handler.go compileEarlyMutations): header
+	// removals only.
+	"envoy.extensions.filters.network.http_connection_manager.v3.HttpConnectionManager.early_header_mutation_extensions",
+	"envoy.extensions.http.early_header_mutation.header_mutation.v3.HeaderMutation.mutations",
+	"envoy.config.common.mutation_rules.v3.HeaderMutation.remove",
 	"envoy.config.core.v3.ConfigSource.ads",
 	"envoy.config.core.v3.ConfigSource.resource_api_version",
 	"envoy.config.core.v3.ConfigSource.initial_fetch_timeout",
@@ -107,6 +113,14 @@ var allowedFields = fieldSet(
 	"envoy.extensions.filters.http.ext_proc.v3.ExternalProcessor.route_cache_action",
 	"envoy.extensions.filters.http.ext_proc.v3.ExternalProcessor.message_timeout",
 	"envoy.extensions.filters.http.ext_proc.v3.ExternalProcessor.send_body_without_waiting_for_header_response",
+	// Header mutation rules (extproc/headers.go): the boolean rules; the
+	// allow and disallow expressions are refused.
+	"envoy.extensions.filters.http.ext_proc.v3.ExternalProcessor.mutation_rules",
+	"envoy.config.common.mutation_rules.v3.HeaderMutationRules.allow_all_routing",
+	"envoy.config.common.mutation_rules.v3.HeaderMutationRules.allow_envoy",
+	"envoy.config.common.mutation_rules.v3.HeaderMutationRules.disallow_system",
+	"envoy.config.common.mutation_rules.v3.HeaderMutationRules.disallow_all",
+	"envoy.config.common.mutation_rules.v3.HeaderMutationRules.disallow_is_error",
 	"envoy.extensions.filters.http.ext_proc.v3.ProcessingMode.request_header_mode",
 	"envoy.extensions.filters.http.ext_proc.v3.ProcessingMode.response_header_mode",
 	"envoy.extensions.filters.http.ext_proc.v3.ProcessingMode.request_body_mode",
@@ -169,6 +183,9 @@ var allowedFields = fieldSet(
 	"envoy.config.route.v3.VirtualHost.name",
 	"envoy.config.route.v3.VirtualHost.domains",
 	"envoy.config.route.v3.VirtualHost.routes",
+	// Per-filter configuration of a virtual host: ext_proc only (route.go
+	// compilePerFilter).
+	"envoy.config.route.v3.VirtualHost.typed_per_filter_config",
 	"envoy.config.route.v3.Route.name",
 	"envoy.config.route.v3.Route.match",
 	"envoy.config.route.v3.Route.route",

@@ -13,6 +13,7 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -80,16 +81,27 @@ func (h *listenerHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if l.stripPort {
 		req.Authority = stripHostPort(req.Authority)
 	}
+	// early_header_mutation_extensions, before route selection and every
+	// filter (ConnectionManagerImpl::ActiveStream::decodeHeaders runs them
+	// ahead of both): header removals.
+	for _, name := range l.earlyRemove {
+		req.Headers.Del(name)
+	}
 	h.connectionManagerHeaders(req, r)
 	table := l.routes
 	if table == nil {
 		table = ac.routes[l.rdsName]
 	}
 	sel, ok := dp.selectRoute(table, req)
-	if !ok {
+	if !ok && isUpgrade(r) {
 		writeResponse(w, hcmReply(http.StatusNotFound, ""))
 		return
 	}
+	// Without a route the filters that are not disabled still run, and
+	// the router answers 404 (a filter may change the request so that
+	// route selection, run again, finds one). An upgrade without a route
+	// gets the 404 at once: no listener filter runs on an upgrade in our
+	// configuration, whose routes to a listener with filters always match.
 	if isUpgrade(r) {
 		// An upgrade the connection manager's upgrade_configs allow goes
 		// through the filter chain and the router, which keep its
@@ -108,26 +120,27 @@ func (h *listenerHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 		req.Upgrade = typ
 	}
-	ctx := r.Context()
-	if d := sel.r.maxStreamDuration; d > 0 {
-		// The connection manager arms the route's max_stream_duration once
-		// the route is known, counting from the stream's start, so it
-		// covers the filters (ext_proc) as well as the router.
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithDeadlineCause(ctx, start.Add(d), errMaxStreamDuration)
-		defer cancel()
-		// A read of the downstream body does not watch ctx: expire the
-		// connection's read deadline so that a body still arriving stops
-		// holding the request (Envoy stops decoding the stream).
-		stop := context.AfterFunc(ctx, func() {
-			if context.Cause(ctx) == errMaxStreamDuration {
-				_ = http.NewResponseController(w).SetReadDeadline(time.Now())
-			}
-		})
-		defer stop()
-	}
-	// The HTTP filters (CORS, ext_proc) and the router.
-	fm := newFilterManager(dp, ac, l, table, sel)
+	ctx, cancel := context.WithCancelCause(r.Context())
+	defer cancel(nil)
+	// The connection manager arms the route's max_stream_duration once
+	// the route is known, counting from the stream's start, so it covers
+	// the filters (ext_proc) as well as the router; a route selected again
+	// (a filter cleared the route cache) re-arms it with its own
+	// (ConnectionManagerImpl::ActiveStream::refreshDurationTimeout).
+	deadline := &streamDeadline{start: start, cancel: cancel}
+	defer deadline.stop()
+	deadline.arm(sel)
+	// A read of the downstream body does not watch ctx: expire the
+	// connection's read deadline so that a body still arriving stops
+	// holding the request (Envoy stops decoding the stream).
+	stop := context.AfterFunc(ctx, func() {
+		if context.Cause(ctx) == errMaxStreamDuration {
+			_ = http.NewResponseController(w).SetReadDeadline(time.Now())
+		}
+	})
+	defer stop()
+	// The HTTP filters (listener filters, CORS, ext_proc) and the router.
+	fm := newFilterManager(dp, ac, l, table, sel, deadline.arm)
 	resp, err := fm.run(ctx, req)
 	if err != nil && resp == nil && context.Cause(ctx) == errMaxStreamDuration {
 		// No response started: Envoy's local reply, 504 when the whole
@@ -146,7 +159,7 @@ func (h *listenerHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		fm.hcmReply(resp)
 	}
 	if err != nil {
-		dp.log.Debug("dataplane: request ended", "route", sel.r.name, "error", err)
+		dp.log.Debug("dataplane: request ended", "route", fm.sel.name(), "error", err)
 		if resp == nil {
 			// The downstream went away or the stream was reset.
 			panic(http.ErrAbortHandler)
@@ -192,11 +205,11 @@ func (dp *DataPlane) selectRoute(t *routeTable, req *extproc.Request) (routeSel,
 	if t == nil {
 		return routeSel{}, false
 	}
-	_, r := t.matchRoute(req)
+	vh, r := t.matchRoute(req)
 	if r == nil {
 		return routeSel{}, false
 	}
-	sel := routeSel{r: r}
+	sel := routeSel{vh: vh, r: r}
 	if r.kind == actionWeighted {
 		sel.wc = dp.pickWeighted(r)
 	}
@@ -305,3 +318,31 @@ func isUpgrade(r *http.Request) bool {
 	}
 	return false
 }
+
+// streamDeadline is the connection manager's max_stream_duration timer
+// of one stream, counted from its start; expiry cancels the stream's
+// context with errMaxStreamDuration.
+type streamDeadline struct {
+	start  time.Time
+	cancel context.CancelCauseFunc
+	mu     sync.Mutex
+	timer  *time.Timer
+}
+
+// arm (re)starts the timer for the selected route's max_stream_duration:
+// none without a route or without one on it; at once when the stream is
+// already older.
+func (d *streamDeadline) arm(sel routeSel) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.timer != nil {
+		d.timer.Stop()
+		d.timer = nil
+	}
+	if sel.r == nil || sel.r.maxStreamDuration <= 0 {
+		return
+	}
+	d.timer = time.AfterFunc(max(time.Until(d.start.Add(sel.r.maxStreamDuration)), 0), func() { d.cancel(errMaxStreamDuration) })
+}
+
+func (d *streamDeadline) stop() { d.arm(routeSel{}) }

@@ -8,7 +8,6 @@ import (
 	"net/http"
 	"sync"
 
-	extprocv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/http/ext_proc/v3"
 	"google.golang.org/protobuf/types/known/structpb"
 
 	"github.com/infermesh/infermesh/pkg/test/dataplane/extproc"
@@ -17,9 +16,21 @@ import (
 // filterManager is one request's HTTP filters, run as Envoy's FilterManager
 // runs them (source/common/http/filter_manager.cc, filter_manager.h):
 //
-//   - filters are created for the selected route: one whose HttpFilter is
-//     disabled is created only when the route carries per-filter config
-//     for it (FilterChainOptionsImpl::filterDisabled);
+//   - filters are created once, for the route selected when the request's
+//     headers arrive: one whose HttpFilter is disabled is created only
+//     when that route (its virtual host, the route or its weighted
+//     cluster) carries per-filter config for it (FilterChainUtility::
+//     createFilterChainForFactories asks the route's filterDisabled, which
+//     falls back to its virtual host's); without a route, only the filters
+//     that are not disabled (source/common/http/filter_chain_helper.cc,
+//     conn_manager_impl.cc);
+//   - a filter reads its per-route configuration when its decodeHeaders
+//     runs, from the route selected at that time: after a filter cleared
+//     the route cache (ext_proc, Request.RouteCacheCleared) the route is
+//     selected again on the changed request, which the later filters and
+//     the router see, and the connection manager re-arms
+//     max_stream_duration with the new route's (refreshCachedRoute,
+//     refreshDurationTimeout);
 //   - decodeHeaders runs in configuration order, then the router;
 //   - encoder filters run in reverse configuration order
 //     (addStreamEncoderFilter prepends to encoder_filters_);
@@ -44,6 +55,9 @@ type filterManager struct {
 	sel     routeSel
 	pf      perFilterConfig
 	filters []*httpFilter
+	// onRoute is told each route selected again (the connection
+	// manager's max_stream_duration).
+	onRoute func(routeSel)
 	// cors holds the state of each CORS filter whose decodeHeaders ran,
 	// for the connection manager's own local replies (hcmReply). Filters
 	// after ext_proc decode on its upstream goroutine, hence the lock.
@@ -51,19 +65,33 @@ type filterManager struct {
 	cors []corsState
 }
 
-func newFilterManager(dp *DataPlane, ac *activeConfig, l *listenerConfig, table *routeTable, sel routeSel) *filterManager {
-	c := &filterManager{dp: dp, ac: ac, table: table, sel: sel, pf: sel.perFilter()}
+func newFilterManager(dp *DataPlane, ac *activeConfig, l *listenerConfig, table *routeTable, sel routeSel, onRoute func(routeSel)) *filterManager {
+	c := &filterManager{dp: dp, ac: ac, table: table, sel: sel, pf: sel.perFilter(), onRoute: onRoute}
 	for i := range l.filters {
 		f := &l.filters[i]
-		if f.name == filterCORS && f.disabled && c.pf.cors == nil {
-			continue // not created for this route
-		}
-		if f.extAuthz != nil && f.disabled && c.pf.extAuthz[f.name] == nil {
+		if f.disabled && !c.pf.has(f.name) {
 			continue // not created for this route
 		}
 		c.filters = append(c.filters, f)
 	}
 	return c
+}
+
+// reroute is the route selected again after a filter cleared the route
+// cache: the same weighted pick when the route stays (Envoy's stream id
+// keeps it), no route when none matches.
+func (c *filterManager) reroute(req *extproc.Request) {
+	s2, ok := c.dp.selectRoute(c.table, req)
+	if !ok {
+		s2 = routeSel{}
+	}
+	if s2.r != c.sel.r {
+		c.sel = s2
+	}
+	c.pf = c.sel.perFilter()
+	if c.onRoute != nil {
+		c.onRoute(c.sel)
+	}
 }
 
 // run decodes req through every filter and the router and returns the
@@ -88,7 +116,7 @@ func (c *filterManager) decode(ctx context.Context, i int, req *extproc.Request,
 	if c.filters[i].extAuthz != nil {
 		return c.decodeExtAuthz(ctx, i, req, md)
 	}
-	switch c.filters[i].name {
+	switch c.filters[i].kind {
 	case filterCORS:
 		return c.decodeCORS(ctx, i, req, md)
 	case filterExtProc:
@@ -118,31 +146,26 @@ func (c *filterManager) decodeCORS(ctx context.Context, i int, req *extproc.Requ
 
 func (c *filterManager) decodeExtProc(ctx context.Context, i int, req *extproc.Request, md map[string]*structpb.Struct) (*extproc.Response, map[string]*structpb.Struct, error) {
 	f := c.filters[i]
-	cfg, run, err := extproc.Effective(f.extProc, f.disabled, c.pf.extProc)
+	// The filter exists, so it runs with its per-route configuration as
+	// it finds it now, or else its own (Filter::mergePerRouteConfig).
+	cfg, run, err := extproc.Effective(f.extProc, false, c.pf.extProc[f.name])
 	switch {
 	case err != nil:
-		c.dp.log.Error("dataplane: ext_proc config", "route", c.sel.r.name, "error", err)
+		c.dp.log.Error("dataplane: ext_proc config", "filter", f.name, "route", c.sel.name(), "error", err)
 		return extproc.GRPCLocalReply(req, localReply(http.StatusInternalServerError, ""), -1), nil, nil
 	case !run:
 		return c.decode(ctx, i+1, req, md)
 	case req.Upgrade != "":
 		// Stricter than Envoy, whose ext_proc would see the upgraded
 		// stream's bytes as body: not implemented here, so refused.
-		c.dp.log.Error("dataplane: ext_proc on an upgraded stream is not implemented", "route", c.sel.r.name, "upgrade", req.Upgrade)
+		c.dp.log.Error("dataplane: ext_proc on an upgraded stream is not implemented", "route", c.sel.name(), "upgrade", req.Upgrade)
 		return extproc.GRPCLocalReply(req, localReply(http.StatusInternalServerError, ""), -1), nil, nil
 	}
 	cfg.Counters = &c.dp.extProc
 	up := func(ctx2 context.Context, req2 *extproc.Request, md2 map[string]*structpb.Struct) (*extproc.Response, map[string]*structpb.Struct, error) {
-		if cfg.RouteCacheAction != extprocv3.ExternalProcessor_RETAIN {
-			// The route cache is cleared: route again on the mutated
-			// request (the weighted pick stays if the route does).
-			s2, ok := c.dp.selectRoute(c.table, req2)
-			if !ok {
-				return extproc.GRPCLocalReply(req2, localReply(http.StatusNotFound, ""), -1), nil, nil
-			}
-			if s2.r != c.sel.r {
-				c.sel = s2
-			}
+		if req2.RouteCacheCleared {
+			req2.RouteCacheCleared = false
+			c.reroute(req2)
 		}
 		return c.decode(ctx2, i+1, req2, mergeMetadata(md, md2))
 	}
@@ -171,12 +194,12 @@ func (c *filterManager) localReply(ctx context.Context, i int, resp *extproc.Res
 // (extproc.ProcessResponse).
 func (c *filterManager) encodeOnly(ctx context.Context, k int, resp *extproc.Response) (*extproc.Response, error) {
 	f := c.filters[k]
-	if f.name != filterExtProc {
+	if f.kind != filterExtProc {
 		return resp, nil
 	}
-	cfg, run, err := extproc.Effective(f.extProc, f.disabled, c.pf.extProc)
+	cfg, run, err := extproc.Effective(f.extProc, false, c.pf.extProc[f.name])
 	if err != nil {
-		c.dp.log.Error("dataplane: ext_proc config", "route", c.sel.r.name, "error", err)
+		c.dp.log.Error("dataplane: ext_proc config", "filter", f.name, "route", c.sel.name(), "error", err)
 		return &extproc.Response{Status: http.StatusInternalServerError, Headers: http.Header{}, Body: http.NoBody, Trailers: http.Header{}, Direct: true}, nil
 	}
 	if !run {

@@ -16,6 +16,7 @@ import (
 	extprocv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/http/ext_proc/v3"
 	routerv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/http/router/v3"
 	hcmv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/network/http_connection_manager/v3"
+	earlyhmv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/http/early_header_mutation/header_mutation/v3"
 
 	"github.com/infermesh/infermesh/pkg/test/dataplane/extproc"
 )
@@ -44,6 +45,9 @@ type listenerConfig struct {
 	normalizePath bool
 	// filters are the HTTP filters before the router, in order.
 	filters []httpFilter
+	// earlyRemove are the headers the connection manager's early header
+	// mutations remove before route selection (lower case).
+	earlyRemove []string
 	// tlsChains are the filter chains of a listener that terminates TLS,
 	// in configuration order (tls.go); nil for a plain-HTTP listener, whose
 	// connection manager is the fields above.
@@ -82,7 +86,10 @@ func (lc *listenerConfig) sdsNames() []string {
 }
 
 type httpFilter struct {
-	name     string
+	// name is HttpFilter.name, the key of its per-filter configuration.
+	name string
+	// kind is filterCORS, filterExtProc or filterExtAuthz.
+	kind     string
 	disabled bool
 	extProc  *extprocv3.ExternalProcessor // for ext_proc
 	extAuthz *extAuthzConfig              // for ext_authz (ext_authz.go)
@@ -195,7 +202,11 @@ func compileChainHCM(lc *listenerConfig, fc *listenerv3.FilterChain, re regexEng
 		}
 		lc.upgrades[typ] = uc.Enabled == nil || uc.GetEnabled().GetValue()
 	}
+	if err := compileEarlyMutations(lc, hcm.GetEarlyHeaderMutationExtensions()); err != nil {
+		return nil, err
+	}
 	hfs := hcm.GetHttpFilters()
+	names := map[string]bool{}
 	if len(hfs) == 0 || hfs[len(hfs)-1].GetName() != filterRouter {
 		return nil, errors.New("the last HTTP filter must be " + filterRouter)
 	}
@@ -210,12 +221,12 @@ func compileChainHCM(lc *listenerConfig, fc *listenerv3.FilterChain, re regexEng
 				return nil, errors.New("router must be the last HTTP filter")
 			}
 		case *corsv3.Cors:
-			lc.filters = append(lc.filters, httpFilter{name: filterCORS, disabled: hf.GetDisabled()})
+			lc.filters = append(lc.filters, httpFilter{name: hf.GetName(), kind: filterCORS, disabled: hf.GetDisabled()})
 		case *extprocv3.ExternalProcessor:
 			if _, _, err := extproc.Effective(c, hf.GetDisabled(), nil); err != nil {
 				return nil, fmt.Errorf("http_filters[%d] %s: %w", i, hf.GetName(), err)
 			}
-			lc.filters = append(lc.filters, httpFilter{name: filterExtProc, disabled: hf.GetDisabled(), extProc: c})
+			lc.filters = append(lc.filters, httpFilter{name: hf.GetName(), kind: filterExtProc, disabled: hf.GetDisabled(), extProc: c})
 		case *extauthzv3.ExtAuthz:
 			cfg, err := compileExtAuthz(c, re)
 			if err != nil {
@@ -228,14 +239,21 @@ func compileChainHCM(lc *listenerConfig, fc *listenerv3.FilterChain, re regexEng
 			if slices.ContainsFunc(lc.filters, func(f httpFilter) bool { return f.name == hf.GetName() }) {
 				return nil, fmt.Errorf("http_filters[%d]: a second filter named %q", i, hf.GetName())
 			}
-			lc.filters = append(lc.filters, httpFilter{name: hf.GetName(), disabled: hf.GetDisabled(), extAuthz: cfg})
+			lc.filters = append(lc.filters, httpFilter{name: hf.GetName(), kind: filterExtAuthz, disabled: hf.GetDisabled(), extAuthz: cfg})
 			continue
 		default:
 			return nil, fmt.Errorf("http_filters[%d] %s: %T not implemented", i, hf.GetName(), msg)
 		}
-		if hf.GetName() != filterNameOf(msg) {
+		// Per-filter configuration is keyed by the filter's name. Several
+		// ext_proc filters may be configured, each under its own name;
+		// CORS and the router only under their canonical names.
+		if _, isExtProc := msg.(*extprocv3.ExternalProcessor); !isExtProc && hf.GetName() != filterNameOf(msg) {
 			return nil, fmt.Errorf("http_filters[%d]: name %q does not match its config %T (per-route configuration is keyed by name)", i, hf.GetName(), msg)
 		}
+		if names[hf.GetName()] {
+			return nil, fmt.Errorf("http_filters[%d]: name %q used twice", i, hf.GetName())
+		}
+		names[hf.GetName()] = true
 	}
 	return &hcm, nil
 }
@@ -250,4 +268,30 @@ func filterNameOf(msg any) string {
 		return filterExtProc
 	}
 	return ""
+}
+
+// compileEarlyMutations compiles early_header_mutation_extensions: only
+// envoy.http.early_header_mutation.header_mutation (HeaderMutation) with
+// header removals is implemented (source/extensions/http/
+// early_header_mutation/header_mutation: each mutation applied to the
+// request headers in order, before route selection).
+func compileEarlyMutations(lc *listenerConfig, exts []*corev3.TypedExtensionConfig) error {
+	for i, e := range exts {
+		msg, err := e.GetTypedConfig().UnmarshalNew()
+		if err != nil {
+			return fmt.Errorf("early_header_mutation_extensions[%d] %s: %w", i, e.GetName(), err)
+		}
+		hm, ok := msg.(*earlyhmv3.HeaderMutation)
+		if !ok {
+			return fmt.Errorf("early_header_mutation_extensions[%d] %s: %T not implemented", i, e.GetName(), msg)
+		}
+		for j, m := range hm.GetMutations() {
+			name := m.GetRemove()
+			if name == "" {
+				return fmt.Errorf("early_header_mutation_extensions[%d] mutations[%d]: only remove is implemented", i, j)
+			}
+			lc.earlyRemove = append(lc.earlyRemove, strings.ToLower(name))
+		}
+	}
+	return nil
 }

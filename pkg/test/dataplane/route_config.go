@@ -55,6 +55,9 @@ type wildcardDomain struct {
 type virtualHost struct {
 	name   string
 	routes []*route
+	// perFilter is the virtual host's typed_per_filter_config (ext_proc
+	// only), which its routes inherit.
+	perFilter perFilterConfig
 }
 
 type actionKind int
@@ -104,13 +107,27 @@ var placeholderExtProc = &extprocv3.ExternalProcessor{GrpcService: &corev3.GrpcS
 	TargetSpecifier: &corev3.GrpcService_EnvoyGrpc_{EnvoyGrpc: &corev3.GrpcService_EnvoyGrpc{ClusterName: "placeholder"}},
 }, SendBodyWithoutWaitingForHeaderResponse: true}
 
-// perFilterConfig is a typed_per_filter_config map, unpacked.
+// perFilterConfig is a typed_per_filter_config map, unpacked: ext_proc
+// configs by filter name (a connection manager may carry several ext_proc
+// filters: the listeners' pre-routing filters and the EPP's), the CORS
+// policy under filterCORS.
 type perFilterConfig struct {
-	extProc *extprocv3.ExtProcPerRoute
+	extProc map[string]*extprocv3.ExtProcPerRoute
 	cors    *corsv3.CorsPolicy
 	// extAuthz are the ExtAuthzPerRoute entries by filter name (route
 	// level only: a weighted cluster's is refused).
 	extAuthz map[string]*extauthzv3.ExtAuthzPerRoute
+}
+
+// has reports whether pf carries config for the HTTP filter named name,
+// which enables that filter when it is disabled in the connection manager
+// (Envoy's PerFilterConfigs::disabled: any config but a FilterConfig with
+// disabled true).
+func (pf perFilterConfig) has(name string) bool {
+	if name == filterCORS {
+		return pf.cors != nil
+	}
+	return pf.extProc[name] != nil || pf.extAuthz[name] != nil
 }
 
 type weightedCluster struct {
@@ -159,6 +176,16 @@ func compileRouteTable(rc *routev3.RouteConfiguration, re regexEngine) (*routeTa
 	seen := map[string]bool{}
 	for vi, v := range rc.GetVirtualHosts() {
 		vh := &virtualHost{name: v.GetName()}
+		pf, err := compilePerFilter(v.GetTypedPerFilterConfig(), re)
+		if err != nil {
+			return nil, fmt.Errorf("virtual_hosts[%d] (%s): %w", vi, v.GetName(), err)
+		}
+		if pf.cors != nil {
+			// Not implemented: our translator puts CORS policies on
+			// routes only.
+			return nil, fmt.Errorf("virtual_hosts[%d] (%s): typed_per_filter_config[%q] on a virtual host not implemented", vi, v.GetName(), filterCORS)
+		}
+		vh.perFilter = pf
 		for ri, r := range v.GetRoutes() {
 			cr, err := compileRoute(r, re)
 			if err != nil {
@@ -397,14 +424,17 @@ func compilePerFilter(m map[string]*anypb.Any, re regexEngine) (perFilterConfig,
 		}
 		switch c := msg.(type) {
 		case *extprocv3.ExtProcPerRoute:
-			if name != filterExtProc {
-				return pf, fmt.Errorf("typed_per_filter_config[%q]: ExtProcPerRoute under another filter's name", name)
-			}
-			// Field errors surface now (NACK), not per request.
+			// Any name: it is matched against the connection manager's
+			// ext_proc filters when a request runs (an unknown name
+			// configures nothing, as in Envoy). Field errors surface now
+			// (NACK), not per request.
 			if _, _, err := extproc.Effective(placeholderExtProc, true, c); err != nil {
 				return pf, fmt.Errorf("typed_per_filter_config[%q]: %w", name, err)
 			}
-			pf.extProc = c
+			if pf.extProc == nil {
+				pf.extProc = map[string]*extprocv3.ExtProcPerRoute{}
+			}
+			pf.extProc[name] = c
 		case *corsv3.CorsPolicy:
 			if name != filterCORS {
 				return pf, fmt.Errorf("typed_per_filter_config[%q]: CorsPolicy under another filter's name", name)
@@ -448,20 +478,53 @@ func dataSourceBytes(d *corev3.DataSource) ([]byte, error) {
 	}
 }
 
-// routeSel is a selected route and, for weighted_clusters, the picked one.
+// routeSel is a selected route, its virtual host and, for
+// weighted_clusters, the picked cluster. The zero value is "no route".
 type routeSel struct {
+	vh *virtualHost
 	r  *route
 	wc *weightedCluster
 }
 
+// name is the route's name for logs, "" without a route.
+func (s routeSel) name() string {
+	if s.r == nil {
+		return ""
+	}
+	return s.r.name
+}
+
+// perFilter is the per-filter configuration a filter sees for the
+// selection, the levels folded from the least specific as Envoy's
+// Utility::getAllPerFilterConfig lists them (virtual host, route,
+// weighted cluster): ext_proc field by field (extproc.MergePerRoute,
+// Filter::mergePerRouteConfig), the CORS policy replaced by the more
+// specific one. No route, no configuration.
 func (s routeSel) perFilter() (pf perFilterConfig) {
-	pf = s.r.perFilter
+	if s.r == nil {
+		return pf
+	}
+	levels := []perFilterConfig{s.vh.perFilter, s.r.perFilter}
 	if s.wc != nil {
-		// ext_proc folds the levels field by field (extproc.MergePerRoute);
-		// the CorsPolicy below is replaced by the more specific one.
-		pf.extProc = extproc.MergePerRoute(pf.extProc, s.wc.perFilter.extProc)
-		if s.wc.perFilter.cors != nil {
-			pf.cors = s.wc.perFilter.cors
+		levels = append(levels, s.wc.perFilter)
+	}
+	for _, l := range levels {
+		for name, c := range l.extProc {
+			if pf.extProc == nil {
+				pf.extProc = map[string]*extprocv3.ExtProcPerRoute{}
+			}
+			pf.extProc[name] = extproc.MergePerRoute(pf.extProc[name], c)
+		}
+		// ext_authz takes the most specific ExtAuthzPerRoute
+		// (ext_authz.cc, resolveMostSpecificPerFilterConfig).
+		for name, c := range l.extAuthz {
+			if pf.extAuthz == nil {
+				pf.extAuthz = map[string]*extauthzv3.ExtAuthzPerRoute{}
+			}
+			pf.extAuthz[name] = c
+		}
+		if l.cors != nil {
+			pf.cors = l.cors
 		}
 	}
 	return pf

@@ -41,6 +41,11 @@ var (
 // (possibly a local reply) and the metadata the load balancer set.
 func (dp *DataPlane) router(ctx context.Context, ac *activeConfig, sel routeSel, req *extproc.Request, md map[string]*structpb.Struct) (*extproc.Response, map[string]*structpb.Struct, error) {
 	r := sel.r
+	if r == nil {
+		// No route matched (Router::Filter::decodeHeaders: no route, the
+		// NR local reply 404).
+		return localReply(http.StatusNotFound, ""), nil, nil
+	}
 	switch r.kind {
 	case actionRedirect, actionDirect:
 		return directReply(r, req), nil, nil

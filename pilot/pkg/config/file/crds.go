@@ -7,6 +7,7 @@ import (
 	"embed"
 	"fmt"
 	"io/fs"
+	"maps"
 	"path"
 	"sync"
 
@@ -26,6 +27,14 @@ import (
 //
 //go:embed crds/*.yaml
 var crdFS embed.FS
+
+// ownCRDFS holds infermesh's own CRDs, copies of the ones the chart
+// installs (manifests/charts/infermesh/crds; TestOwnCRDsMatchChart keeps
+// them equal): a file-mode folder is checked as the cluster the chart set
+// up would check it.
+//
+//go:embed owncrds/*.yaml
+var ownCRDFS embed.FS
 
 // crdVersion is what the API server builds for one served version of a CRD:
 // the structural schema (pruning, defaulting), the OpenAPI validator and the
@@ -94,10 +103,72 @@ var (
 	embeddedErr     error
 )
 
+// experimentalCRDFS holds the Gateway API experimental channel's versions of
+// the kinds crds/ holds (the same file names), from the module version in
+// go.mod; TestEmbeddedExperimentalCRDsMatchModule keeps them equal.
+//
+//go:embed crds-experimental/*.yaml
+var experimentalCRDFS embed.FS
+
+// Channel is the Gateway API release channel whose CRDs file mode checks
+// Gateway API kinds against: what the cluster it stands for installed.
+type Channel string
+
+const (
+	// ChannelStandard (the default): fields of the experimental channel,
+	// such as Listener.filters, are unknown fields and refuse the object,
+	// as a cluster with the standard CRDs would (with strict field
+	// validation; without it the API server drops them silently).
+	ChannelStandard Channel = "standard"
+	// ChannelExperimental: the experimental channel's schemas and CEL
+	// rules, a superset of the standard ones.
+	ChannelExperimental Channel = "experimental"
+)
+
+var (
+	experimentalOnce    sync.Once
+	experimentalSchemas crdSchemas
+	experimentalErr     error
+)
+
+// crdsFor are the schemas of channel: the embedded CRDs with, for the
+// experimental channel, its Gateway API kinds in place of the standard
+// ones.
+func crdsFor(channel Channel) (crdSchemas, error) {
+	switch channel {
+	case "", ChannelStandard:
+		return embeddedCRDs()
+	case ChannelExperimental:
+	default:
+		return nil, fmt.Errorf("Gateway API channel %q is neither %s nor %s", channel, ChannelStandard, ChannelExperimental)
+	}
+	experimentalOnce.Do(func() {
+		var base, exp crdSchemas
+		if base, experimentalErr = embeddedCRDs(); experimentalErr != nil {
+			return
+		}
+		if exp, experimentalErr = parseCRDs(experimentalCRDFS, "crds-experimental"); experimentalErr != nil {
+			return
+		}
+		experimentalSchemas = maps.Clone(base)
+		maps.Copy(experimentalSchemas, exp)
+	})
+	return experimentalSchemas, experimentalErr
+}
+
 // embeddedCRDs parses the embedded CRDs once per process. An error means the
 // embedded files are broken, which is a build defect.
 func embeddedCRDs() (crdSchemas, error) {
-	embeddedOnce.Do(func() { embeddedSchemas, embeddedErr = parseCRDs(crdFS, "crds") })
+	embeddedOnce.Do(func() {
+		embeddedSchemas, embeddedErr = parseCRDs(crdFS, "crds")
+		if embeddedErr != nil {
+			return
+		}
+		var own crdSchemas
+		if own, embeddedErr = parseCRDs(ownCRDFS, "owncrds"); embeddedErr == nil {
+			maps.Copy(embeddedSchemas, own)
+		}
+	})
 	return embeddedSchemas, embeddedErr
 }
 

@@ -21,6 +21,7 @@ import (
 	inferencev1 "sigs.k8s.io/gateway-api-inference-extension/api/v1"
 	gatewayv1 "sigs.k8s.io/gateway-api/apis/v1"
 
+	imv1alpha1 "github.com/infermesh/infermesh/pkg/apis/infermesh/v1alpha1"
 	"github.com/infermesh/infermesh/pkg/kube"
 )
 
@@ -43,6 +44,9 @@ var customKinds = map[schema.GroupKind]customKind{
 	{Group: gatewayv1.GroupName, Kind: "BackendTLSPolicy"}: {"BackendTLSPolicies", func() runtime.Object { return &gatewayv1.BackendTLSPolicy{} }},
 	{Group: gatewayv1.GroupName, Kind: "ListenerSet"}:      {"ListenerSets", func() runtime.Object { return &gatewayv1.ListenerSet{} }},
 	{Group: inferencev1.GroupName, Kind: "InferencePool"}:  {"InferencePools", func() runtime.Object { return &inferencev1.InferencePool{} }},
+	{Group: imv1alpha1.GroupName, Kind: imv1alpha1.ExternalProcessorKind}: {"ExternalProcessors", func() runtime.Object {
+		return &imv1alpha1.ExternalProcessor{}
+	}},
 }
 
 // decodeCustom does to u what the API server does to a created custom

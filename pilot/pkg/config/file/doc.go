@@ -36,6 +36,12 @@
 //     (x-kubernetes-validations). Messages are the API server's field errors.
 //     Every served version is stored as the v1 Go type: these CRDs convert
 //     with strategy None.
+//   - Options.GatewayAPIChannel ChannelExperimental checks Gateway API
+//     kinds against the experimental channel's CRDs instead (crds-experimental/,
+//     the same kinds, from the same module version), so experimental
+//     fields such as Listener.filters are accepted and validated.
+//   - infermesh.io ExternalProcessors: against the chart's own CRD
+//     (manifests/charts/infermesh/crds, copied to owncrds/), the same way.
 //   - Built-in kinds of the client-go scheme: strict decoding (unknown and
 //     duplicate fields are errors). Namespaces, Pods, Services,
 //     EndpointSlices, ConfigMaps and Secrets are stored; every other built-in
@@ -196,7 +202,8 @@
 //   - builtin.go: built-in kinds: strict decoding, and the API server's
 //     defaults and checks reproduced for Namespaces, Pods, Services, Secrets
 //     and EndpointSlices.
-//   - crds.go: the embedded CRDs parsed into each served version's structural
+//   - crds.go: the embedded CRDs (crds/, and the chart's own in owncrds/)
+//     parsed into each served version's structural
 //     schema, OpenAPI validator and CEL validator.
 //   - custom.go: custom resources as the API server creates them: pruning,
 //     defaulting, ObjectMeta, schema and CEL validation.

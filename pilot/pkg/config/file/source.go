@@ -18,6 +18,7 @@ import (
 	inferencev1 "sigs.k8s.io/gateway-api-inference-extension/api/v1"
 	gatewayv1 "sigs.k8s.io/gateway-api/apis/v1"
 
+	imv1alpha1 "github.com/infermesh/infermesh/pkg/apis/infermesh/v1alpha1"
 	"github.com/infermesh/infermesh/pkg/kube"
 	"github.com/infermesh/infermesh/pkg/kube/krt"
 )
@@ -34,6 +35,9 @@ type Options struct {
 	// reloads; 0 means 100ms. A steady stream of events delays a reload by
 	// at most ten times this.
 	Debounce time.Duration
+	// GatewayAPIChannel is the channel whose CRDs Gateway API kinds are
+	// checked against; empty is ChannelStandard.
+	GatewayAPIChannel Channel
 }
 
 const defaultDebounce = 100 * time.Millisecond
@@ -64,6 +68,7 @@ type Source struct {
 	listenerSets       krt.StaticCollection[*gatewayv1.ListenerSet]
 	inferencePools     krt.StaticCollection[*inferencev1.InferencePool]
 	destinationRules   krt.StaticCollection[kube.DestinationRule]
+	externalProcessors krt.StaticCollection[*imv1alpha1.ExternalProcessor]
 	sinks              map[string]sink // by collection name
 
 	// state is the committed folder; only New, then Run's goroutine, use
@@ -84,7 +89,7 @@ type Source struct {
 // with manifests are not errors (see Problems); New fails only when dir
 // itself cannot be read, or when the embedded CRDs are broken (a build defect).
 func New(dir string, opts Options) (*Source, error) {
-	crds, err := embeddedCRDs()
+	crds, err := crdsFor(opts.GatewayAPIChannel)
 	if err != nil {
 		return nil, fmt.Errorf("file: embedded CRDs: %w", err)
 	}
@@ -138,6 +143,7 @@ func New(dir string, opts Options) (*Source, error) {
 	s.listenerSets = newCollection[*gatewayv1.ListenerSet](s, "ListenerSets", objs)
 	s.inferencePools = newCollection[*inferencev1.InferencePool](s, "InferencePools", objs)
 	s.destinationRules = newCollection[kube.DestinationRule](s, "DestinationRules", objs)
+	s.externalProcessors = newCollection[*imv1alpha1.ExternalProcessor](s, "ExternalProcessors", objs)
 	return s, nil
 }
 
@@ -196,6 +202,12 @@ func (s *Source) InferencePools() krt.Collection[*inferencev1.InferencePool] { r
 // DestinationRules returns the accepted Istio DestinationRules, converted
 // with kube.DestinationRuleFromUnstructured.
 func (s *Source) DestinationRules() krt.Collection[kube.DestinationRule] { return s.destinationRules }
+
+// ExternalProcessors returns the accepted infermesh.io ExternalProcessors,
+// checked against the chart's CRD (schema and CEL rules).
+func (s *Source) ExternalProcessors() krt.Collection[*imv1alpha1.ExternalProcessor] {
+	return s.externalProcessors
+}
 
 // Problems returns the problems of the latest read, sorted by file, then
 // document. The slice is the caller's.

@@ -17,8 +17,11 @@ type Validator struct {
 
 // NewValidator builds a Validator over the embedded CRDs; an error is a
 // build defect (broken embedded CRDs).
-func NewValidator() (*Validator, error) {
-	crds, err := embeddedCRDs()
+func NewValidator() (*Validator, error) { return NewChannelValidator(ChannelStandard) }
+
+// NewChannelValidator is NewValidator with the Gateway API CRDs of channel.
+func NewChannelValidator(channel Channel) (*Validator, error) {
+	crds, err := crdsFor(channel)
 	if err != nil {
 		return nil, fmt.Errorf("file: embedded CRDs: %w", err)
 	}

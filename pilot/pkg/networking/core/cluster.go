@@ -58,6 +58,18 @@ type clusterSpec struct {
 func clusterSpecs(gw *model.Gateway, opts Options) map[string]*clusterSpec {
 	specs := map[string]*clusterSpec{}
 	for _, l := range gw.Listeners {
+		for _, f := range l.Filters {
+			if p := f.Processor; p != nil {
+				// An ExternalProcessor speaks ext_proc, as an EPP does.
+				op := clusterOp{name: ProcessorClusterName(p), kind: opEPP, tls: p.TLS}
+				s := specs[op.name]
+				if s == nil {
+					s = &clusterSpec{name: op.name}
+					specs[op.name] = s
+				}
+				applyClusterOp(s, op, gw.BackendClientCertificate)
+			}
+		}
 		for _, r := range l.Routes {
 			for _, op := range routeClusterOps(l.Hostname, r, gw.Namespace, opts) {
 				s := specs[op.name]

@@ -51,8 +51,15 @@
 //     one Gateway and then Validate.
 //   - listener.go: BuildListeners: one Listener per distinct Gateway listener
 //     port, for HTTP and HTTPS its HTTP connection manager fetching routes
-//     over RDS with the filters cors, ext_proc (when inference is on) and
-//     router, and TLS termination over SDS.
+//     over RDS with the listener filters, then cors, ext_authz (one per
+//     distinct ExternalAuth of the Gateway's routes), ext_proc (when
+//     inference is on) and router, and TLS termination over SDS.
+//   - listenerfilter.go: pre-routing listener filters (Gateway API
+//     Listener.filters.requests): one disabled HTTP filter per filter ahead
+//     of the others (an ExternalProcessor's ext_proc, route_cache_action
+//     CLEAR, mutation rules), enabled on its own listener's virtual hosts,
+//     which end with a 404 catch-all route; the early removal of a
+//     client's X-Gateway-Model-Name on every connection manager.
 //   - listener_stream.go: the listeners of TLS and TCP ports: which route
 //     gets each server name (StreamPortClaims), filter chains passing TLS
 //     through or terminating it, each ending in a TCP proxy to the rule's
@@ -118,8 +125,8 @@
 //     while the Gateway without its routes is equal, and route configurations
 //     rebuilt per changed route and hostname.
 //   - incremental_clusters.go: the Translator's clusters, each kept while the
-//     references that shape it are equal, and EPPHosts, the Endpoint Picker
-//     hosts of a Gateway's pools (whose TLS BuildWith asks for).
+//     references that shape it are equal (a Gateway with listener filters
+//     gets its clusters built whole).
 //   - routediff.go: routeList.diff, which lines up a listener's current routes
 //     with the last translation's: kept, changed, added, removed.
 //   - vhlist.go: spliceVHosts, the sorted list of virtual hosts updated in one

@@ -20,7 +20,11 @@ import (
 // whenever inference is enabled, so that the first InferencePool route does
 // not change LDS (a listener change drains connections), and it is inert:
 //
-//   - HttpFilter.disabled is true: Envoy does not even instantiate the filter
+//   - HttpFilter.disabled is true (unless the connection manager carries
+//     listener filters, listenerfilter.go: then a pool route may be
+//     selected only after the filters were created, and the filter is
+//     created for every request, inert without an override): Envoy does
+//     not even instantiate the filter
 //     on a route that has no ext_proc entry in typed_per_filter_config (route,
 //     virtual host or weighted cluster). An ExtProcPerRoute entry enables it
 //     (Envoy treats any per-route config for a disabled filter as enabling

@@ -133,7 +133,7 @@ func sameListenerInputs(a, b *model.Gateway) bool {
 	for i := range a.Listeners {
 		x, y := a.Listeners[i], b.Listeners[i]
 		if x.Name != y.Name || x.Port != y.Port || x.Protocol != y.Protocol || x.Hostname != y.Hostname ||
-			(x.TLS != y.TLS && !reflect.DeepEqual(x.TLS, y.TLS)) {
+			(x.TLS != y.TLS && !reflect.DeepEqual(x.TLS, y.TLS)) || !reflect.DeepEqual(x.Filters, y.Filters) || x.FilterError != y.FilterError {
 			return false
 		}
 		if model.StreamProtocol(x.Protocol) && !slices.EqualFunc(x.Routes, y.Routes, sameRoute) {
@@ -245,6 +245,7 @@ func rcSig(g portGroup, chain int, body model.EPPBodyMode, namespace string) str
 func (t *Translator) buildRoutes(gw *model.Gateway) ([]*routev3.RouteConfiguration, error) {
 	opts := t.opts
 	opts.eppBodyMode, opts.gatewayNamespace = gw.EPPBodyMode, gw.Namespace
+	opts.extAuthz = gatewayExtAuthz(gw)
 	groups, err := groupByPort(gw)
 	if err != nil {
 		return nil, err
@@ -265,6 +266,18 @@ func (t *Translator) buildRoutes(gw *model.Gateway) ([]*routev3.RouteConfigurati
 				name = ChainRouteConfigName(g.port, g.listeners[chain].Name)
 			}
 			seen[name] = true
+			if groupHasListenerFilters(g) {
+				// A port with listener filters is translated whole: its
+				// virtual hosts carry their listener's filter
+				// configuration and fallback route (listenerfilter.go).
+				delete(t.rcs, name)
+				rc, err := buildRouteConfiguration(g, chain, opts)
+				if err != nil {
+					return nil, err
+				}
+				out = append(out, rc)
+				continue
+			}
 			sig := rcSig(g, chain, gw.EPPBodyMode, gw.Namespace)
 			st := t.rcs[name]
 			if st == nil || st.sig != sig {

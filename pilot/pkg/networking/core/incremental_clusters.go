@@ -66,6 +66,12 @@ func (t *Translator) buildClusters(gw *model.Gateway, in Inputs) ([]*clusterv3.C
 		}
 		t.packed = &p
 	}
+	if hasListenerFilters(gw) {
+		// Processor clusters come from listeners, not routes: a Gateway
+		// with listener filters gets its clusters built whole.
+		t.cl = nil
+		return BuildClusters(gw, in, t.opts)
+	}
 	sig := clusterSig(gw)
 	st := t.cl
 	if st == nil || st.sig != sig || len(st.lists) != len(gw.Listeners) {

@@ -71,13 +71,17 @@ func groupByPort(gw *model.Gateway) ([]portGroup, error) {
 //   - normalizes the path (normalize_path: RFC 3986 dot segments resolved)
 //     before routes match, so "/public/../admin" is matched, and sent
 //     upstream, as "/admin" (architecture/xds.md, "Decisions");
-//   - runs the HTTP filters cors, then one ext_authz filter per distinct
-//     ExternalAuth filter of the Gateway's routes (gatewayExtAuthz, sorted
-//     by name; each disabled until a route enables it, extAuthzFilter), then
-//     ext_proc when opts.InferenceEnabled (see extProcBaseFilter: disabled
-//     and inert until a route enables it), then router. ext_authz before
-//     ext_proc: a request the authorization server denies never reaches an
-//     EPP or a model server. CORS first (Istio puts ext_proc first) so that a reply
+//   - removes a client's X-Gateway-Model-Name first
+//     (early_header_mutation_extensions, earlyHeaderMutations);
+//   - runs the listeners' pre-routing filters (Listener.filters.requests,
+//     listenerfilter.go: each disabled, enabled on its own listener's
+//     virtual hosts), then the HTTP filters cors, then one ext_authz filter
+//     per distinct ExternalAuth filter of the Gateway's routes
+//     (gatewayExtAuthz, sorted by name; each disabled until a route enables
+//     it, extAuthzFilter), then ext_proc when opts.InferenceEnabled (see
+//     extProcBaseFilter: disabled and inert until a route enables it), then
+//     router. ext_authz before ext_proc: a request the authorization server
+//     denies never reaches an EPP or a model server. CORS first (Istio puts ext_proc first) so that a reply
 //     ext_proc makes while decoding a CORS request (an EPP error or
 //     ImmediateResponse) still gets the CORS headers; architecture/xds.md
 //     gives the reasoning, and preflightRoute why no order keeps CORS
@@ -133,8 +137,8 @@ func BuildListeners(gw *model.Gateway, opts Options) ([]*listenerv3.Listener, er
 }
 
 func buildListener(g portGroup, opts Options) (*listenerv3.Listener, error) {
-	hcmFilters := func(rc string) ([]*listenerv3.Filter, error) {
-		hcm, err := buildHCM(rc, opts)
+	hcmFilters := func(rc string, chain int) ([]*listenerv3.Filter, error) {
+		hcm, err := buildHCM(rc, opts, hcmListenerFilters(g, chain))
 		if err != nil {
 			return nil, err
 		}
@@ -152,19 +156,19 @@ func buildListener(g portGroup, opts Options) (*listenerv3.Listener, error) {
 		}}},
 	}
 	if !g.tls {
-		filters, err := hcmFilters(RouteConfigName(g.port, false))
+		filters, err := hcmFilters(RouteConfigName(g.port, false), -1)
 		if err != nil {
 			return nil, err
 		}
 		l.FilterChains = []*listenerv3.FilterChain{{Filters: filters}}
 		return l, nil
 	}
-	for _, gl := range g.listeners {
+	for i, gl := range g.listeners {
 		ts, err := downstreamTLS(gl, []string{ALPNH2, ALPNHTTP11})
 		if err != nil {
 			return nil, err
 		}
-		filters, err := hcmFilters(ChainRouteConfigName(g.port, gl.Name))
+		filters, err := hcmFilters(ChainRouteConfigName(g.port, gl.Name), i)
 		if err != nil {
 			return nil, err
 		}
@@ -186,7 +190,7 @@ func buildListener(g portGroup, opts Options) (*listenerv3.Listener, error) {
 	return l, nil
 }
 
-func buildHCM(rc string, opts Options) (*hcmv3.HttpConnectionManager, error) {
+func buildHCM(rc string, opts Options, lfs []hcmListenerFilter) (*hcmv3.HttpConnectionManager, error) {
 	corsAny, err := toAny(&corsv3.Cors{})
 	if err != nil {
 		return nil, err
@@ -195,12 +199,27 @@ func buildHCM(rc string, opts Options) (*hcmv3.HttpConnectionManager, error) {
 	if err != nil {
 		return nil, err
 	}
-	filters := []*hcmv3.HttpFilter{{Name: FilterCORS, ConfigType: &hcmv3.HttpFilter_TypedConfig{TypedConfig: corsAny}}}
+	var filters []*hcmv3.HttpFilter
+	for _, lf := range lfs {
+		f, err := listenerHTTPFilter(lf)
+		if err != nil {
+			return nil, err
+		}
+		filters = append(filters, f)
+	}
+	filters = append(filters, &hcmv3.HttpFilter{Name: FilterCORS, ConfigType: &hcmv3.HttpFilter_TypedConfig{TypedConfig: corsAny}})
 	for _, ea := range opts.extAuthz {
 		f, err := extAuthzFilter(ea)
 		if err != nil {
 			return nil, err
 		}
+		// As for the EPP's filter below: with listener filters the route
+		// that asks for the check may be selected only after the filters
+		// were created, so the filter is created for every request and
+		// every virtual host turns it off unless its route turns it on
+		// (disableExtAuthz); a check is never skipped for a route that
+		// asks for it.
+		f.Disabled = len(lfs) == 0
 		filters = append(filters, f)
 	}
 	if opts.InferenceEnabled {
@@ -208,7 +227,16 @@ func buildHCM(rc string, opts Options) (*hcmv3.HttpConnectionManager, error) {
 		if err != nil {
 			return nil, err
 		}
+		// A listener filter may change the request so that route
+		// selection finds a pool route only after the filters were
+		// created: the EPP's filter is then created for every request
+		// (without a pool route's override it sends nothing).
+		ep.Disabled = len(lfs) == 0
 		filters = append(filters, ep)
+	}
+	early, err := earlyHeaderMutations()
+	if err != nil {
+		return nil, err
 	}
 	filters = append(filters, &hcmv3.HttpFilter{Name: FilterRouter, ConfigType: &hcmv3.HttpFilter_TypedConfig{TypedConfig: routerAny}})
 	return &hcmv3.HttpConnectionManager{
@@ -225,6 +253,9 @@ func buildHCM(rc string, opts Options) (*hcmv3.HttpConnectionManager, error) {
 		UseRemoteAddress: wrapperspb.Bool(true),
 		NormalizePath:    wrapperspb.Bool(true),
 		HttpFilters:      filters,
+		// A client's X-Gateway-Model-Name is removed before route
+		// selection and every filter (earlyHeaderMutations).
+		EarlyHeaderMutationExtensions: early,
 	}, nil
 }
 

@@ -60,6 +60,7 @@ type routeEntry struct {
 func BuildRouteConfigurations(gw *model.Gateway, opts Options) ([]*routev3.RouteConfiguration, error) {
 	opts = opts.WithDefaults()
 	opts.eppBodyMode, opts.gatewayNamespace = gw.EPPBodyMode, gw.Namespace
+	opts.extAuthz = gatewayExtAuthz(gw)
 	groups, err := groupByPort(gw)
 	if err != nil {
 		return nil, err
@@ -133,6 +134,25 @@ func buildRouteConfiguration(g portGroup, chain int, opts Options) (*routev3.Rou
 			}
 		}
 	}
+	// A listener with filters has a virtual host for its own hostname
+	// ("*" without one), so that its filters run on every request it
+	// accepts, also for a Host no route of it serves (listenerfilter.go).
+	for i, l := range g.listeners {
+		if (chain >= 0 && i != chain) || (len(l.Filters) == 0 && l.FilterError == "") {
+			continue
+		}
+		h := l.Hostname
+		if h == "" {
+			h = "*"
+		}
+		if vhosts[h] == nil {
+			vhosts[h] = &vhost{seen: map[*model.Route]bool{}}
+		}
+	}
+	filterCfg, err := groupListenerFilterConfig(g, chain)
+	if err != nil {
+		return nil, err
+	}
 	var misdirected []string
 	if chain < 0 {
 		// A listener hostname that a broader virtual host would catch gets
@@ -164,10 +184,24 @@ func buildRouteConfiguration(g portGroup, chain int, opts Options) (*routev3.Rou
 	}
 	port := strconv.FormatUint(uint64(g.port), 10)
 	for _, h := range names {
-		rc.VirtualHosts = append(rc.VirtualHosts, virtualHost(h, port, vhosts[h].entries))
+		vh := virtualHost(h, port, vhosts[h].entries)
+		if li := vhostListener(g, chain, listenerHosts, h); li >= 0 {
+			switch {
+			case g.listeners[li].FilterError != "":
+				filterErrorVirtualHost(vh)
+			case filterCfg[li] != nil:
+				listenerFilterVirtualHost(vh, filterCfg[li])
+			}
+		}
+		rc.VirtualHosts = append(rc.VirtualHosts, vh)
 	}
 	if len(misdirected) > 0 {
 		rc.VirtualHosts = append(rc.VirtualHosts, misdirectedVirtualHost(misdirected, port))
+	}
+	if len(hcmListenerFilters(g, chain)) > 0 {
+		if err := disableExtAuthz(rc.VirtualHosts, opts.extAuthz); err != nil {
+			return nil, err
+		}
 	}
 	return rc, nil
 }

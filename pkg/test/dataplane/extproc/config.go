@@ -25,6 +25,9 @@ type Config struct {
 	FailureModeAllow bool
 	MetadataOptions  *extprocv3.MetadataOptions
 	RouteCacheAction extprocv3.ExternalProcessor_RouteCacheAction
+	// MutationRules are ExternalProcessor.mutation_rules: which header
+	// changes of the processor take effect (headers.go).
+	MutationRules MutationRules
 
 	// MessageTimeout is ExternalProcessor.message_timeout (default 200 ms).
 	// Each direction has its own timer, as each of Envoy's ProcessorStates
@@ -107,6 +110,15 @@ func Effective(filter *extprocv3.ExternalProcessor, filterDisabled bool, perRout
 	}
 	if filter.GetDisableClearRouteCache() {
 		cfg.RouteCacheAction = extprocv3.ExternalProcessor_RETAIN
+	}
+	if mr := filter.GetMutationRules(); mr != nil {
+		cfg.MutationRules = MutationRules{
+			AllowAllRouting: mr.GetAllowAllRouting().GetValue(),
+			AllowEnvoy:      mr.GetAllowEnvoy().GetValue(),
+			DisallowSystem:  mr.GetDisallowSystem().GetValue(),
+			DisallowAll:     mr.GetDisallowAll().GetValue(),
+			DisallowIsError: mr.GetDisallowIsError().GetValue(),
+		}
 	}
 	if d := filter.GetMessageTimeout(); d != nil {
 		cfg.MessageTimeout = d.AsDuration()
@@ -196,8 +208,10 @@ func checkFilter(f *extprocv3.ExternalProcessor) error {
 		return notImpl("request_attributes")
 	case len(f.GetResponseAttributes()) > 0:
 		return notImpl("response_attributes")
-	case f.GetMutationRules() != nil:
-		return notImpl("mutation_rules")
+	case f.GetMutationRules().GetAllowExpression() != nil:
+		return notImpl("mutation_rules.allow_expression")
+	case f.GetMutationRules().GetDisallowExpression() != nil:
+		return notImpl("mutation_rules.disallow_expression")
 	case f.GetForwardRules() != nil:
 		return notImpl("forward_rules")
 	case f.GetAllowModeOverride():

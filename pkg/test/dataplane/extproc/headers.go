@@ -113,19 +113,24 @@ func (m headerMap) toProto() *corev3.HeaderMap {
 	return out
 }
 
-// mutationRules is Envoy's HeaderMutationRules checker with its defaults
-// (no mutation_rules configured): routing headers (host, :authority,
-// :scheme, :method) and x-envoy-* headers may not be changed, system
-// (":"-prefixed) headers and host may never be removed, and a disallowed
-// change is ignored (counted) rather than failing the request
-// (disallow_is_error false). ImmediateResponse headers use the permissive
-// variant (allow_all_routing and allow_envoy true).
-type mutationRules struct{ allowRouting, allowEnvoy bool }
+// MutationRules are Envoy's HeaderMutationRules
+// (config.common.mutation_rules.v3), checked as Checker::isAllowed in
+// source/extensions/filters/common/mutation_rules/mutation_rules.cc does,
+// in its order: disallow_all refuses every change; unless
+// allow_all_routing, the routing headers (host, :authority, :method,
+// :scheme) are refused; with disallow_system every ':'-prefixed header;
+// unless allow_envoy, x-envoy-* headers. A refused change is ignored and
+// counted, or with disallow_is_error fails the request
+// (CheckResult::FAIL, a local reply with status_on_error). The zero value
+// is the rules Envoy applies without mutation_rules. The allow and
+// disallow expressions are not implemented (Effective refuses them).
+type MutationRules struct {
+	AllowAllRouting, AllowEnvoy, DisallowSystem, DisallowAll, DisallowIsError bool
+}
 
-var (
-	defaultRules   = mutationRules{}
-	immediateRules = mutationRules{allowRouting: true, allowEnvoy: true}
-)
+// immediateRules are the rules for ImmediateResponse headers: Envoy's
+// immediate-response checker allows routing and x-envoy headers.
+var immediateRules = MutationRules{AllowAllRouting: true, AllowEnvoy: true}
 
 func isRoutingHeader(k string) bool {
 	switch k {
@@ -135,18 +140,32 @@ func isRoutingHeader(k string) bool {
 	return false
 }
 
-func (r mutationRules) allowRemove(k string) bool {
+// allowed is Checker::isAllowed.
+func (r MutationRules) allowed(k string) bool {
+	switch {
+	case r.DisallowAll:
+		return false
+	case isRoutingHeader(k) && !r.AllowAllRouting:
+		return false
+	case strings.HasPrefix(k, ":") && r.DisallowSystem:
+		return false
+	case strings.HasPrefix(k, "x-envoy") && !r.AllowEnvoy:
+		return false
+	}
+	return true
+}
+
+// allowRemove: ':'-prefixed headers and host are never removable
+// (MutationUtils::applyHeaderMutations), whatever the rules.
+func (r MutationRules) allowRemove(k string) bool {
 	if strings.HasPrefix(k, ":") || k == "host" {
 		return false
 	}
-	return r.allowSet(k, "")
+	return r.allowed(k)
 }
 
-func (r mutationRules) allowSet(k, v string) bool {
-	if isRoutingHeader(k) && !r.allowRouting {
-		return false
-	}
-	if strings.HasPrefix(k, "x-envoy") && !r.allowEnvoy {
+func (r MutationRules) allowSet(k, v string) bool {
+	if !r.allowed(k) {
 		return false
 	}
 	if k == ":status" {
@@ -157,6 +176,16 @@ func (r mutationRules) allowSet(k, v string) bool {
 		return false // other pseudo-headers are not part of this model
 	}
 	return true
+}
+
+// refused handles a change the rules refuse: counted, and an error when
+// disallow_is_error is set.
+func (r MutationRules) refused(k string, c *Counters) error {
+	c.RejectedHeaderMutations.Add(1)
+	if r.DisallowIsError {
+		return fmt.Errorf("header mutation of %s disallowed by mutation_rules", k)
+	}
+	return nil
 }
 
 func validName(k string) bool {
@@ -183,7 +212,7 @@ func validValue(v string) bool { return !strings.ContainsAny(v, "\x00\r\n") }
 // filter answers with a local reply); changes the rules disallow are
 // skipped and counted. A set_headers entry without append_action uses the
 // deprecated `append` flag (default false: overwrite).
-func applyHeaderMutation(mut *extprocsvc.HeaderMutation, m *headerMap, rules mutationRules, c *Counters) error {
+func applyHeaderMutation(mut *extprocsvc.HeaderMutation, m *headerMap, rules MutationRules, c *Counters) error {
 	for _, k := range mut.GetRemoveHeaders() {
 		if !validName(k) {
 			c.RejectedHeaderMutations.Add(1)
@@ -191,7 +220,9 @@ func applyHeaderMutation(mut *extprocsvc.HeaderMutation, m *headerMap, rules mut
 		}
 		k = strings.ToLower(k)
 		if !rules.allowRemove(k) {
-			c.RejectedHeaderMutations.Add(1)
+			if err := rules.refused(k, c); err != nil {
+				return err
+			}
 			continue
 		}
 		m.remove(k)
@@ -237,7 +268,9 @@ func applyHeaderMutation(mut *extprocsvc.HeaderMutation, m *headerMap, rules mut
 			return fmt.Errorf("invalid append_action value for %s", k)
 		}
 		if !rules.allowSet(k, v) {
-			c.RejectedHeaderMutations.Add(1)
+			if err := rules.refused(k, c); err != nil {
+				return err
+			}
 			continue
 		}
 		if appendMode && !strings.HasPrefix(k, ":") {

@@ -35,7 +35,7 @@ func TestApplyHeaderMutationDefaultRules(t *testing.T) {
 			set("x-new", "v"),         // allowed
 			appendMulti, absent,
 		},
-	}, &m, defaultRules, c)
+	}, &m, MutationRules{}, c)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -47,7 +47,7 @@ func TestApplyHeaderMutationDefaultRules(t *testing.T) {
 	if got := c.RejectedHeaderMutations.Load(); got != 5 {
 		t.Errorf("rejected = %d, want 5 (remove :method, remove host, :authority, host, x-envoy-foo)", got)
 	}
-	if err := applyHeaderMutation(&extprocsvc.HeaderMutation{SetHeaders: []*corev3.HeaderValueOption{set("bad\nname", "v")}}, &m, defaultRules, c); err == nil {
+	if err := applyHeaderMutation(&extprocsvc.HeaderMutation{SetHeaders: []*corev3.HeaderValueOption{set("bad\nname", "v")}}, &m, MutationRules{}, c); err == nil {
 		t.Error("invalid header name accepted")
 	}
 }

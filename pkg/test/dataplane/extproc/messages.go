@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"strconv"
 
+	extprocv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/http/ext_proc/v3"
 	extprocsvc "github.com/envoyproxy/go-control-plane/envoy/service/ext_proc/v3"
 )
 
@@ -37,10 +38,11 @@ func (r *run) onMessage(m *extprocsvc.ProcessingResponse) {
 			r.errorResponse(errReplace)
 			return
 		}
-		if err := applyHeaderMutation(cr.GetHeaderMutation(), &r.decoding.hdrs, defaultRules, r.c); err != nil {
+		if err := applyHeaderMutation(cr.GetHeaderMutation(), &r.decoding.hdrs, r.cfg.MutationRules, r.c); err != nil {
 			r.errorResponse(err)
 			return
 		}
+		r.clearRouteCache(cr)
 		// In FULL_DUPLEX_STREAMED the body may change length: Envoy drops
 		// content-length after applying the processor's header mutation too
 		// (a processor that echoes every header would put it back).
@@ -79,7 +81,7 @@ func (r *run) onMessage(m *extprocsvc.ProcessingResponse) {
 			return
 		}
 		r.setMetadata(m.GetDynamicMetadata())
-		if err := applyHeaderMutation(v.RequestTrailers.GetHeaderMutation(), &r.decoding.trailers, defaultRules, r.c); err != nil {
+		if err := applyHeaderMutation(v.RequestTrailers.GetHeaderMutation(), &r.decoding.trailers, r.cfg.MutationRules, r.c); err != nil {
 			r.errorResponse(err)
 			return
 		}
@@ -98,7 +100,7 @@ func (r *run) onMessage(m *extprocsvc.ProcessingResponse) {
 			r.errorResponse(errReplace)
 			return
 		}
-		if err := applyHeaderMutation(cr.GetHeaderMutation(), &r.encoding.hdrs, defaultRules, r.c); err != nil {
+		if err := applyHeaderMutation(cr.GetHeaderMutation(), &r.encoding.hdrs, r.cfg.MutationRules, r.c); err != nil {
 			r.errorResponse(err)
 			return
 		}
@@ -131,7 +133,7 @@ func (r *run) onMessage(m *extprocsvc.ProcessingResponse) {
 			return
 		}
 		r.setMetadata(m.GetDynamicMetadata())
-		if err := applyHeaderMutation(v.ResponseTrailers.GetHeaderMutation(), &r.encoding.trailers, defaultRules, r.c); err != nil {
+		if err := applyHeaderMutation(v.ResponseTrailers.GetHeaderMutation(), &r.encoding.trailers, r.cfg.MutationRules, r.c); err != nil {
 			r.errorResponse(err)
 			return
 		}
@@ -184,4 +186,22 @@ func (r *run) immediate(ir *extprocsvc.ImmediateResponse) {
 		grpcStatus = int(gs.GetStatus())
 	}
 	r.localReply(resp, grpcStatus)
+}
+
+// clearRouteCache is DecodingProcessorState::clearRouteCache
+// (processor_state.cc) for a request headers response: only a response
+// with a header_mutation (even an empty one) clears the route cache; then
+// route_cache_action DEFAULT clears it when clear_route_cache is set,
+// CLEAR always, RETAIN never. The router selects the route again for the
+// request the upstream gets (Request.RouteCacheCleared).
+func (r *run) clearRouteCache(cr *extprocsvc.CommonResponse) {
+	if cr.GetHeaderMutation() == nil {
+		return
+	}
+	switch r.cfg.RouteCacheAction {
+	case extprocv3.ExternalProcessor_DEFAULT:
+		r.routeCacheCleared = r.routeCacheCleared || cr.GetClearRouteCache()
+	case extprocv3.ExternalProcessor_CLEAR:
+		r.routeCacheCleared = true
+	}
 }

@@ -31,6 +31,10 @@ type Request struct {
 	// accepted (its upgrade_configs: "websocket"), "" for any other; the
 	// router then keeps Connection and Upgrade for the upstream.
 	Upgrade string
+	// RouteCacheCleared is set on the request Process hands to its
+	// Upstream when the processor's request headers response cleared the
+	// route cache (clearRouteCache): the caller selects the route again.
+	RouteCacheCleared bool
 }
 
 // Response is what the downstream client gets.
@@ -188,12 +192,15 @@ type upEvent struct {
 
 // run is the state of one request; only loop's goroutine touches it.
 type run struct {
-	cfg  Config
-	c    *Counters
-	ctx  context.Context
-	dial Dialer
-	req  *Request
-	up   Upstream
+	cfg Config
+	c   *Counters
+	// routeCacheCleared: a request headers response cleared the route
+	// cache (messages.go clearRouteCache).
+	routeCacheCleared bool
+	ctx               context.Context
+	dial              Dialer
+	req               *Request
+	up                Upstream
 
 	result   chan outcome
 	done     chan struct{}
@@ -587,7 +594,7 @@ func (r *run) startUpstream() {
 	}
 	r.decoding.upStarted = true
 	pm := r.cfg.ProcessingMode
-	up := &Request{Headers: r.decoding.hdrs.plain()}
+	up := &Request{Headers: r.decoding.hdrs.plain(), RouteCacheCleared: r.routeCacheCleared}
 	up.Method, _ = r.decoding.hdrs.get(":method")
 	up.Path, _ = r.decoding.hdrs.get(":path")
 	up.Authority, _ = r.decoding.hdrs.get(":authority")

@@ -8,7 +8,8 @@
 // (pilot/pkg/bootstrap), real endpoint pickers (pkg/test/epp) behind a
 // recording proxy (pkg/test/eppproxy), model-server simulators
 // (pkg/test/vllmsim) on pod addresses in a network namespace, a real
-// authorization server where a test needs one (pkg/test/extauthz), and a Gateway
+// authorization server where a test needs one (pkg/test/extauthz), GIE's
+// body-based router where one routes by model (pkg/test/bbr), and a Gateway
 // proxy booted from the bootstrap ConfigMap pilot-discovery writes: the test
 // data plane (pkg/test/dataplane), or real Envoy when $ENVOY_BINARY is set.
 //

@@ -96,7 +96,14 @@ type options struct {
 	// instead of the standard one (fields such as an HTTPRoute's
 	// ExternalAuth filter exist only there).
 	ExperimentalCRDs bool
+	// ExternalProcessorCRD installs the chart's infermesh.io
+	// ExternalProcessor CRD (what a listener filter's ExtensionRef names).
+	ExternalProcessorCRD bool
 }
+
+// processorCRD is the chart's ExternalProcessor CRD, installed as the chart
+// installs it.
+const processorCRD = "../../../../manifests/charts/infermesh/crds/infermesh.io_externalprocessors.yaml"
 
 func (o *options) defaults() {
 	if o.EPP == "" {
@@ -162,7 +169,11 @@ func newHarness(t *testing.T, opts options) *harness {
 		}
 		crds = kubeenv.WithCRDs(append(gwapi, pool)...)
 	}
-	h.env = kubeenv.Start(t, crds, kubeenv.WithCRDs(dr, objective))
+	extra := []string{dr, objective}
+	if opts.ExternalProcessorCRD {
+		extra = append(extra, processorCRD)
+	}
+	h.env = kubeenv.Start(t, crds, kubeenv.WithCRDs(extra...))
 	cfg := h.env.RESTConfig()
 	h.kube = kubernetes.NewForConfigOrDie(cfg)
 	h.gateways = gatewayclient.NewForConfigOrDie(cfg)

@@ -29,6 +29,10 @@ type CertificateLookups struct {
 	// another namespace: "" means Gateway; a ListenerSet's listeners
 	// resolve their certificateRefs with ListenerSetKind.
 	FromKind string
+	// Filters resolve listeners' filters.requests (listenerfilters.go);
+	// nil: no ExternalProcessor exists, every ExtensionRef fails to
+	// resolve.
+	Filters *ListenerFilterLookups
 }
 
 // certificateProblem is why one certificateRef does not resolve: the

@@ -13,6 +13,7 @@ import (
 
 	"github.com/infermesh/infermesh/pilot/pkg/config/kube/upstreamtls"
 	"github.com/infermesh/infermesh/pilot/pkg/model"
+	imv1alpha1 "github.com/infermesh/infermesh/pkg/apis/infermesh/v1alpha1"
 	kubelib "github.com/infermesh/infermesh/pkg/kube"
 	"github.com/infermesh/infermesh/pkg/kube/krt"
 )
@@ -51,6 +52,9 @@ type Inputs struct {
 	// ListenerSets add listeners to the Gateways that admit them
 	// (listenerset.go); nil means none exist.
 	ListenerSets krt.Collection[*gwv1.ListenerSet]
+	// ExternalProcessors (infermesh.io) are what listener filters of type
+	// ExtensionRef name (listenerfilters.go); nil means none exist.
+	ExternalProcessors krt.Collection[*imv1alpha1.ExternalProcessor]
 }
 
 // Options are the controller's settings (pilot/pkg/features).
@@ -123,6 +127,10 @@ type Outputs struct {
 	// a Gateway of ours, Programmed still Pending (WithListenerSetProgrammed
 	// applies the Gateway's); nil without Inputs.ListenerSets.
 	ListenerSetStatuses krt.Collection[ListenerSetStatusResult]
+	// ExternalProcessorStatuses is the status of every infermesh.io
+	// ExternalProcessor (processorstatus.go); nil without
+	// Inputs.ExternalProcessors.
+	ExternalProcessorStatuses krt.Collection[ExternalProcessorStatus]
 }
 
 // Build derives every collection of the controller from in, one builder
@@ -150,13 +158,14 @@ func Build(in Inputs, opts Options) Outputs {
 		b.pools = nil
 	}
 	var out Outputs
+	// Upstream TLS first: a listener filter's processor reads it.
+	b.tls = buildUpstreamTLS(in, opts, b.with)
+	out.BackendTLSPolicies = b.tls.policies
+
 	classParams := b.classParamsCollection()
 	out.ClassStatuses = b.classStatusCollection(classParams)
 	out.Gateways = b.gatewayCollection(classParams)
 	b.gateways = out.Gateways
-
-	b.tls = buildUpstreamTLS(in, opts, b.with)
-	out.BackendTLSPolicies = b.tls.policies
 
 	httpRoutes := b.httpRouteCollection()
 	routes := []krt.Collection[RouteResult]{httpRoutes}
@@ -205,6 +214,10 @@ func Build(in Inputs, opts Options) Outputs {
 	out.Models = b.modelsCollection(out.Routes)
 	if in.ListenerSets != nil {
 		out.ListenerSetStatuses = b.listenerSetStatusCollection(attachments)
+	}
+
+	if in.ExternalProcessors != nil {
+		out.ExternalProcessorStatuses = b.processorStatusCollection()
 	}
 
 	if b.tls.policies != nil {

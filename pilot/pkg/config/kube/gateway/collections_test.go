@@ -20,6 +20,7 @@ import (
 
 	"github.com/infermesh/infermesh/pilot/pkg/features"
 	"github.com/infermesh/infermesh/pilot/pkg/model"
+	imv1alpha1 "github.com/infermesh/infermesh/pkg/apis/infermesh/v1alpha1"
 	kubelib "github.com/infermesh/infermesh/pkg/kube"
 	"github.com/infermesh/infermesh/pkg/kube/krt"
 	"github.com/infermesh/infermesh/pkg/test/poll"
@@ -44,6 +45,7 @@ type pipeline struct {
 	policies krt.StaticCollection[*gwv1.BackendTLSPolicy]
 	rules    krt.StaticCollection[kubelib.DestinationRule]
 	sets     krt.StaticCollection[*gwv1.ListenerSet]
+	procs    krt.StaticCollection[*imv1alpha1.ExternalProcessor]
 	out      Outputs
 }
 
@@ -80,6 +82,7 @@ func newLimitedPipeline(t testing.TB, inference bool, limits TenantLimits, objs 
 		policies: krt.NewStaticCollection[*gwv1.BackendTLSPolicy](nil, nil, stop),
 		rules:    krt.NewStaticCollection[kubelib.DestinationRule](nil, nil, stop),
 		sets:     krt.NewStaticCollection[*gwv1.ListenerSet](nil, nil, stop),
+		procs:    krt.NewStaticCollection[*imv1alpha1.ExternalProcessor](nil, nil, stop),
 	}
 	for _, o := range objs {
 		p.add(o)
@@ -89,6 +92,7 @@ func newLimitedPipeline(t testing.TB, inference bool, limits TenantLimits, objs 
 		TLSRoutes: p.tls, TCPRoutes: p.tcp,
 		ReferenceGrants: p.grants, Namespaces: p.ns, Services: p.services, InferencePools: p.pools,
 		ConfigMaps: p.cms, Secrets: p.secrets, BackendTLSPolicies: p.policies, DestinationRules: p.rules, ListenerSets: p.sets,
+		ExternalProcessors: p.procs,
 	}, Options{ControllerName: controller, ClusterDomain: "cluster.local", InferenceEnabled: inference,
 		Limits: limits, Krt: []krt.CollectionOption{stop}})
 	p.settle()
@@ -128,6 +132,8 @@ func (p *pipeline) add(o any) {
 		p.sets.UpdateObject(o)
 	case kubelib.DestinationRule:
 		p.rules.UpdateObject(o)
+	case *imv1alpha1.ExternalProcessor:
+		p.procs.UpdateObject(o)
 	default:
 		p.t.Fatalf("unsupported object %T", o)
 	}

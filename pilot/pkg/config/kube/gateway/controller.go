@@ -102,6 +102,7 @@ func NewController(cfg ControllerConfig) (*Controller, error) {
 		GRPCRoutes: kc.GRPCRoutes(), TLSRoutes: kc.TLSRoutes(), TCPRoutes: kc.TCPRoutes(), ReferenceGrants: kc.ReferenceGrants(), Namespaces: kc.Namespaces(),
 		Services: kc.Services(), ConfigMaps: kc.ConfigMaps(), Secrets: kc.Secrets(),
 		BackendTLSPolicies: kc.BackendTLSPolicies(), DestinationRules: kc.DestinationRules(), ListenerSets: kc.ListenerSets(),
+		ExternalProcessors: kc.ExternalProcessors(),
 	}
 	if f.EnableInferenceExtension {
 		in.InferencePools = kc.InferencePools()
@@ -160,6 +161,9 @@ func NewController(cfg ControllerConfig) (*Controller, error) {
 			add(poolStatusWriter(cfg, c.PoolStatuses))
 		}
 		add(backendTLSPolicyStatusWriter(cfg, c.BackendTLSPolicyStatuses))
+		if c.ExternalProcessorStatuses != nil {
+			add(processorStatusWriter(cfg, c.ExternalProcessorStatuses))
+		}
 	}
 	if err := errors.Join(errs...); err != nil {
 		return nil, err

@@ -25,16 +25,17 @@ func TestNewControllerFollowsFlags(t *testing.T) {
 		pools   bool
 	}{
 		// default class, the four Gateway deployment writers, class,
-		// Gateway, ListenerSet, HTTPRoute, GRPCRoute, TLSRoute, TCPRoute and
-		// BackendTLSPolicy status, route problem Events
-		{"defaults (inference off)", func(*features.Features) {}, 14, false},
+		// Gateway, ListenerSet, HTTPRoute, GRPCRoute, TLSRoute, TCPRoute,
+		// BackendTLSPolicy and ExternalProcessor status, route problem
+		// Events
+		{"defaults (inference off)", func(*features.Features) {}, 15, false},
 		// + shadow Services and pool status
-		{"inference on", func(f *features.Features) { f.EnableInferenceExtension = true }, 16, true},
+		{"inference on", func(f *features.Features) { f.EnableInferenceExtension = true }, 17, true},
 		// default class, deployments and shadow Services only
 		{"status off", func(f *features.Features) { f.EnableInferenceExtension, f.EnableGatewayAPIStatus = true, false }, 6, true},
 		// no ServiceAccount, Service, ConfigMap and Deployment writers
-		{"deployment off", func(f *features.Features) { f.EnableGatewayDeployment = false }, 10, false},
-		{"deployment, plaintext", func(f *features.Features) { f.GatewayXDSPlaintext = true }, 14, false},
+		{"deployment off", func(f *features.Features) { f.EnableGatewayDeployment = false }, 11, false},
+		{"deployment, plaintext", func(f *features.Features) { f.GatewayXDSPlaintext = true }, 15, false},
 		{"Gateway API off", func(f *features.Features) { f.EnableGatewayAPI = false }, 0, false},
 	}
 	for _, tc := range cases {

@@ -31,6 +31,13 @@
 //     publish in status.
 //   - listeners.go: GatewayView and ListenerView: a Gateway's listeners
 //     validated (protocols, allowedRoutes, port and hostname conflicts).
+//   - listenerfilters.go: a listener's filters.requests (GEP-5224) resolved to
+//     infermesh.io ExternalProcessors (ResolveExternalProcessor,
+//     ProcessorConditions), with the spec's listener reasons
+//     (InvalidListenerFilterRef, InvalidListenerFilter, UnsupportedValue).
+//   - processorstatus.go: each ExternalProcessor's own status
+//     (ExternalProcessorStatuses) and its writer, server-side apply of the
+//     status subresource through the dynamic client.
 //   - listenerset.go: ListenerSets attached to our Gateways: which are allowed,
 //     their listeners in precedence order, and their status.
 //   - certificates.go: an HTTPS listener's certificateRef (a kubernetes.io/tls

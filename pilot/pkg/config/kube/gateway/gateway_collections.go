@@ -13,6 +13,7 @@ import (
 	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
 
 	"github.com/infermesh/infermesh/pilot/pkg/model"
+	imv1alpha1 "github.com/infermesh/infermesh/pkg/apis/infermesh/v1alpha1"
 	"github.com/infermesh/infermesh/pkg/kube/krt"
 )
 
@@ -89,6 +90,21 @@ func (b *builder) gatewayCollection(classParams krt.Collection[ClassParams]) krt
 					return *cm
 				}
 				return nil
+			},
+			Filters: &ListenerFilterLookups{
+				ExternalProcessor: func(key types.NamespacedName) *imv1alpha1.ExternalProcessor {
+					if in.ExternalProcessors == nil {
+						return nil
+					}
+					if ep := krt.FetchOne(ctx, in.ExternalProcessors, krt.FilterKey(key.String())); ep != nil {
+						return *ep
+					}
+					return nil
+				},
+				// A processor's client TLS is read as the Gateway's
+				// (a DestinationRule's credentialName in its namespace).
+				Backends: b.serviceLookups(ctx, func() []string { return []string{gw.Namespace} }),
+				Options:  BackendOptions{InferenceEnabled: b.opts.InferenceEnabled, ClusterDomain: b.opts.ClusterDomain},
 			},
 		}
 		v := NewGatewayView(gw, certs)

@@ -139,6 +139,12 @@ type ListenerView struct {
 	Conflicted      bool
 	ConflictReason  gwv1.ListenerConditionReason
 	ConflictMessage string
+	// Filters are filters.requests resolved (resolveListenerFilters), in
+	// their order; FilterError, when set, is why one does not resolve
+	// (ResolvedRefs=False/InvalidListenerFilterRef): the listener is
+	// served, and answers every request 500.
+	Filters     []model.ListenerFilter
+	FilterError string
 }
 
 // Usable reports whether routes may attach to the listener: it is accepted
@@ -221,15 +227,6 @@ func newListenerView(gw *gwv1.Gateway, ns string, l gwv1.Listener, certs Certifi
 		if v.Accepted {
 			v.Accepted, v.Reason, v.Message = false, reason, fmt.Sprintf(format, args...)
 		}
-	}
-	// Pre-routing listener filters (GEP-5224, experimental) are not
-	// implemented: a listener asking for them is refused, never served with
-	// its filters silently missing (an ExternalAuth filter left out would
-	// let every request through). UnsupportedValue is the spec's reason for
-	// a field value the implementation does not support.
-	if l.Filters != nil && len(l.Filters.Requests) > 0 {
-		reject(gwv1.ListenerReasonUnsupportedValue, "filters.requests (%d pre-routing listener filters, GEP-5224) is not implemented: "+
-			"the listener is not served rather than served without them", len(l.Filters.Requests))
 	}
 	// terminate resolves the certificate of a listener that terminates
 	// TLS (HTTPS, or TLS in mode Terminate; what names it in messages):
@@ -320,6 +317,7 @@ func newListenerView(gw *gwv1.Gateway, ns string, l gwv1.Listener, certs Certifi
 			reject(gwv1.ListenerReasonUnsupportedValue, "allowedRoutes.namespaces.from %q is not supported", v.From)
 		}
 	}
+	resolveListenerFilters(&v, listenerFilterSpecs(l.Filters), certs.Filters)
 	return v
 }
 

@@ -91,12 +91,17 @@ func TestListenerAcceptance(t *testing.T) {
 		{name: "HTTPS passthrough", listener: gwv1.Listener{Protocol: gwv1.HTTPSProtocolType, TLS: tls(gwv1.TLSModePassthrough, 1)},
 			reason: gwv1.ListenerReasonUnsupportedValue, resolvedRefs: true, kinds: []string{"HTTPRoute", "GRPCRoute"}},
 		{name: "TCP", listener: gwv1.Listener{Protocol: gwv1.TCPProtocolType}, accepted: true, resolvedRefs: true, kinds: []string{"TCPRoute"}},
-		// Pre-routing listener filters (GEP-5224) are not implemented: the
-		// listener is refused rather than served without them.
+		// An ExtensionRef to a kind that is not infermesh.io
+		// ExternalProcessor: ResolvedRefs=False/InvalidListenerFilterRef
+		// (TestListenerFilterResolution has the rest).
 		{name: "listener filters", listener: gwv1.Listener{Protocol: gwv1.HTTPProtocolType, Filters: &gwv1.ListenerFilters{
 			Requests: []gwv1.ListenerFilter{{Type: gwv1.ListenerFilterExtensionRef,
 				ExtensionRef: &gwv1.LocalObjectReference{Group: "example.com", Kind: "BodyRouter", Name: "bbr"}}}}},
-			reason: gwv1.ListenerReasonUnsupportedValue, resolvedRefs: true, kinds: []string{"HTTPRoute", "GRPCRoute"}},
+			accepted: true, refsReason: ListenerReasonInvalidListenerFilterRef, kinds: []string{"HTTPRoute", "GRPCRoute"}},
+		{name: "listener filters on TCP", listener: gwv1.Listener{Protocol: gwv1.TCPProtocolType, Filters: &gwv1.ListenerFilters{
+			Requests: []gwv1.ListenerFilter{{Type: gwv1.ListenerFilterExtensionRef,
+				ExtensionRef: &gwv1.LocalObjectReference{Group: "infermesh.io", Kind: "ExternalProcessor", Name: "bbr"}}}}},
+			reason: gwv1.ListenerReasonUnsupportedValue, resolvedRefs: true, kinds: []string{"TCPRoute"}},
 		{name: "listener filters, empty list", listener: gwv1.Listener{Protocol: gwv1.HTTPProtocolType, Filters: &gwv1.ListenerFilters{}},
 			accepted: true, resolvedRefs: true, kinds: []string{"HTTPRoute", "GRPCRoute"}},
 		{name: "kinds: GRPCRoute only", listener: gwv1.Listener{Protocol: gwv1.HTTPProtocolType,

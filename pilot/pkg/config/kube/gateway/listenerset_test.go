@@ -256,8 +256,9 @@ func TestListenerSetStatus(t *testing.T) {
 			t.Error("WithListenerSetProgrammed modified its input")
 		}
 	})
-	// A ListenerSet listener with pre-routing filters (GEP-5224) is refused
-	// as a Gateway's own listener is: never programmed without them.
+	// A ListenerSet listener with a pre-routing filter of a type infermesh
+	// does not serve as one (ExternalAuth) is refused as a Gateway's own
+	// listener is: never programmed without it.
 	t.Run("listener filters", func(t *testing.T) {
 		f := entry("auth", "auth.com", "", "")
 		f.Filters = &gwv1.ListenerFilters{Requests: []gwv1.ListenerFilter{{Type: gwv1.ListenerFilterExternalAuth,

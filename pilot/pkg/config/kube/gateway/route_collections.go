@@ -29,6 +29,24 @@ func (b *builder) listenerSets(ctx krt.HandlerContext) ListenerSetLookup {
 	}
 }
 
+// serviceLookups are the Service, ReferenceGrant and upstream TLS lookups
+// of objects used by the Gateways of gatewayNamespaces, each through ctx.
+func (b *builder) serviceLookups(ctx krt.HandlerContext, gatewayNamespaces func() []string) BackendLookups {
+	in := b.in
+	return BackendLookups{
+		Service: func(key types.NamespacedName) *corev1.Service {
+			if s := krt.FetchOne(ctx, in.Services, krt.FilterKey(key.String())); s != nil {
+				return *s
+			}
+			return nil
+		},
+		ReferenceGrants: func(ns string) []*gwv1.ReferenceGrant {
+			return krt.Fetch(ctx, in.ReferenceGrants, krt.FilterNamespace(ns))
+		},
+		UpstreamTLS: b.tls.lookup(ctx, gatewayNamespaces),
+	}
+}
+
 // routeLookups are what a route's attachment and backends read, each
 // through ctx; gatewayNamespaces are the namespaces a DestinationRule's
 // credentialName CA is read in.
@@ -43,18 +61,7 @@ func (b *builder) routeLookups(ctx krt.HandlerContext, gatewayNamespaces func() 
 		}
 		return nil
 	}
-	backends := BackendLookups{
-		Service: func(key types.NamespacedName) *corev1.Service {
-			if s := krt.FetchOne(ctx, in.Services, krt.FilterKey(key.String())); s != nil {
-				return *s
-			}
-			return nil
-		},
-		ReferenceGrants: func(ns string) []*gwv1.ReferenceGrant {
-			return krt.Fetch(ctx, in.ReferenceGrants, krt.FilterNamespace(ns))
-		},
-	}
-	backends.UpstreamTLS = b.tls.lookup(ctx, gatewayNamespaces)
+	backends := b.serviceLookups(ctx, gatewayNamespaces)
 	if b.pools != nil {
 		backends.Pool = func(key types.NamespacedName) *inferencev1.InferencePool {
 			if p := krt.FetchOne(ctx, b.pools, krt.FilterKey(key.String())); p != nil {

@@ -63,7 +63,8 @@ func translatorGateway(gw GatewayView, routes []routeModel) *model.Gateway {
 		if l.Set.Name != "" {
 			name = ListenerSetListenerName(l.Set, l.Name)
 		}
-		ml := model.Listener{Name: name, Port: uint32(l.Port), Protocol: l.Protocol, Hostname: l.Hostname}
+		ml := model.Listener{Name: name, Port: uint32(l.Port), Protocol: l.Protocol, Hostname: l.Hostname,
+			Filters: l.Filters, FilterError: l.FilterError}
 		if l.Certificate.Name != "" {
 			ml.TLS = &model.ListenerTLS{CertificateRefs: []string{l.Certificate.String()}, ClientValidation: l.ClientValidation}
 		}
