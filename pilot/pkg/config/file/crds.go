@@ -140,7 +140,7 @@ func crdsFor(channel Channel) (crdSchemas, error) {
 		return embeddedCRDs()
 	case ChannelExperimental:
 	default:
-		return nil, fmt.Errorf("Gateway API channel %q is neither %s nor %s", channel, ChannelStandard, ChannelExperimental)
+		return nil, fmt.Errorf("the Gateway API channel %q is neither %s nor %s", channel, ChannelStandard, ChannelExperimental)
 	}
 	experimentalOnce.Do(func() {
 		var base, exp crdSchemas
