@@ -126,7 +126,7 @@ func benchEndpointChange(b *testing.B, pools int) {
 	}
 	returned := versions(first)
 	cla0, gw0 := benchTransformations(b, s.debug)
-	push0, pushes0 := benchPushTime(b, s.reg)
+	push0, pushes0 := settledPushTime(b, s.reg, 1)
 
 	b.ReportAllocs()
 	b.ResetTimer()
@@ -149,7 +149,7 @@ func benchEndpointChange(b *testing.B, pools int) {
 	b.StopTimer()
 
 	cla1, gw1 := benchTransformations(b, s.debug)
-	push1, pushes1 := benchPushTime(b, s.reg)
+	push1, pushes1 := settledPushTime(b, s.reg, pushes0+uint64(b.N))
 	if cla1-cla0 != uint64(b.N) || gw1 != gw0 {
 		b.Fatalf("over %d ops: %d CLA and %d Gateway transformation runs, want %d and 0", b.N, cla1-cla0, gw1-gw0, b.N)
 	}
@@ -316,7 +316,7 @@ func benchRouteEdit(b *testing.B, pools int, at func(i int) int, edit func(i int
 		b.Fatalf("initial RDS response has %d route configurations, want 1", len(first.GetResources()))
 	}
 	returned := versions(first)
-	push0, pushes0 := benchPushTime(b, s.reg)
+	push0, pushes0 := settledPushTime(b, s.reg, 1)
 
 	var cpu time.Duration
 	b.ReportAllocs()
@@ -354,7 +354,7 @@ func benchRouteEdit(b *testing.B, pools int, at func(i int) int, edit func(i int
 		b.StartTimer()
 	}
 	b.StopTimer()
-	push1, pushes1 := benchPushTime(b, s.reg)
+	push1, pushes1 := settledPushTime(b, s.reg, pushes0+uint64(b.N))
 	if pushes1-pushes0 != uint64(b.N) {
 		b.Fatalf("over %d ops: %d pushes", b.N, pushes1-pushes0)
 	}
@@ -404,6 +404,29 @@ func benchTransformations(b *testing.B, h *krt.DebugHandler) (cla, gw uint64) {
 
 // benchPushTime is the sum (seconds) and count of
 // infermesh_xds_push_duration_seconds.
+// settledPushTime is benchPushTime once the push count has reached
+// atLeast and not moved for 50 ms (at most 10 s): a push is counted when
+// it ends, which may be after its response was read, so a count taken at
+// once could miss the push just received (the initial one before the
+// ops, the last op's after them).
+func settledPushTime(b *testing.B, reg *prometheus.Registry, atLeast uint64) (float64, uint64) {
+	b.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	sum, n := benchPushTime(b, reg)
+	for stable := time.Now(); time.Now().Before(deadline); {
+		time.Sleep(5 * time.Millisecond)
+		s2, n2 := benchPushTime(b, reg)
+		if n2 != n {
+			sum, n, stable = s2, n2, time.Now()
+			continue
+		}
+		if n >= atLeast && time.Since(stable) >= 50*time.Millisecond {
+			break
+		}
+	}
+	return sum, n
+}
+
 func benchPushTime(b *testing.B, reg *prometheus.Registry) (float64, uint64) {
 	b.Helper()
 	mfs, err := reg.Gather()
