@@ -82,10 +82,14 @@ func (t *Translator) Build(gw *model.Gateway, in Inputs) (Resources, error) {
 func (t *Translator) build(gw *model.Gateway, in Inputs) (Resources, error) {
 	var res Resources
 	var err error
-	if res.Listeners, err = t.buildListeners(gw); err != nil {
+	// The Gateway's ext_authz filters, read once per Build: listeners and
+	// route configurations both depend on them, and finding them visits
+	// every route.
+	authz := gatewayExtAuthz(gw)
+	if res.Listeners, err = t.buildListeners(gw, authz); err != nil {
 		return res, fmt.Errorf("listeners: %w", err)
 	}
-	if res.Routes, err = t.buildRoutes(gw); err != nil {
+	if res.Routes, err = t.buildRoutes(gw, authz); err != nil {
 		return res, fmt.Errorf("routes: %w", err)
 	}
 	if res.Clusters, err = t.buildClusters(gw, in); err != nil {
@@ -95,9 +99,9 @@ func (t *Translator) build(gw *model.Gateway, in Inputs) (Resources, error) {
 }
 
 // buildListeners reuses the last listeners when everything they depend on
-// (the Gateway but its HTTP and HTTPS listeners' routes) is equal.
-func (t *Translator) buildListeners(gw *model.Gateway) ([]*listenerv3.Listener, error) {
-	authz := gatewayExtAuthz(gw)
+// (the Gateway but its HTTP and HTTPS listeners' routes, and authz, its
+// ext_authz filters: gatewayExtAuthz) is equal.
+func (t *Translator) buildListeners(gw *model.Gateway, authz []*model.ExternalAuth) ([]*listenerv3.Listener, error) {
 	if t.lisGW != nil && sameListenerInputs(t.lisGW, gw) && sameExtAuthz(t.lisAuthz, authz) {
 		return t.listeners, nil
 	}
@@ -242,10 +246,12 @@ func rcSig(g portGroup, chain int, body model.EPPBodyMode, namespace string) str
 	return string(b)
 }
 
-func (t *Translator) buildRoutes(gw *model.Gateway) ([]*routev3.RouteConfiguration, error) {
+// buildRoutes is the route configurations of gw, whose ext_authz filters
+// (gatewayExtAuthz) are authz.
+func (t *Translator) buildRoutes(gw *model.Gateway, authz []*model.ExternalAuth) ([]*routev3.RouteConfiguration, error) {
 	opts := t.opts
 	opts.eppBodyMode, opts.gatewayNamespace = gw.EPPBodyMode, gw.Namespace
-	opts.extAuthz = gatewayExtAuthz(gw)
+	opts.extAuthz = authz
 	groups, err := groupByPort(gw)
 	if err != nil {
 		return nil, err
